@@ -1,0 +1,36 @@
+"""Closed-form decay (RFC 6.1) and reinforcement (RFC 6.2).
+
+Salience is never decayed from a previously decayed value: it is always computed
+from ``base_salience`` and ``reinforced_at``, so applying a sweep n times equals
+applying it once.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+
+from membrane_core.models import DecayProfile
+
+
+def salience_at(
+    base: float, reinforced_at: datetime, profile: DecayProfile, at: datetime, *, pinned: bool
+) -> float:
+    """RFC 6.1: ``max(floor, base * 2^(-(at - reinforced_at) / half_life))``; pinned never decays."""
+    if pinned:
+        return base
+    elapsed = max(0.0, (at - reinforced_at).total_seconds())
+    decayed = base * math.pow(2.0, -elapsed / profile.half_life_seconds)
+    return max(min(base, profile.min_salience), decayed) if base >= 0 else 0.0
+
+
+def seconds_until(base: float, profile: DecayProfile, target: float) -> float | None:
+    """Seconds after reinforcement at which salience falls to ``target``; ``None`` if never."""
+    if target <= 0 or base <= target:
+        return 0.0 if base <= target else None
+    return profile.half_life_seconds * math.log2(base / target)
+
+
+def reinforced(current: float, gain: float, cap: float = 1.0) -> float:
+    """RFC 6.2: new base salience after a reinforcement: ``min(cap, current + gain)``."""
+    return max(current, min(cap, current + gain))

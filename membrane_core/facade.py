@@ -1,0 +1,163 @@
+"""``Membrane``: the embeddable, synchronous library facade (RFC 1.2)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+from pydantic import ValidationError
+
+from membrane_core import errors
+from membrane_core.capture import CapturePlan, plan_capture
+from membrane_core.enums import MemoryType, Sensitivity
+from membrane_core.policy import Policy
+from membrane_core.requests import CaptureRequest, RetrieveRequest
+from membrane_core.results import CaptureResult, RecordView, RetrieveResult
+from membrane_core.retrieval import Retriever
+from membrane_core.settings import Settings
+from membrane_core.storage import db as storage_db
+from membrane_core.storage import records
+from membrane_core.trust import DEVELOPMENT_POLICY, TrustPolicy
+
+Clock = Callable[[], datetime]
+M = TypeVar("M", CaptureRequest, RetrieveRequest)
+
+
+def utcnow() -> datetime:
+    """The current time, timezone-aware UTC."""
+    return datetime.now(UTC)
+
+
+def policy_from_settings(settings: Settings) -> Policy:
+    """RFC 3.2: the policy engine configured from settings."""
+    return Policy(
+        default_sensitivity=Sensitivity(settings.default_sensitivity),
+        half_lives={
+            MemoryType.EPISODIC: settings.half_life_episodic_seconds,
+            MemoryType.WORKING: settings.half_life_working_seconds,
+            MemoryType.SEMANTIC: settings.half_life_semantic_seconds,
+            MemoryType.COMPETENCE: settings.half_life_competence_seconds,
+            MemoryType.PLAN_GRAPH: settings.half_life_plan_graph_seconds,
+            MemoryType.ENTITY: settings.half_life_entity_seconds,
+        },
+        reinforcement_gain=dict.fromkeys(MemoryType, settings.reinforcement_gain),
+    )
+
+
+def parse(model: type[M], data: M | Mapping[str, Any]) -> M:
+    """Validate client input into ``model``; ``InvalidInput`` names every bad field (RFC 2.4)."""
+    if isinstance(data, model):
+        return data
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        details = errors.field_errors(exc)
+        summary = "; ".join(f"{d['field'] or 'body'}: {d['message']}" for d in details[:5])
+        raise errors.InvalidInput(f"invalid {model.__name__}: {summary}", details=details) from exc
+
+
+class Membrane:
+    """The memory substrate as a library: capture, get, retrieve (RFC 1.2).
+
+    Without ``database`` it reads :class:`Settings` and, when ``MEMBRANE_DATABASE_URL``
+    is unset, starts the embedded Postgres under ``MEMBRANE_DATA_DIR`` (RFC 11.2).
+    """
+
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        database: storage_db.Database | None = None,
+        policy: Policy | None = None,
+        clock: Clock = utcnow,
+        work: records.WorkOptions | None = None,
+    ) -> None:
+        self.settings = settings or Settings()
+        if database is None:
+            s = self.settings
+            dsn = storage_db.resolve_dsn(s.database_dsn(), s.data_dir)
+            read = s.read_database_url.get_secret_value() if s.read_database_url else None
+            database = storage_db.Database(
+                dsn, embedding_dim=s.embedding_dim, read_dsn=read,
+                min_size=s.pool_min_size, max_size=s.pool_max_size,
+            )
+        self.db = database
+        self.policy = policy or policy_from_settings(self.settings)
+        self.clock = clock
+        self.work = work or records.WorkOptions(
+            embed=self.settings.embedding_provider != "none",
+            extract=self.settings.llm_provider != "none",
+        )
+        self.retriever = Retriever(self.db, clock=clock)
+
+    # -- capture (RFC 3) ------------------------------------------------------
+
+    def plan(
+        self, request: CaptureRequest | Mapping[str, Any], trust: TrustPolicy = DEVELOPMENT_POLICY,
+        *, record_id: uuid.UUID | None = None, operation_id: uuid.UUID | None = None,
+    ) -> CapturePlan:
+        """Validate and authorise one capture without writing it (RFC 3.3, 7.1)."""
+        req = parse(CaptureRequest, request)
+        trust.require_write(req.scope)
+        if req.sensitivity and req.sensitivity.rank > trust.max_sensitivity.rank:
+            raise errors.Forbidden(
+                f"sensitivity {req.sensitivity.value!r} is above the caller's maximum",
+                details=[{"field": "sensitivity", "message": "above policy", "type": "forbidden"}],
+            )
+        try:
+            return plan_capture(req, self.policy, now=self.clock(), actor=trust.actor,
+                                record_id=record_id, operation_id=operation_id)
+        except ValidationError as exc:
+            raise errors.InvalidInput(
+                "invalid capture content", details=errors.field_errors(exc)
+            ) from exc
+
+    def capture(
+        self, request: CaptureRequest | Mapping[str, Any], trust: TrustPolicy = DEVELOPMENT_POLICY
+    ) -> CaptureResult:
+        """RFC 3.3: write one capture, its audit entry and work items in one transaction."""
+        return self.capture_many([request], trust)[0]
+
+    def capture_many(
+        self, requests: Iterable[CaptureRequest | Mapping[str, Any]],
+        trust: TrustPolicy = DEVELOPMENT_POLICY,
+    ) -> list[CaptureResult]:
+        """RFC 3.6: validate every capture first, then write them all in one transaction."""
+        plans = [self.plan(r, trust) for r in requests]
+        return self.write_plans(plans)
+
+    def write_plans(self, plans: Sequence[CapturePlan]) -> list[CaptureResult]:
+        """Write already validated plans in one transaction (RFC 3.3, 3.6)."""
+        if not plans:
+            return []
+        with self.db.transaction() as conn:
+            outcomes = records.write_captures(conn, plans, now=self.clock(), opts=self.work)
+        return [CaptureResult(record_ids=o.record_ids, fact=o.fact) for o in outcomes]
+
+    # -- reads (RFC 8) --------------------------------------------------------
+
+    def get(self, record_id: uuid.UUID | str, trust: TrustPolicy = DEVELOPMENT_POLICY) -> RecordView:
+        """RFC 5.1: one record by id with its status; redacted or ``NotFound`` per trust."""
+        try:
+            rid = uuid.UUID(str(record_id))
+        except ValueError as exc:
+            raise errors.InvalidInput(f"record id {record_id!r} is not a UUID") from exc
+        return self.retriever.get(rid, trust)
+
+    def retrieve(
+        self, request: RetrieveRequest | Mapping[str, Any], trust: TrustPolicy = DEVELOPMENT_POLICY
+    ) -> RetrieveResult:
+        """RFC 8: bounded, trust-aware retrieval."""
+        return self.retriever.retrieve(parse(RetrieveRequest, request), trust)
+
+    def close(self) -> None:
+        """Release the connection pools."""
+        self.db.close()
+
+    def __enter__(self) -> Membrane:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,107 @@
+"""Provider ports: embedding and triple extraction (RFC 12).
+
+The rest of the core sees providers only through these two small Protocols
+(RFC 12.1 embedding providers, RFC 12.2 LLM extraction), so the HTTP adapters,
+the local model and the offline providers (RFC 12.3) are interchangeable, and
+an in-memory fake satisfies them in tests.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Annotated, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+__all__ = [
+    "DEFAULT_CONFIDENCE",
+    "EmbeddingProvider",
+    "ProviderError",
+    "TransientProviderError",
+    "Triple",
+    "TripleExtractor",
+    "normalise_predicate",
+]
+
+
+class ProviderError(Exception):
+    """An embedding or extraction provider failed."""
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message or self.__doc__)
+
+
+class TransientProviderError(ProviderError):
+    """A provider failed in a way that may succeed on retry."""
+
+
+#: Confidence of a triple whose source gives none.
+DEFAULT_CONFIDENCE = 0.6
+
+#: Text of one triple slot: stripped, non-empty, at most 512 characters.
+TripleText = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=512)]
+
+
+class Triple(BaseModel):
+    """A subject-predicate-object fact extracted from text (RFC 12.2)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    subject: TripleText
+    predicate: TripleText
+    object: TripleText
+    confidence: float = Field(default=DEFAULT_CONFIDENCE, ge=0.0, le=1.0, allow_inf_nan=False)
+
+
+_NON_WORD = re.compile(r"[^0-9a-z]+")
+
+
+def normalise_predicate(predicate: str) -> str:
+    """Predicate in snake_case, e.g. ``"Works at"`` -> ``works_at`` (RFC 12.2).
+
+    Returns an empty string when nothing word-like is left.
+    """
+    return _NON_WORD.sub("_", predicate.casefold()).strip("_")
+
+
+@runtime_checkable
+class EmbeddingProvider(Protocol):
+    """Turns texts into fixed-length vectors (RFC 12.1).
+
+    ``name`` identifies the provider kind, ``model`` the model behind it and
+    ``dim`` the length of every vector it returns.
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def model(self) -> str: ...
+
+    @property
+    def dim(self) -> int: ...
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """One vector of length ``dim`` per text, in input order (RFC 12.1).
+
+        Raises ``ProviderError``; ``TransientProviderError`` when a retry may
+        succeed (timeouts, HTTP 429, HTTP 5xx, connection errors).
+        """
+        ...
+
+
+@runtime_checkable
+class TripleExtractor(Protocol):
+    """Extracts subject-predicate-object triples from texts (RFC 12.2)."""
+
+    @property
+    def name(self) -> str: ...
+
+    def extract(self, texts: Sequence[str]) -> list[list[Triple]]:
+        """One list of triples per text, in input order (RFC 12.2).
+
+        Raises ``ProviderError``; ``TransientProviderError`` when a retry may
+        succeed.
+        """
+        ...

@@ -1,0 +1,85 @@
+"""Requests accepted by the core: capture and retrieve (RFC 3, RFC 8)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import Field, model_validator
+
+from membrane_core import budget
+from membrane_core.enums import MemoryType, Sensitivity, SourceKind
+from membrane_core.models import Frozen, JSONDict, Scope, Tag
+
+
+class CaptureRequest(Frozen):
+    """What a client offers to remember (RFC 3)."""
+
+    source_kind: SourceKind
+    scope: Scope
+    content: JSONDict
+    summary: str | None = Field(default=None, max_length=4096)
+    reason_to_remember: str | None = Field(default=None, max_length=4096)
+    tags: list[Tag] = Field(default_factory=list, max_length=64)
+    sensitivity: Sensitivity | None = None
+    occurred_at: datetime | None = None
+    metadata: JSONDict = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _budget(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            content = data.get("content")
+            if content is not None:
+                budget.check_json_budget(
+                    content, field="content",
+                    max_bytes=budget.MAX_PAYLOAD_BYTES, max_depth=budget.MAX_PAYLOAD_DEPTH,
+                )
+            metadata = data.get("metadata")
+            if metadata is not None:
+                budget.check_json_budget(
+                    metadata, field="metadata",
+                    max_bytes=budget.MAX_METADATA_BYTES, max_depth=budget.MAX_PAYLOAD_DEPTH,
+                )
+        return data
+
+    @model_validator(mode="after")
+    def _content_shape(self) -> CaptureRequest:
+        # RFC 3.1: the content each source kind needs; the payload models check types.
+        required = {
+            SourceKind.OBSERVATION: ("subject", "predicate", "object"),
+            SourceKind.WORKING_STATE: ("thread_id", "task_state", "context_summary"),
+        }.get(self.source_kind, ())
+        missing = [k for k in required if k not in self.content]
+        if missing:
+            raise ValueError(
+                f"{self.source_kind.value} content needs {', '.join(required)}; "
+                f"missing: {', '.join(missing)}"
+            )
+        return self
+
+
+class ExpandOptions(Frozen):
+    """Graph expansion bounds (RFC 8.4)."""
+
+    hops: int = Field(default=1, ge=0, le=3)
+    max_nodes: int = Field(default=25, ge=1, le=500)
+    max_edges: int = Field(default=100, ge=1, le=2000)
+
+
+class RetrieveRequest(Frozen):
+    """A bounded, trust-aware retrieval (RFC 8)."""
+
+    query: str | None = Field(default=None, max_length=4096)
+    scopes: list[Scope] | None = Field(default=None, max_length=256)
+    max_sensitivity: Sensitivity | None = None
+    memory_types: list[MemoryType] | None = None
+    tags: list[Tag] | None = Field(default=None, max_length=64)
+    min_salience: float = Field(default=0.0, ge=0)
+    limit: int = Field(default=10, ge=1, le=200)
+    max_bytes: int = Field(default=1024 * 1024, ge=1024, le=16 * 1024 * 1024)
+    include_contested: bool = True
+    include_retracted: bool = False
+    as_of: datetime | None = None
+    valid_at: datetime | None = None
+    expand: ExpandOptions | None = None

@@ -1,0 +1,101 @@
+"""What reads and writes return: record views, retrieval results, capture results (RFC 10.4)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from pydantic import Field
+
+from membrane_core.enums import MemoryType, RevisionStatus, Sensitivity
+from membrane_core.models import Frozen, MemoryRecord, Relation, Validity
+
+
+class RecordView(Frozen):
+    """A record as a caller may see it; redacted views carry metadata only (RFC 7.3)."""
+
+    id: UUID
+    type: MemoryType
+    scope: str
+    sensitivity: Sensitivity
+    confidence: float
+    salience: float
+    status: RevisionStatus
+    payload: dict[str, Any] | None
+    summary: str | None = None
+    tags: list[str] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    relations: list[Relation] = Field(default_factory=list)
+    provenance: list[dict[str, Any]] = Field(default_factory=list)
+    validity: Validity | None = None
+    occurred_at: datetime | None = None
+    created_at: datetime
+    updated_at: datetime
+    recorded_at: datetime
+    retracted_at: datetime | None = None
+    redacted: bool = False
+    score: float | None = None
+
+
+def view(
+    record: MemoryRecord,
+    *,
+    salience: float,
+    redacted: bool,
+    visible_targets: set[UUID] | None = None,
+    score: float | None = None,
+) -> RecordView:
+    """RFC 7.3: the caller's view of ``record``; relations to invisible records are dropped."""
+    common: dict[str, Any] = {
+        "id": record.id, "type": record.type, "scope": record.scope,
+        "sensitivity": record.sensitivity, "confidence": record.confidence,
+        "salience": salience, "status": record.status, "created_at": record.created_at,
+        "updated_at": record.updated_at, "recorded_at": record.recorded_at,
+        "retracted_at": record.retracted_at, "occurred_at": record.occurred_at,
+        "redacted": redacted, "score": score,
+    }
+    if redacted:
+        return RecordView(payload=None, **common)
+    relations = [
+        r for r in record.relations if visible_targets is None or r.target_id in visible_targets
+    ]
+    return RecordView(
+        payload=record.payload.model_dump(mode="json"), summary=record.summary,
+        tags=record.tags, metadata=record.metadata, relations=relations,
+        provenance=[p.model_dump(mode="json") for p in record.provenance],
+        validity=record.validity, **common,
+    )
+
+
+class Edge(Frozen):
+    """A relation traversed by graph expansion (RFC 8.4)."""
+
+    source_id: UUID
+    predicate: str
+    target_id: UUID
+
+
+class Selection(Frozen):
+    """The selector's choice among competence and plan_graph candidates (RFC 8.5)."""
+
+    record_id: UUID
+    confidence: float
+    needs_more: bool
+
+
+class RetrieveResult(Frozen):
+    """Roots, neighbours, edges and diagnostics of one retrieval (RFC 8)."""
+
+    records: list[RecordView]
+    neighbors: list[RecordView] = Field(default_factory=list)
+    edges: list[Edge] = Field(default_factory=list)
+    diagnostics: dict[str, Any] = Field(default_factory=dict)
+    selection: Selection | None = None
+
+
+class CaptureResult(Frozen):
+    """Ids written by one capture, primary first (RFC 3.3)."""
+
+    record_ids: list[UUID]
+    fact: str | None = None

@@ -1,0 +1,61 @@
+"""Settings read from ``MEMBRANE_*`` variables; only entry points read them (RFC 11.3)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def _default_data_dir() -> Path:
+    return Path.home() / ".local" / "share" / "membrane"
+
+
+class Settings(BaseSettings):
+    """Every knob of a Membrane deployment (RFC 11.3)."""
+
+    model_config = SettingsConfigDict(env_prefix="MEMBRANE_", extra="ignore")
+
+    #: Postgres URL; unset starts the embedded server under ``data_dir`` (RFC 11.2).
+    database_url: SecretStr | None = None
+    #: Read-replica URL for retrieval (RFC 13.2); defaults to the primary.
+    read_database_url: SecretStr | None = None
+    data_dir: Path = Field(default_factory=_default_data_dir)
+    embedding_dim: int = Field(default=384, ge=1, le=16000)
+    pool_min_size: int = Field(default=1, ge=0)
+    pool_max_size: int = Field(default=8, ge=1)
+
+    redis_url: str | None = None
+    api_keys: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    host: str = "127.0.0.1"
+    port: int = 8080
+
+    embedding_provider: str = "none"
+    embedding_base_url: str | None = None
+    embedding_model: str | None = None
+    embedding_api_key: SecretStr | None = None
+    llm_provider: str = "none"
+    llm_base_url: str | None = None
+    llm_model: str | None = None
+    llm_api_key: SecretStr | None = None
+    llm_rate_limit_per_second: float = Field(default=2.0, gt=0)
+
+    default_sensitivity: str = "low"
+    half_life_episodic_seconds: int = Field(default=3600, ge=1)
+    half_life_working_seconds: int = Field(default=86400, ge=1)
+    half_life_semantic_seconds: int = Field(default=30 * 86400, ge=1)
+    half_life_competence_seconds: int = Field(default=30 * 86400, ge=1)
+    half_life_plan_graph_seconds: int = Field(default=30 * 86400, ge=1)
+    half_life_entity_seconds: int = Field(default=90 * 86400, ge=1)
+    reinforcement_gain: float = Field(default=0.1, ge=0, le=1)
+
+    batch_size: int = Field(default=500, ge=1, le=10000)
+    claim_seconds: int = Field(default=300, ge=1)
+    redispatch_after_seconds: int = Field(default=30, ge=1)
+    flower_basic_auth: SecretStr | None = None
+
+    def database_dsn(self) -> str | None:
+        """The configured Postgres URL, or ``None`` for the embedded server."""
+        return self.database_url.get_secret_value() if self.database_url else None

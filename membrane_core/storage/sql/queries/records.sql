@@ -1,0 +1,128 @@
+-- name: copy_records
+-- Bulk insert of memory_records rows (RFC 3.3).
+COPY memory_records (id, type, scope, sensitivity, confidence, salience, status, decay_curve,
+    half_life_seconds, min_salience, max_age_seconds, reinforcement_gain, base_salience,
+    reinforced_at, pinned, deletion_policy, validity_mode, valid_from, valid_to, recorded_at,
+    occurred_at, created_at, updated_at, summary, metadata, fact_subject, fact_predicate,
+    fact_object, projected_bytes, search_text) FROM STDIN
+
+-- name: copy_payloads
+-- Bulk insert of record payloads.
+COPY record_payloads (record_id, kind, body) FROM STDIN
+
+-- name: copy_tags
+-- Bulk insert of record tags.
+COPY record_tags (record_id, tag) FROM STDIN
+
+-- name: copy_provenance
+-- Bulk insert of provenance sources.
+COPY provenance_sources (record_id, kind, ref, hash, created_by, ts) FROM STDIN
+
+-- name: copy_relations
+-- Bulk insert of relations.
+COPY relations (source_id, predicate, target_id, weight, created_at) FROM STDIN
+
+-- name: copy_audit
+-- Bulk append to the audit log; the trigger chains each entry (RFC 5.5).
+COPY audit_log (record_id, scope, sensitivity, action, actor, ts, rationale, details) FROM STDIN
+
+-- name: insert_work_items
+-- Schedule work items; an existing item of the same kind and target keeps the earlier due time (RFC 9.3).
+INSERT INTO work_items (kind, target_id, due_at)
+SELECT * FROM unnest(%(kinds)s::text[], %(targets)s::uuid[], %(due)s::timestamptz[])
+ON CONFLICT (kind, target_id) DO UPDATE SET due_at = least(work_items.due_at, EXCLUDED.due_at),
+    dead = false
+
+-- name: lock_fact_keys
+-- Serialise every writer of the same scope/subject/predicate/object (RFC 5.4).
+SELECT pg_advisory_xact_lock(k) FROM (
+    SELECT DISTINCT hashtextextended(s || chr(31) || su || chr(31) || pr || chr(31) || ob, 7214)
+           AS k
+    FROM unnest(%(scopes)s::text[], %(subjects)s::text[], %(predicates)s::text[],
+                %(objects)s::text[]) AS f(s, su, pr, ob)
+    ORDER BY 1) keys
+
+-- name: match_facts
+-- For each candidate fact key: whether it is tombstoned and the live fact it matches, if any.
+SELECT f.i,
+       EXISTS (SELECT 1 FROM fact_tombstones t
+                WHERE t.scope = f.s AND t.subject = f.su AND t.predicate = f.pr
+                  AND t.object = f.ob) AS tombstoned,
+       (SELECT r.id FROM memory_records r
+         WHERE r.type = 'semantic' AND r.scope = f.s AND r.fact_subject = f.su
+           AND r.fact_predicate = f.pr AND r.fact_object = f.ob AND r.status <> 'retracted'
+         ORDER BY r.created_at LIMIT 1) AS existing_id
+FROM unnest(%(idx)s::int[], %(scopes)s::text[], %(subjects)s::text[], %(predicates)s::text[],
+            %(objects)s::text[]) AS f(i, s, su, pr, ob)
+
+-- name: reinforce_facts
+-- Reinforce facts by gain x number of new sources, from the closed-form salience; clock restarted (RFC 6.2).
+UPDATE memory_records r
+   SET base_salience = greatest(c.cur, least(1.0, c.cur + r.reinforcement_gain * c.n)),
+       salience = greatest(c.cur, least(1.0, c.cur + r.reinforcement_gain * c.n)),
+       reinforced_at = %(now)s,
+       updated_at = %(now)s
+  FROM (SELECT m.id, u.n, current_salience(m.base_salience, m.reinforced_at,
+                 m.half_life_seconds, m.min_salience, m.pinned, %(now)s) AS cur
+          FROM unnest(%(ids)s::uuid[], %(counts)s::int[]) AS u(id, n)
+          JOIN memory_records m ON m.id = u.id) c
+ WHERE r.id = c.id
+RETURNING r.id, r.scope, r.sensitivity
+
+-- name: hydrate_records
+-- Full records by id, with payload, tags, provenance and outgoing relations (RFC 2.1).
+SELECT r.id, r.type, r.scope, r.sensitivity, r.confidence, r.salience, r.status,
+       r.decay_curve, r.half_life_seconds, r.min_salience, r.max_age_seconds,
+       r.reinforcement_gain, r.base_salience, r.reinforced_at, r.pinned, r.deletion_policy,
+       r.validity_mode, r.valid_from, r.valid_to, r.recorded_at, r.retracted_at,
+       r.occurred_at, r.created_at, r.updated_at, r.summary, r.metadata, p.body AS payload,
+       coalesce((SELECT array_agg(t.tag ORDER BY t.tag) FROM record_tags t
+                  WHERE t.record_id = r.id), '{}') AS tags,
+       coalesce((SELECT jsonb_agg(jsonb_build_object('kind', s.kind, 'ref', s.ref,
+                        'hash', s.hash, 'created_by', s.created_by, 'timestamp', s.ts)
+                        ORDER BY s.id)
+                   FROM provenance_sources s WHERE s.record_id = r.id), '[]') AS provenance,
+       coalesce((SELECT jsonb_agg(jsonb_build_object('predicate', l.predicate,
+                        'target_id', l.target_id, 'weight', l.weight)
+                        ORDER BY l.created_at, l.predicate, l.target_id)
+                   FROM relations l WHERE l.source_id = r.id), '[]') AS relations
+  FROM memory_records r
+  JOIN record_payloads p ON p.record_id = r.id
+ WHERE r.id = ANY(%(ids)s::uuid[])
+
+-- name: record_access
+-- Scope, sensitivity and status of records by id, for trust checks before hydration (RFC 7.3).
+SELECT id, scope, sensitivity, status FROM memory_records WHERE id = ANY(%(ids)s::uuid[])
+
+-- name: retrieve_candidates
+-- Trust- and status-filtered candidates, ranked, cut by rows and by projected bytes in SQL (RFC 8.3).
+WITH ranked AS MATERIALIZED (
+    SELECT r.id, r.status,
+           CASE WHEN r.sensitivity_rank > %(max_rank)s THEN 256 ELSE r.projected_bytes END
+               AS bytes,
+           current_salience(r.base_salience, r.reinforced_at, r.half_life_seconds,
+                            r.min_salience, r.pinned, %(now)s) AS salience_now,
+           CASE WHEN %(query)s::text IS NULL THEN 0
+                ELSE ts_rank_cd(r.search_tsv, websearch_to_tsquery('english', %(query)s))
+           END AS text_rank
+      FROM memory_records r
+     WHERE (%(all_scopes)s OR r.scope = ANY(%(scopes)s::text[]))
+       AND r.sensitivity_rank <= %(max_rank)s + 1
+       AND (%(types)s::text[] IS NULL OR r.type = ANY(%(types)s::text[]))
+       AND (%(include_retracted)s OR r.status <> 'retracted')
+       AND (%(include_contested)s OR r.status <> 'contested')
+       AND (%(query)s::text IS NULL
+            OR r.search_tsv @@ websearch_to_tsquery('english', %(query)s))
+       AND current_salience(r.base_salience, r.reinforced_at, r.half_life_seconds,
+                            r.min_salience, r.pinned, %(now)s) >= %(min_salience)s
+     ORDER BY (r.status = 'active') DESC, text_rank DESC, salience_now DESC, r.id
+     LIMIT %(limit)s
+), bounded AS (
+    SELECT id, status, bytes, salience_now, text_rank,
+           sum(bytes) OVER (ORDER BY (status = 'active') DESC, text_rank DESC,
+                                     salience_now DESC, id) AS running
+      FROM ranked
+)
+SELECT id, salience_now, text_rank, bytes, running, (running > %(max_bytes)s) AS over_budget
+  FROM bounded
+ ORDER BY running

