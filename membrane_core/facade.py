@@ -9,16 +9,23 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
-from membrane_core import errors
+from membrane_core import audit as audit_log
+from membrane_core import errors, metrics
 from membrane_core.capture import CapturePlan, plan_capture
+from membrane_core.embedding import EmbeddingService
 from membrane_core.enums import MemoryType, Sensitivity
+from membrane_core.extraction import ExtractionService
+from membrane_core.maintenance import Maintenance
+from membrane_core.models import AuditHistory
+from membrane_core.operations import Operations
 from membrane_core.policy import Policy
 from membrane_core.requests import CaptureRequest, RetrieveRequest
 from membrane_core.results import CaptureResult, RecordView, RetrieveResult
 from membrane_core.retrieval import Retriever
+from membrane_core.revision import Revisions
 from membrane_core.settings import Settings
 from membrane_core.storage import db as storage_db
-from membrane_core.storage import records
+from membrane_core.storage import health, records
 from membrane_core.trust import DEVELOPMENT_POLICY, TrustPolicy
 
 Clock = Callable[[], datetime]
@@ -58,6 +65,13 @@ def parse(model: type[M], data: M | Mapping[str, Any]) -> M:
         raise errors.InvalidInput(f"invalid {model.__name__}: {summary}", details=details) from exc
 
 
+def _record_id(value: uuid.UUID | str) -> uuid.UUID:
+    try:
+        return uuid.UUID(str(value))
+    except ValueError as exc:
+        raise errors.InvalidInput(f"record id {value!r} is not a UUID") from exc
+
+
 class Membrane:
     """The memory substrate as a library: capture, get, retrieve (RFC 1.2).
 
@@ -90,7 +104,14 @@ class Membrane:
             embed=self.settings.embedding_provider != "none",
             extract=self.settings.llm_provider != "none",
         )
-        self.retriever = Retriever(self.db, clock=clock)
+        self.retriever = Retriever(self.db, clock=clock, settings=self.settings,
+                                   embedder=lambda: self.embedding.provider)
+        self.operations = Operations(self)
+        self.embedding = EmbeddingService.from_settings(self.settings, self.db, clock=clock)
+        self.extraction = ExtractionService.from_settings(self.settings, self.db, policy=self.policy,
+                                                          clock=clock, work=self.work)
+        self.revisions = Revisions(self.db, policy=self.policy, clock=clock, work=self.work)
+        self.maintenance = Maintenance(self)
 
     # -- capture (RFC 3) ------------------------------------------------------
 
@@ -151,6 +172,29 @@ class Membrane:
     ) -> RetrieveResult:
         """RFC 8: bounded, trust-aware retrieval."""
         return self.retriever.retrieve(parse(RetrieveRequest, request), trust)
+
+    def ping(self, timeout: float = 2.0) -> None:
+        """RFC 14.2: raise ``errors.Unavailable`` unless the primary answers (readiness)."""
+        health.ping(self.db.dsn, timeout)
+
+    # -- correction (RFC 5) ----------------------------------------------------
+
+    def audit(
+        self, record_id: uuid.UUID | str, trust: TrustPolicy = DEVELOPMENT_POLICY
+    ) -> AuditHistory:
+        """RFC 5.5: a record's audit history with ``chain_valid``, also after deletion."""
+        return audit_log.history(self.db, _record_id(record_id), trust)
+
+    def delete(
+        self, record_id: uuid.UUID | str, trust: TrustPolicy = DEVELOPMENT_POLICY,
+        rationale: str = "deleted",
+    ) -> None:
+        """RFC 5.5: hard-delete a record its deletion policy allows; its audit log stays."""
+        audit_log.delete(self.db, _record_id(record_id), trust, rationale, now=self.clock())
+
+    def metrics(self, trust: TrustPolicy = DEVELOPMENT_POLICY) -> dict[str, Any]:
+        """RFC 14.2: memory metrics over what ``trust`` may read, queue depths, work backlog."""
+        return metrics.collect(self.db, trust, now=self.clock())
 
     def close(self) -> None:
         """Release the connection pools."""

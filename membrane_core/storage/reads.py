@@ -1,50 +1,170 @@
-"""Bounded candidate queries for retrieval (RFC 8.1, 8.3)."""
+"""Bounded, trust-filtered reads for retrieval (RFC 8.1, 8.3, 8.4)."""
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import psycopg
+from pgvector import Vector
+from psycopg.rows import dict_row
 
+from membrane_core.models import MemoryRecord
+from membrane_core.storage import records
 from membrane_core.storage.queries import q
 
 
 @dataclass(frozen=True)
-class CandidateFilter:
-    """Trust, status and type predicates applied in SQL (RFC 8.1, 7.3)."""
+class ReadFilter:
+    """Trust, time, status and type predicates applied in SQL on every path (RFC 8.1, 7.3, 5.6)."""
 
     scopes: list[str] | None  # None: every scope
     max_rank: int
     types: list[str] | None
+    tags: list[str] | None
     include_retracted: bool
     include_contested: bool
     min_salience: float
     now: datetime
+    as_of: datetime | None = None
+    valid_at: datetime | None = None
+
+    def params(self) -> dict[str, Any]:
+        """Bind parameters shared by the read queries."""
+        return {
+            "all_scopes": self.scopes is None, "scopes": self.scopes or [],
+            "max_rank": self.max_rank, "types": self.types, "tags": self.tags,
+            "include_retracted": self.include_retracted,
+            "include_contested": self.include_contested, "min_salience": self.min_salience,
+            "now": self.now, "as_of": self.as_of, "valid_at": self.valid_at,
+        }
 
 
 @dataclass(frozen=True)
-class Candidate:
-    """A candidate id with its ranking signals and running projected bytes."""
+class PoolRow:
+    """One hybrid candidate with its ranking features (RFC 8.1, 8.2)."""
 
     id: uuid.UUID
+    type: str
+    scope: str
+    sensitivity: str
+    status: str
+    vector_score: float | None
+    text_score: float | None
+    entity_score: float | None
     salience: float
-    text_rank: float
+    confidence: float
+    created_at: datetime
+    in_vector: bool
+    in_text: bool
+    in_entity: bool
+
+
+@dataclass(frozen=True)
+class Sized:
+    """A ranked id with its projected bytes, running total and, when it fits, the record (RFC 8.3)."""
+
+    ord: int
+    id: uuid.UUID
     bytes: int
-    running_bytes: int
-    over_budget: bool
+    running: int
+    fits: bool
+    record: MemoryRecord | None
 
 
-def candidates(
-    conn: psycopg.Connection, f: CandidateFilter, *, query: str | None, limit: int, max_bytes: int
-) -> list[Candidate]:
-    """RFC 8.3: ranked candidates cut by ``limit`` rows, with running bytes computed in SQL."""
+@dataclass(frozen=True)
+class HopRow:
+    """A relation leaving the frontier and the neighbour at its other end (RFC 8.4)."""
+
+    source_id: uuid.UUID
+    predicate: str
+    target_id: uuid.UUID
+    other: uuid.UUID
+    scope: str
+    sensitivity: str
+    status: str
+
+
+def configure_scan(conn: psycopg.Connection, *, ef_search: int, max_scan_tuples: int) -> None:
+    """RFC 8.1: iterative HNSW scans for this transaction, so filters do not starve results."""
+    conn.execute(q("retrieval_scan_settings"),
+                 {"ef_search": ef_search, "max_scan_tuples": max_scan_tuples})
+
+
+def pool(
+    conn: psycopg.Connection, f: ReadFilter, *, query: str | None, qvec: Sequence[float] | None,
+    terms: Sequence[str], identifiers: Sequence[tuple[str, str]] = (), arm_k: int, vec_k: int,
+    fanout: int, df_cap: int = 1000, fts_cap: int = 5000,
+) -> list[PoolRow]:
+    """RFC 8.1: candidates of every arm, filtered in SQL, with their features (no hydration)."""
     cur = conn.cursor()
-    cur.execute(q("retrieve_candidates"), {
-        "all_scopes": f.scopes is None, "scopes": f.scopes or [], "max_rank": f.max_rank,
-        "types": f.types, "include_retracted": f.include_retracted,
-        "include_contested": f.include_contested, "min_salience": f.min_salience,
-        "now": f.now, "query": query or None, "limit": limit, "max_bytes": max_bytes,
+    cur.execute(q("retrieval_pool"), {
+        **f.params(), "query": query or None,
+        "qvec": Vector(list(qvec)) if qvec is not None else None,
+        "terms": list(terms), "id_namespaces": [i[0] for i in identifiers],
+        "id_values": [i[1] for i in identifiers], "arm_k": arm_k, "vec_k": vec_k, "fanout": fanout,
+        "df_cap": df_cap, "fts_cap": fts_cap,
     })
-    return [Candidate(*row) for row in cur.fetchall()]
+    return [PoolRow(*row) for row in cur.fetchall()]
+
+
+def bounded_hydrate(
+    conn: psycopg.Connection, ids: Sequence[uuid.UUID], *, limit: int, max_bytes: int,
+    f: ReadFilter, target_visible: Callable[[str, str], bool],
+) -> list[Sized]:
+    """RFC 8.3: cut ``ids`` (best first) by rows and running bytes in SQL; hydrate what fits.
+
+    RFC 2.5: relations are kept only to targets the filter shows in full (in SQL) and that
+    ``target_visible(scope, sensitivity)`` accepts (in Python).
+    """
+    if not ids:
+        return []
+    cur = conn.cursor(row_factory=dict_row)
+    cur.execute(q("retrieval_bounded_hydrate"), {
+        "ids": list(ids), "limit": limit, "max_bytes": max_bytes, "max_rank": f.max_rank,
+        "all_scopes": f.scopes is None, "scopes": f.scopes or [],
+    })
+    out = []
+    for row in cur.fetchall():
+        rec = None
+        if row["fits"] and row["id"] is not None:
+            row["relations"] = [
+                {k: v for k, v in rel.items() if not k.startswith("target_") or k == "target_id"}
+                for rel in row["relations"]
+                if target_visible(rel["target_scope"], rel["target_sensitivity"])
+            ]
+            rec = records._row_to_record(row)
+        out.append(Sized(ord=row["ord"], id=ids[row["ord"] - 1], bytes=row["bytes"],
+                         running=row["running"], fits=row["fits"], record=rec))
+    return out
+
+
+def graph_hop(
+    conn: psycopg.Connection, f: ReadFilter, frontier: Sequence[uuid.UUID], *,
+    expanded: Sequence[uuid.UUID], max_rows: int,
+) -> list[HopRow]:
+    """RFC 8.4: one query per hop: edges touching ``frontier`` whose far end passes the filters.
+
+    Edges to nodes expanded at an earlier hop were seen then and are skipped.
+    """
+    if not frontier or max_rows <= 0:
+        return []
+    cur = conn.cursor()
+    cur.execute(q("retrieval_graph_hop"),
+                {**f.params(), "frontier": list(frontier), "expanded": list(expanded),
+                 "max_rows": max_rows})
+    return [HopRow(*row) for row in cur.fetchall()]
+
+
+def access(
+    conn: psycopg.Connection, ids: Sequence[uuid.UUID], *, as_of: datetime | None = None
+) -> dict[uuid.UUID, tuple[str, str, str]]:
+    """``{id: (scope, sensitivity, status as of)}`` for trust checks (RFC 7.3, 5.6)."""
+    if not ids:
+        return {}
+    cur = conn.cursor()
+    cur.execute(q("retrieval_access"), {"ids": list(ids), "as_of": as_of})
+    return {row[0]: (row[1], row[2], row[3]) for row in cur.fetchall()}

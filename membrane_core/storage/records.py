@@ -17,6 +17,8 @@ from membrane_core import budget
 from membrane_core.capture import CapturePlan
 from membrane_core.enums import AuditAction, MemoryType, OutcomeStatus, WorkKind
 from membrane_core.models import EpisodicPayload, MemoryRecord, SemanticPayload
+from membrane_core.providers.base import normalise_predicate
+from membrane_core.storage import entities as entity_store
 from membrane_core.storage.queries import q
 
 _WS = re.compile(r"\s+")
@@ -25,6 +27,14 @@ _WS = re.compile(r"\s+")
 def norm_term(value: str) -> str:
     """Normalised form of a fact term or entity name: case-folded, whitespace collapsed."""
     return _WS.sub(" ", value).strip().casefold()
+
+
+FactKey = tuple[str, str, str, str]
+
+
+def fact_key(scope: str, subject: str, predicate: str, obj: str) -> FactKey:
+    """RFC 3.4: the key every writer compares facts by; the predicate in snake_case."""
+    return (scope, norm_term(subject), normalise_predicate(predicate), norm_term(obj))
 
 
 def projected_bytes(record: MemoryRecord) -> int:
@@ -63,8 +73,8 @@ def _record_row(r: MemoryRecord) -> tuple[Any, ...]:
         lc.deletion_policy.value, v.mode.value if v else None, v.valid_from if v else None,
         v.valid_to if v else None, r.recorded_at, r.occurred_at, r.created_at, r.updated_at,
         r.summary, json.dumps(r.metadata, ensure_ascii=False),
-        norm_term(fact.subject) if fact else None, norm_term(fact.predicate) if fact else None,
-        norm_term(fact.object) if fact else None, projected_bytes(r), search_text(r),
+        *(fact_key(r.scope, fact.subject, fact.predicate, fact.object)[1:] if fact
+          else (None, None, None)), projected_bytes(r), search_text(r),
     )
 
 
@@ -134,6 +144,7 @@ class CaptureOutcome:
 
     record_ids: list[uuid.UUID]
     fact: str | None = None  # "created" | "reinforced" | "tombstoned" | None
+    entities: dict[str, Any] | None = None  # RFC 3.5.3: mention counts and budget truncation
 
 
 def _schedule(batch: RowBatch, r: MemoryRecord, now: datetime, opts: WorkOptions) -> None:
@@ -145,7 +156,8 @@ def _schedule(batch: RowBatch, r: MemoryRecord, now: datetime, opts: WorkOptions
     )
     p = r.payload
     if isinstance(p, EpisodicPayload):
-        if p.outcome is OutcomeStatus.SUCCESS:
+        # RFC 6.4.3: failed episodes with tool calls count against their tool signature.
+        if p.outcome is OutcomeStatus.SUCCESS or (p.outcome is not None and p.tool_calls):
             batch.work.append((WorkKind.CONSOLIDATE.value, r.id, now))
         if opts.extract and (p.text or p.tool_calls):
             batch.work.append((WorkKind.EXTRACT.value, r.id, now))
@@ -165,19 +177,21 @@ def write_captures(
         batch.add_record(plan.primary, actor=plan.actor, rationale="captured")
         _schedule(batch, plan.primary, now, opts)
     fact_results = _resolve_facts(conn, plans, batch, now, opts)
+    resolved = entity_store.resolve_mentions(conn, plans, batch, now=now, embed=opts.embed)
     batch.flush(conn)
+    resolved.flush(conn)
     out = []
     for i, plan in enumerate(plans):
         fact_id, state = fact_results.get(i, (None, None))
         ids = [plan.primary.id] + ([fact_id] if fact_id else [])
-        out.append(CaptureOutcome(record_ids=ids, fact=state))
+        out.append(CaptureOutcome(record_ids=ids, fact=state, entities=resolved.reports[i]))
     return out
 
 
-def _fact_key(r: MemoryRecord) -> tuple[str, str, str, str]:
+def _fact_key(r: MemoryRecord) -> FactKey:
     p = r.payload
     assert isinstance(p, SemanticPayload)
-    return (r.scope, norm_term(p.subject), norm_term(p.predicate), norm_term(p.object))
+    return fact_key(r.scope, p.subject, p.predicate, p.object)
 
 
 def _resolve_facts(
@@ -241,6 +255,8 @@ def _reinforce_from_sources(
         )
         batch.audit_entry(target, scope, sens, AuditAction.REINFORCE, plans[i].actor, now,
                           "observed again", {"source_id": str(source)})
+    # RFC 6.1: the clock restarted; the decay batch recomputes the next checkpoint.
+    batch.work.extend((WorkKind.DECAY.value, target, now) for target in counts)
 
 
 def _row_to_record(row: dict[str, Any]) -> MemoryRecord:

@@ -13,7 +13,8 @@ def seed(db: Database, n: int, clock: FakeClock, *, due_in: float = 0) -> list[u
     ids = [uuid.uuid4() for _ in range(n)]
     with db.transaction() as conn:
         conn.execute(
-            "INSERT INTO work_items (kind, target_id, due_at) SELECT 'embed', t, %s FROM unnest(%s::uuid[]) t",
+            "INSERT INTO work_items (kind, target_id, due_at)"
+            " SELECT 'embed', t, %s FROM unnest(%s::uuid[]) t",
             (clock() + timedelta(seconds=due_in), ids),
         )
     return ids

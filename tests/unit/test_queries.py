@@ -8,7 +8,9 @@ from membrane_core.storage import queries
 def test_every_query_loads_with_description() -> None:
     loaded = queries.load()
     assert "hydrate_records" in loaded and "copy_records" in loaded
-    assert all(sql and not sql.startswith("--") for sql in loaded.values())
+    # each block has SQL after its description (further comment lines may precede it)
+    assert all(any(line.strip() and not line.lstrip().startswith("--")
+                   for line in sql.splitlines()) for sql in loaded.values())
 
 
 def test_parser_refuses_missing_description_and_duplicates() -> None:

@@ -65,6 +65,16 @@ RETURNS double precision LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
            END
 $$;
 
+-- Revision status as of transaction time ``at`` (RFC 5.6); NULL ``at`` means the current status.
+CREATE FUNCTION status_at(status text, retracted timestamptz, contested timestamptz, at timestamptz)
+RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT CASE WHEN at IS NULL THEN status
+                WHEN retracted <= at OR (status = 'retracted' AND retracted IS NULL) THEN 'retracted'
+                WHEN contested <= at OR (status = 'contested' AND contested IS NULL) THEN 'contested'
+                ELSE 'active'
+           END
+$$;
+
 CREATE TABLE record_payloads (
     record_id uuid PRIMARY KEY REFERENCES memory_records (id) ON DELETE CASCADE,
     kind      text NOT NULL CHECK (kind IN ('episodic','working','semantic','competence','plan_graph','entity')),
@@ -180,8 +190,11 @@ CREATE TABLE operations (
     idempotency_key text,
     request_hash    text NOT NULL,
     request         jsonb NOT NULL,
+    trust           jsonb NOT NULL,
     target_id       uuid,
+    record_id       uuid,
     record_ids      uuid[] NOT NULL DEFAULT '{}',
+    result          jsonb,
     error           jsonb,
     attempts        integer NOT NULL DEFAULT 0,
     claimed_by      text,
@@ -193,6 +206,8 @@ CREATE TABLE operations (
     UNIQUE (principal, idempotency_key)
 );
 CREATE INDEX operations_pending ON operations (kind, created_at) WHERE status IN ('queued','running');
+CREATE INDEX operations_running ON operations (claim_expires_at) WHERE status = 'running';
+CREATE INDEX operations_finished ON operations (finished_at) WHERE status IN ('succeeded','failed');
 
 -- Background work, written with the change that causes it (RFC 9.3).
 CREATE TABLE work_items (
@@ -221,6 +236,21 @@ CREATE TABLE fact_tombstones (
     rationale  text NOT NULL,
     created_at timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (scope, subject, predicate, object)
+);
+
+-- Tool-call signatures seen in episodes, per scope: competence and plan-graph mining (RFC 6.4.3).
+CREATE TABLE tool_signatures (
+    scope            text NOT NULL,
+    signature_key    text NOT NULL,
+    signature        text[] NOT NULL,
+    success_count    integer NOT NULL DEFAULT 0 CHECK (success_count >= 0),
+    failure_count    integer NOT NULL DEFAULT 0 CHECK (failure_count >= 0),
+    sensitivity_rank smallint NOT NULL DEFAULT 0,
+    pending_sources  uuid[] NOT NULL DEFAULT '{}',
+    competence_id    uuid,
+    plan_id          uuid,
+    updated_at       timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (scope, signature_key)
 );
 
 CREATE TABLE schema_migrations (

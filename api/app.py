@@ -1,0 +1,107 @@
+"""The FastAPI application factory (RFC 10).
+
+``create_app`` builds nothing heavy: the :class:`Membrane` (pools, migrations) and the
+dispatcher are built once per process in the lifespan, from :class:`Settings`.
+Run with ``uvicorn --factory api.app:create_app`` or ``python -m api`` (which also
+refuses a non-loopback host without API keys, RFC 7.5).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+from uuid import UUID
+
+from fastapi import FastAPI
+
+from api import errors as api_errors
+from api.auth import KeyRing
+from api.deps import Dispatcher, Services
+from api.limits import MAX_BATCH_BODY_BYTES, MAX_BODY_BYTES, BodyLimitMiddleware
+from api.metrics import MetricsMiddleware, Registry
+from api.routes import captures, operators, reads, revisions
+from membrane_core import Membrane, Settings
+
+log = logging.getLogger(__name__)
+
+
+class CeleryBroker:
+    """The workers' Celery dispatcher plus a readiness probe of the broker (RFC 9.5, 14.2)."""
+
+    def __init__(self, settings: Settings) -> None:
+        # Imported here: only a served API needs Celery; tests inject their own dispatcher.
+        from workers.app import make_app
+        from workers.dispatch import CeleryDispatcher
+
+        self.celery = make_app(settings)
+        self.dispatcher = CeleryDispatcher(self.celery)
+
+    def publish(self, kind: Any, operation_ids: Sequence[UUID]) -> bool:
+        """Send the ids to their queue; False while the broker is down (RFC 9.5)."""
+        return bool(self.dispatcher.publish(kind, operation_ids))
+
+    def ping(self) -> None:
+        """Raise unless the broker accepts a connection within about two seconds."""
+        with self.celery.connection_for_write() as conn:
+            conn.ensure_connection(max_retries=1, timeout=2)
+
+    def close(self) -> None:
+        """Release the broker connection pool."""
+        self.celery.close()
+
+
+def create_app(
+    settings: Settings | None = None,
+    *,
+    membrane: Membrane | None = None,
+    dispatcher: Dispatcher | None = None,
+    max_body_bytes: int = MAX_BODY_BYTES,
+    max_batch_body_bytes: int = MAX_BATCH_BODY_BYTES,
+) -> FastAPI:
+    """RFC 10.1: the HTTP API. ``membrane`` and ``dispatcher`` may be injected (tests)."""
+    registry = Registry()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        s = settings or (membrane.settings if membrane else Settings())
+        keys = KeyRing(s.api_keys)
+        owned = membrane is None
+        m = membrane or Membrane(s)
+        try:
+            d = dispatcher or CeleryBroker(s)
+            app.state.broker = d
+            app.state.services = Services(membrane=m, dispatcher=d, keys=keys, registry=registry)
+            log.info("api ready", extra={"api_keys": keys.enabled})
+            yield
+        finally:
+            app.state.services = None
+            if owned:
+                m.close()
+            if dispatcher is None and isinstance(getattr(app.state, "broker", None), CeleryBroker):
+                app.state.broker.close()
+
+    app = FastAPI(
+        title="Membrane",
+        version="1",
+        summary="A memory substrate for LLM agents (rfc.md).",
+        lifespan=lifespan,
+    )
+    app.state.services = None
+    api_errors.install(app)
+    for router in (captures.router, revisions.router, reads.router, operators.router):
+        app.include_router(router)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes,
+                       max_batch_bytes=max_batch_body_bytes)
+    app.add_middleware(MetricsMiddleware, registry=registry)
+    return app
+
+
+def __getattr__(name: str) -> Any:
+    # ``api.app:app`` for plain ``uvicorn api.app:app``: built on first access only.
+    if name == "app":
+        built = create_app()
+        globals()["app"] = built
+        return built
+    raise AttributeError(name)

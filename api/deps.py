@@ -1,0 +1,57 @@
+"""Per-process services and the request dependencies that hand them to routes."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Protocol
+from uuid import UUID
+
+from fastapi import Depends, Header, Request
+
+from api.auth import KeyRing
+from api.metrics import Registry
+from membrane_core import Membrane, errors
+from membrane_core.trust import TrustPolicy
+
+log = logging.getLogger(__name__)
+
+
+class Dispatcher(Protocol):
+    """Publishes operation ids to the broker after the inbox commit (RFC 9.5)."""
+
+    def publish(self, kind: Any, operation_ids: Sequence[UUID]) -> bool:
+        """Send ``operation_ids`` to the queue of ``kind``; False when the broker is down."""
+
+
+@dataclass
+class Services:
+    """What one API process builds once (lifespan) and every route shares."""
+
+    membrane: Membrane
+    dispatcher: Dispatcher
+    keys: KeyRing
+    registry: Registry = field(default_factory=Registry)
+
+
+# The two dependencies below are ``async`` only so that FastAPI runs them on the event
+# loop instead of a thread-pool hop each: they do no I/O (the handlers stay plain ``def``).
+
+
+async def services(request: Request) -> Services:
+    """The process's services; 503 while the app is starting or stopping."""
+    svc: Services | None = getattr(request.app.state, "services", None)
+    if svc is None:
+        raise errors.Unavailable("the API is not ready (starting or stopping)")
+    return svc
+
+
+async def trust(request: Request, authorization: str | None = Header(default=None)) -> TrustPolicy:
+    """RFC 10.3: the caller's policy from its bearer key."""
+    return (await services(request)).keys.authenticate(authorization)
+
+
+#: Route parameter types: the process's services and the caller's policy.
+Svc = Annotated[Services, Depends(services)]
+Trust = Annotated[TrustPolicy, Depends(trust)]

@@ -1,0 +1,75 @@
+"""Every failure as ``{"error": {"code", "message", "details"}}`` (RFC 10.2)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+
+from membrane_core import errors
+
+log = logging.getLogger(__name__)
+
+_HTTP_CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
+               405: "method_not_allowed", 409: "conflict", 413: "payload_too_large",
+               415: "unsupported_media_type", 422: "invalid_input", 429: "too_many_requests",
+               503: "unavailable"}
+
+
+def error_response(status: int, code: str, message: str, details: list[dict[str, Any]] | None = None,
+                   headers: Mapping[str, str] | None = None) -> JSONResponse:
+    """The one error body of the API (RFC 10.2)."""
+    body = {"error": {"code": code, "message": message, "details": details or []}}
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def field_name(loc: tuple[Any, ...] | list[Any]) -> str:
+    """``("body", "content", "subject")`` → ``content.subject``; other origins keep their prefix."""
+    parts = [str(p) for p in loc]
+    if parts and parts[0] == "body" and len(parts) > 1:  # a whole-body error keeps "body"
+        parts = parts[1:]
+    return ".".join(parts)
+
+
+async def on_membrane_error(request: Request, exc: Exception) -> JSONResponse:
+    """A core error at its own status (RFC 10.2)."""
+    assert isinstance(exc, errors.MembraneError)
+    if exc.http_status >= 500 and exc.http_status != 503:
+        log.error("internal error", exc_info=exc)
+    headers = {"WWW-Authenticate": "Bearer"} if exc.http_status == 401 else None
+    return error_response(exc.http_status, exc.code, exc.message, exc.details, headers)
+
+
+async def on_validation_error(request: Request, exc: Exception) -> JSONResponse:
+    """Request validation → 422 naming every bad field (RFC 2.4, 10.2)."""
+    assert isinstance(exc, RequestValidationError)
+    details = [{"field": field_name(e.get("loc", ())), "message": str(e.get("msg", "")),
+                "type": str(e.get("type", ""))} for e in exc.errors()]
+    summary = "; ".join(f"{d['field'] or 'body'}: {d['message']}" for d in details[:5])
+    return error_response(422, "invalid_input", f"invalid request: {summary}", details)
+
+
+async def on_http_error(request: Request, exc: Exception) -> JSONResponse:
+    """Routing and protocol errors (404, 405, 413 ...) in the same shape."""
+    assert isinstance(exc, HTTPException)
+    code = _HTTP_CODES.get(exc.status_code, "http_error")
+    return error_response(exc.status_code, code, str(exc.detail), headers=exc.headers)
+
+
+async def on_unexpected(request: Request, exc: Exception) -> JSONResponse:
+    """A bug: logged with its traceback, answered 500 in the error shape."""
+    log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+    return error_response(500, "internal", "internal error (a bug): see the server log")
+
+
+def install(app: FastAPI) -> None:
+    """Register every handler on ``app``."""
+    app.add_exception_handler(errors.MembraneError, on_membrane_error)
+    app.add_exception_handler(RequestValidationError, on_validation_error)
+    app.add_exception_handler(HTTPException, on_http_error)
+    app.add_exception_handler(Exception, on_unexpected)

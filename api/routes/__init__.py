@@ -1,0 +1,1 @@
+"""Route modules, one router each (RFC 10.1)."""

@@ -1,0 +1,51 @@
+"""Capture writes: single and batch (RFC 10.1, 3.3, 3.6)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Header, Query
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from api import writes
+from api.deps import Svc, Trust
+from membrane_core.enums import OperationKind
+from membrane_core.requests import CaptureRequest
+
+router = APIRouter(prefix="/v1", tags=["captures"])
+
+#: Most captures one batch request may carry (api.md).
+MAX_BATCH = 1000
+
+Wait = Annotated[float | None, Query(gt=0, le=writes.MAX_WAIT_SECONDS,
+                                     description="wait up to S seconds for the result")]
+IdemKey = Annotated[str | None, Header(alias="Idempotency-Key", max_length=256)]
+ACCEPTED: dict[int | str, dict[str, Any]] = {
+    202: {"description": "accepted; the operation is queued (Location: /v1/operations/{id})"},
+    200: {"description": "finished within ?wait"},
+}
+
+
+class CaptureBatch(BaseModel):
+    """``{"captures": [...]}``; each item is validated on its own (RFC 3.6)."""
+
+    model_config = ConfigDict(extra="forbid")
+    captures: list[dict[str, Any]] = Field(min_length=1, max_length=MAX_BATCH)
+
+
+@router.post("/captures", status_code=202, responses=ACCEPTED)
+def capture(svc: Svc, policy: Trust, body: CaptureRequest, wait: Wait = None,
+            idempotency_key: IdemKey = None) -> JSONResponse:
+    """Accept one capture into the inbox (RFC 3.3, 9.1)."""
+    view = svc.membrane.operations.submit_capture(body, policy, idempotency_key=idempotency_key)
+    return writes.answer_one(svc, OperationKind.CAPTURE, view, wait, policy)
+
+
+@router.post("/captures:batch", status_code=202, responses=ACCEPTED)
+def capture_batch(svc: Svc, policy: Trust, body: CaptureBatch, wait: Wait = None,
+                  idempotency_key: IdemKey = None) -> Response:
+    """Accept up to 1,000 captures with one multi-row insert; bad items fail alone (RFC 3.6)."""
+    views = svc.membrane.operations.submit_captures(body.captures, policy,
+                                                    idempotency_key=idempotency_key)
+    return writes.answer_many(svc, OperationKind.CAPTURE, views, wait, policy)

@@ -1,0 +1,75 @@
+"""Operators: maintenance runs, metrics, health and readiness (RFC 14.2, 6.5)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse, PlainTextResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from api import writes
+from api.deps import Svc, Trust
+from api.routes.captures import ACCEPTED, Wait
+from membrane_core import errors
+from membrane_core.enums import OperationKind
+
+router = APIRouter(tags=["operators"])
+
+
+class MaintenanceRun(BaseModel):
+    """``{"jobs": [...]}``: one batch of each job, now (RFC 6.5)."""
+
+    model_config = ConfigDict(extra="forbid")
+    jobs: list[str] = Field(min_length=1, max_length=16,
+                            examples=[["decay", "prune", "consolidate", "embed", "extract"]])
+
+
+@router.post("/v1/maintenance/run", status_code=202, responses=ACCEPTED)
+def run_maintenance(svc: Svc, policy: Trust, body: MaintenanceRun,
+                    wait: Wait = None) -> JSONResponse:
+    """Queue one batch of each maintenance job (RFC 6.5)."""
+    view = svc.membrane.operations.submit_maintenance(body.jobs, policy)
+    return writes.answer_one(svc, OperationKind.MAINTENANCE, view, wait, policy)
+
+
+@router.get("/v1/metrics")
+def metrics_json(svc: Svc, policy: Trust) -> Any:
+    """Totals, averages, audit counts, queue depths and backlog (RFC 14.2)."""
+    result = svc.membrane.metrics(policy)
+    return result.model_dump(mode="json") if hasattr(result, "model_dump") else result
+
+
+@router.get("/metrics", response_class=PlainTextResponse)
+def metrics_prometheus(svc: Svc) -> PlainTextResponse:
+    """Prometheus text: request counts and latency by route, operations accepted (RFC 14.2)."""
+    return PlainTextResponse(svc.registry.render(), media_type="text/plain; version=0.0.4")
+
+
+@router.get("/healthz")
+def healthz() -> dict[str, str]:
+    """The process is up (RFC 14.2)."""
+    return {"status": "ok"}
+
+
+@router.get("/readyz")
+def readyz(svc: Svc) -> JSONResponse:
+    """Postgres and the broker are reachable (RFC 14.2); 503 names what is not."""
+    checks: dict[str, str] = {}
+    failures: list[dict[str, Any]] = []
+    probes = {"postgres": svc.membrane.ping, "broker": getattr(svc.dispatcher, "ping", None)}
+    for name, probe in probes.items():
+        if probe is None:
+            checks[name] = "not checked"
+            continue
+        try:
+            probe()
+            checks[name] = "ok"
+        except Exception as exc:
+            checks[name] = "unavailable"
+            failures.append({"field": name, "message": str(exc), "type": "unavailable"})
+    if failures:
+        err = errors.Unavailable(
+            "not ready: " + ", ".join(f["field"] for f in failures) + " unreachable", details=failures)
+        return JSONResponse({"error": err.to_dict(), "checks": checks}, status_code=503)
+    return JSONResponse({"status": "ready", "checks": checks})

@@ -1,0 +1,42 @@
+"""Synchronous reads straight from Postgres: operations, records, audit, retrieve (RFC 8, 10.1)."""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse
+
+from api import writes
+from api.deps import Svc, Trust
+from membrane_core.requests import RetrieveRequest
+from membrane_core.results import RecordView, RetrieveResult
+
+router = APIRouter(prefix="/v1", tags=["reads"])
+
+
+@router.get("/operations/{operation_id}")
+def get_operation(svc: Svc, policy: Trust, operation_id: UUID) -> JSONResponse:
+    """An operation's status and the records it wrote (RFC 9.1)."""
+    return JSONResponse(writes.as_json(svc.membrane.operations.get(operation_id, policy)))
+
+
+@router.get("/records/{record_id}", response_model=RecordView)
+def get_record(svc: Svc, policy: Trust, record_id: UUID) -> RecordView:
+    """One record, trust-checked, marked with its status (RFC 5.1)."""
+    return svc.membrane.get(record_id, policy)
+
+
+@router.get("/records/{record_id}/audit")
+def get_audit(svc: Svc, policy: Trust, record_id: UUID) -> dict[str, Any]:
+    """A record's hash-chained audit history, also after deletion (RFC 5.5)."""
+    history = svc.membrane.audit(record_id, policy)
+    data: dict[str, Any] = history.model_dump(mode="json")
+    return data
+
+
+@router.post("/retrieve", response_model=RetrieveResult)
+def retrieve(svc: Svc, policy: Trust, body: RetrieveRequest) -> RetrieveResult:
+    """Bounded, trust-aware retrieval (RFC 8)."""
+    return svc.membrane.retrieve(body, policy)

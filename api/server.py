@@ -1,0 +1,48 @@
+"""The API entry point: checks the listen address, then runs uvicorn (RFC 7.5, 13.1)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from typing import Any
+
+import uvicorn
+
+from api.app import create_app
+from api.auth import check_listen
+from membrane_core import Settings, errors
+
+
+def serve(settings: Settings | None = None, *, host: str | None = None, port: int | None = None,
+          log_level: str = "info", workers: int = 1) -> None:
+    """RFC 7.5: refuse a non-loopback ``host`` without API keys, else serve until stopped.
+
+    With ``workers > 1`` uvicorn forks that many processes, each building its own app
+    (and Membrane) from the environment's settings.
+    """
+    s = settings or Settings()
+    bind = host or s.host
+    check_listen(bind, s.api_keys)
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    common: dict[str, Any] = {"host": bind, "port": port or s.port, "log_level": log_level,
+                              "access_log": False, "timeout_graceful_shutdown": 10}
+    if workers > 1:
+        uvicorn.run("api.app:create_app", factory=True, workers=workers, **common)
+    else:
+        uvicorn.run(create_app(s), **common)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m api [--host H] [--port P] [--workers N]``."""
+    parser = argparse.ArgumentParser(prog="python -m api", description="Membrane HTTP API")
+    parser.add_argument("--host")
+    parser.add_argument("--port", type=int)
+    parser.add_argument("--log-level", default="info")
+    parser.add_argument("--workers", type=int, default=1, help="API processes (default 1)")
+    args = parser.parse_args(argv)
+    try:
+        serve(host=args.host, port=args.port, log_level=args.log_level, workers=args.workers)
+    except errors.MembraneError as exc:
+        print(f"membrane api: {exc.message}", file=sys.stderr)
+        raise SystemExit(2) from exc

@@ -1,0 +1,1 @@
+"""The ``membrane`` operator CLI (RFC 14.1)."""

@@ -1,0 +1,336 @@
+"""``membrane bench ingest``: captures through the batch endpoint vs a raw COPY (RFC 14.1).
+
+Prints captures/s accepted (202s received) and committed (until every operation
+succeeded), the single-capture accept latency, the RSS of the API and of every worker
+process at start and end, and — same run, same database — a raw COPY of one row per
+capture into a scratch table as the physical limit. Targets are reported, never asserted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import queue
+import random
+import shutil
+import tempfile
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any
+
+import httpx
+import typer
+from pydantic import SecretStr
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from membrane_cli.stack import Stack, StackOptions, free_port, process_tree, rss_kib
+from membrane_core import Membrane, Settings
+from membrane_core.storage import db as storage_db
+from membrane_core.storage import scratch
+
+console = Console()
+
+#: Reported beside the figures (issue 3): committed captures/s, accept p99, RSS per process.
+TARGET_COMMITTED_PER_S = 3000
+TARGET_ACCEPT_P99_MS = 15.0
+TARGET_RSS_MB = 300
+MARK_START, MARK_END = "<!-- bench-ingest:start -->", "<!-- bench-ingest:end -->"
+
+_WORDS = ("deploy", "billing", "cache", "migration", "timeout", "retry", "schema", "index", "queue",
+          "latency", "rollback", "feature flag", "pager", "incident", "build", "release")
+
+
+def make_capture(i: int, rng: random.Random) -> dict[str, Any]:
+    """A realistic capture: mostly events and tool outputs, some facts and outcomes."""
+    scope = f"bench-{i % 20}"
+    a, b = rng.choice(_WORDS), rng.choice(_WORDS)
+    roll = rng.random()
+    if roll < 0.15:
+        return {"source_kind": "observation", "scope": scope,
+                "content": {"subject": f"service-{i % 500}", "predicate": "depends_on",
+                            "object": f"{a} {i % 97}"}}
+    if roll < 0.25:
+        return {"source_kind": "outcome", "scope": scope, "summary": f"{a} task finished",
+                "content": {"text": f"the {a} task #{i} finished", "outcome": rng.choice(
+                    ["success", "failure", "partial"])}}
+    if roll < 0.6:
+        return {"source_kind": "tool_output", "scope": scope, "tags": [a],
+                "content": {"text": f"{a} check on {b}: exit {i % 3}",
+                            "tool_calls": [{"tool": "bash", "args": {"cmd": f"make {a}"},
+                                            "result": f"{i % 7} warnings"}]}}
+    return {"source_kind": "event", "scope": scope, "summary": f"{a} {b} event {i}",
+            "content": {"text": f"the agent noticed {a} near {b} while handling request {i}",
+                        "entities": [f"service-{i % 500}"]}}
+
+
+@dataclass
+class Result:
+    """Figures of one run."""
+
+    count: int
+    accepted_s: float = 0.0
+    committed_s: float = 0.0
+    succeeded: int = 0
+    failed: int = 0
+    single_ms: list[float] = field(default_factory=list)
+    copy_s: float = 0.0
+    rss_start: dict[str, int] = field(default_factory=dict)
+    rss_end: dict[str, int] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+    load: list[str] = field(default_factory=list)
+
+
+def _pct(values: list[float], p: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, max(0, round(p / 100 * len(s)) - 1))] if s else float("nan")
+
+
+def rss_by_process(pids: dict[str, int]) -> dict[str, int]:
+    """KiB of every process of every child: ``worker-ingest`` (main), ``worker-ingest/2``…"""
+    out: dict[str, int] = {}
+    for name, pid in pids.items():
+        for n, p in enumerate(process_tree(pid)):
+            kib = rss_kib(p)
+            if kib is not None:
+                out[name if n == 0 else f"{name}/{n}"] = kib
+    return out
+
+
+def _single_latency(client: httpx.Client, n: int, rng: random.Random) -> tuple[list[float], list[str]]:
+    times, errs = [], []
+    for i in range(n):
+        body = make_capture(10_000_000 + i, rng)
+        t = time.perf_counter()
+        r = client.post("/v1/captures", json=body)
+        times.append((time.perf_counter() - t) * 1000)
+        if r.status_code != 202:
+            errs.append(f"single capture: HTTP {r.status_code} {r.text[:200]}")
+    return times, errs
+
+
+def _send_batches(url: str, headers: dict[str, str], batches: list[bytes], clients: int,
+                  progress: Progress, task: Any) -> tuple[list[str], list[str]]:
+    work: queue.Queue[bytes] = queue.Queue()
+    for b in batches:
+        work.put(b)
+    ids: list[str] = []
+    errs: list[str] = []
+    lock = threading.Lock()
+
+    def client_loop() -> None:
+        with httpx.Client(base_url=url, headers={**headers, "content-type": "application/json"},
+                          timeout=120) as c:
+            while True:
+                try:
+                    body = work.get_nowait()
+                except queue.Empty:
+                    return
+                r = c.post("/v1/captures:batch", content=body)
+                with lock:
+                    if r.status_code == 202:
+                        ops = r.json()["operations"]
+                        ids.extend(op["operation_id"] for op in ops)
+                        progress.advance(task, len(ops))
+                    else:
+                        errs.append(f"batch: HTTP {r.status_code} {r.text[:200]}")
+
+    threads = [threading.Thread(target=client_loop) for _ in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return ids, errs
+
+
+def _wait_committed(m: Membrane, ids: list[str], progress: Progress, task: Any,
+                    timeout: float) -> tuple[int, int]:
+    ok = bad = 0
+    deadline = time.monotonic() + timeout
+    for start in range(0, len(ids), 2000):
+        views = m.operations.wait(ids[start:start + 2000], max(0.0, deadline - time.monotonic()))
+        ok += sum(v.status.value == "succeeded" for v in views)
+        bad += sum(v.status.value == "failed" for v in views)
+        progress.advance(task, len(views))
+    return ok, bad
+
+
+def loadavg() -> str:
+    """The 1-minute load average (other work on the machine skews every figure)."""
+    try:
+        return Path("/proc/loadavg").read_text().split()[0]
+    except OSError:
+        return "?"
+
+
+def hardware() -> str:
+    """CPU model, cores, memory and Python of this machine."""
+    model = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+        mem_kib = next(int(x.split()[1]) for x in Path("/proc/meminfo").read_text().splitlines()
+                       if x.startswith("MemTotal"))
+        mem = f"{mem_kib / 1024 / 1024:.0f} GiB RAM"
+    except (OSError, StopIteration):
+        mem = "unknown RAM"
+    return f"{model}, {os.cpu_count()} cores, {mem}, Python {platform.python_version()}, {platform.system()}"
+
+
+def report(res: Result, argv: str, hw: str) -> str:
+    """The run as a markdown block for docs/benchmarks.md."""
+    acc = res.count / res.accepted_s if res.accepted_s else 0.0
+    com = res.succeeded / res.committed_s if res.committed_s else 0.0
+    cp = res.count / res.copy_s if res.copy_s else 0.0
+    p50, p99 = _pct(res.single_ms, 50), _pct(res.single_ms, 99)
+    lines = [MARK_START, f"Command: `{argv}`  ", f"Hardware: {hw}  ",
+             f"Run: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; 1-minute load average "
+             f"{' → '.join(res.load)} (the host's other work included)", "",
+             "| figure | measured | target |", "| --- | --- | --- |",
+             f"| captures accepted (HTTP 202, batch endpoint) | {acc:,.0f}/s | |",
+             f"| captures committed (operations succeeded) | {com:,.0f}/s "
+             f"({res.succeeded:,} ok, {res.failed:,} failed) | ≥ {TARGET_COMMITTED_PER_S:,}/s |",
+             f"| raw COPY of one row per capture, same database | {cp:,.0f} rows/s | physical limit |",
+             f"| committed / COPY | {100 * com / cp if cp else 0:.1f} % | |",
+             f"| single-capture accept latency p50 / p99 ({len(res.single_ms)} sequential) | "
+             f"{p50:.1f} ms / {p99:.1f} ms | p99 < {TARGET_ACCEPT_P99_MS:.0f} ms |", "",
+             "| process | RSS start | RSS end |", "| --- | --- | --- |"]
+    for name in sorted(set(res.rss_start) | set(res.rss_end)):
+        s, e = res.rss_start.get(name), res.rss_end.get(name)
+        lines.append(f"| {name} | {s / 1024:.0f} MB | {e / 1024:.0f} MB |" if s and e else
+                     f"| {name} | {s / 1024 if s else 0:.0f} MB | {e / 1024 if e else 0:.0f} MB |")
+    if res.errors:
+        lines += ["", f"Errors ({len(res.errors)}): " + "; ".join(res.errors[:3])]
+    lines.append(MARK_END)
+    return "\n".join(lines)
+
+
+def write_markdown(path: Path, block: str) -> None:
+    """Replace the ingest block of ``path`` (or append it under an Ingest heading)."""
+    text = path.read_text() if path.exists() else "# Benchmarks\n"
+    if MARK_START in text and MARK_END in text:
+        head, rest = text.split(MARK_START, 1)
+        text = head + block + rest.split(MARK_END, 1)[1]
+    else:
+        text = text.rstrip("\n") + "\n\n## Ingest (`membrane bench ingest`)\n\n" + block + "\n"
+    path.write_text(text)
+
+
+def _batches(count: int, size: int, rng: random.Random) -> tuple[list[bytes], list[tuple[Any, ...]]]:
+    batches, rows = [], []
+    for start in range(0, count, size):
+        caps = [make_capture(i, rng) for i in range(start, min(count, start + size))]
+        batches.append(json.dumps({"captures": caps}, separators=(",", ":")).encode())
+        rows += [(uuid.uuid4(), "capture", c["scope"], json.dumps(c, separators=(",", ":")))
+                 for c in caps]
+    return batches, rows
+
+
+def _progress() -> Progress:
+    return Progress(TextColumn("{task.description:<34}"), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn(), console=console)
+
+
+def ingest(
+    count: Annotated[int, typer.Option("--count", "-n", min=1, help="Captures to send.")] = 100_000,
+    batch: Annotated[int, typer.Option(min=1, max=1000, help="Captures per batch request.")] = 1000,
+    clients: Annotated[int, typer.Option(min=1, max=64, help="Concurrent HTTP clients.")] = 4,
+    single: Annotated[int, typer.Option(min=0, help="Sequential single captures for latency.")] = 1000,
+    url: Annotated[str | None, typer.Option(
+        help="A running API whose database is MEMBRANE_DATABASE_URL; default: a fresh stack.")] = None,
+    api_key: Annotated[str | None, typer.Option(envvar="MEMBRANE_API_KEY")] = None,
+    markdown: Annotated[Path | None, typer.Option(help="Write the result block into this file.")] = None,
+    timeout: Annotated[float, typer.Option(help="Seconds to wait for every commit.")] = 1800,
+) -> None:
+    """N captures through POST /v1/captures:batch vs a raw COPY (RFC 14.1); prints figures."""
+    settings = Settings()
+    stack: Stack | None = None
+    rng = random.Random(7)
+    res = Result(count=count)
+    try:
+        if url is None:
+            data_dir = Path(tempfile.mkdtemp(prefix="membrane-bench-"))
+            settings = settings.model_copy(update={"data_dir": data_dir, "api_keys": {}})
+            stack = Stack(settings, StackOptions(data_dir=data_dir, api_port=free_port(), flower=False))
+            with console.status("starting a fresh stack (embedded Postgres, Redis, API, workers, beat)"):
+                stack.start()
+            url, dsn = f"http://127.0.0.1:{stack.opts.api_port}", stack.dsn
+        else:
+            dsn = storage_db.resolve_dsn(settings.database_dsn(), settings.data_dir)
+        pids = stack.pids() if stack else {}
+        res.rss_start = rss_by_process(pids)
+        res.load.append(loadavg())
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        lib = Membrane(settings.model_copy(update={"database_url": SecretStr(dsn)}))
+        try:
+            with console.status("encoding the captures"):
+                batches, rows = _batches(count, batch, rng)
+            with httpx.Client(base_url=url, headers=headers, timeout=30) as client:
+                for _ in range(20):  # warm-up: connections, caches
+                    client.post("/v1/captures", json=make_capture(0, rng))
+                with console.status(f"{single} sequential single captures"):
+                    res.single_ms, errs = _single_latency(client, single, rng)
+                res.errors += errs
+            with _progress() as progress:
+                sent = progress.add_task("accepted (POST /v1/captures:batch)", total=count)
+                committed = progress.add_task("committed (operations succeeded)", total=count)
+                t0 = time.perf_counter()
+                ids, errs = _send_batches(url, headers, batches, clients, progress, sent)
+                res.accepted_s = time.perf_counter() - t0
+                res.errors += errs
+                res.succeeded, res.failed = _wait_committed(lib, ids, progress, committed, timeout)
+                res.committed_s = time.perf_counter() - t0
+            res.rss_end = rss_by_process(pids)
+            res.load.append(loadavg())
+            with console.status("raw COPY of the same rows into a scratch table"):
+                t = time.perf_counter()
+                scratch.copy_rows(dsn, rows)
+                res.copy_s = time.perf_counter() - t
+        finally:
+            lib.close()
+    finally:
+        if stack:
+            with console.status("stopping the stack"):
+                stack.stop()
+            shutil.rmtree(stack.opts.data_dir, ignore_errors=True)
+    argv = f"membrane bench ingest --count {count} --batch {batch} --clients {clients} --single {single}"
+    block = report(res, argv, hardware())
+    _print(res)
+    if markdown:
+        write_markdown(markdown, block)
+        console.print(f"wrote {markdown}")
+
+
+def _print(res: Result) -> None:
+    acc = res.count / res.accepted_s if res.accepted_s else 0.0
+    com = res.succeeded / res.committed_s if res.committed_s else 0.0
+    cp = res.count / res.copy_s if res.copy_s else 0.0
+    t = Table(title="membrane bench ingest", title_justify="left")
+    for col in ("figure", "measured", "target"):
+        t.add_column(col)
+    t.add_row("captures accepted", f"{acc:,.0f}/s", "")
+    t.add_row("captures committed", f"{com:,.0f}/s ({res.succeeded:,} ok, {res.failed:,} failed)",
+              f"≥ {TARGET_COMMITTED_PER_S:,}/s")
+    t.add_row("raw COPY, same database", f"{cp:,.0f} rows/s", "physical limit")
+    t.add_row("committed / COPY", f"{100 * com / cp if cp else 0:.1f} %", "")
+    t.add_row("load average (1 min)", " → ".join(res.load), "")
+    t.add_row("single accept p50 / p99", f"{_pct(res.single_ms, 50):.1f} / {_pct(res.single_ms, 99):.1f} ms",
+              f"p99 < {TARGET_ACCEPT_P99_MS:.0f} ms")
+    for name in sorted(set(res.rss_start) | set(res.rss_end)):
+        s, e = res.rss_start.get(name, 0), res.rss_end.get(name, 0)
+        t.add_row(f"RSS {name}", f"{s / 1024:.0f} → {e / 1024:.0f} MB", f"< {TARGET_RSS_MB} MB")
+    console.print(t)
+    for err in res.errors[:5]:
+        console.print(f"[red]{err}[/red]")
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``ingest`` to the ``bench`` group (RFC 14.1)."""
+    app.command("ingest")(ingest)

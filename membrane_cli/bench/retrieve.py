@@ -1,0 +1,354 @@
+"""``membrane bench retrieve``: hybrid retrieval latency beside a bare pgvector top-10 (RFC 14.1).
+
+Builds N synthetic records (clustered embeddings, cluster-topical text, entities with
+mentions, record-to-record relations) with one COPY per table into a dedicated database,
+then runs the same queries three ways in the same run, interleaved: the bare pgvector
+top-10 (``ORDER BY embedding <=> q LIMIT 10`` under the same scope filter and iterative
+scan), hybrid retrieve with a scope filter, and hybrid retrieve with one-hop expansion.
+Latencies are end to end in this process (Python, driver, Postgres). Targets are
+reported, never asserted.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Annotated, Any
+
+import numpy as np
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from membrane_cli.bench.ingest import hardware
+from membrane_core import errors
+from membrane_core.facade import parse
+from membrane_core.requests import RetrieveRequest
+from membrane_core.retrieval import Retriever
+from membrane_core.storage import benchload, embedded
+from membrane_core.storage.db import Database
+from membrane_core.trust import DEVELOPMENT_POLICY
+
+console = Console()
+
+#: Targets of issue 4 on 2 cores: p99 by size, and hybrid within 3x of the bare query.
+TARGET_P99_MS = {100_000: 25.0, 1_000_000: 50.0}
+TARGET_RATIO = 3.0
+MARK_START, MARK_END = "<!-- bench-retrieve:start -->", "<!-- bench-retrieve:end -->"
+_SYLLABLES = ("ka", "lo", "mi", "ra", "ne", "to", "su", "vi", "de", "po", "ga", "ri", "zu", "fe",
+              "ho", "la")
+
+
+def word(i: int) -> str:
+    """A pronounceable synthetic word: three syllables from ``i``."""
+    return "".join(_SYLLABLES[(i >> s) & 15] for s in (8, 4, 0))
+
+
+@dataclass
+class Corpus:
+    """The synthetic world: cluster centres, topic words and entity names."""
+
+    dim: int
+    clusters: int
+    scopes: int
+    seed: int
+    centres: Any = None
+    topics: list[list[str]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        rng = np.random.default_rng(self.seed)
+        c = rng.standard_normal((self.clusters, self.dim)).astype(np.float32)
+        self.centres = c / np.linalg.norm(c, axis=1, keepdims=True)
+        self.topics = [[word(int(w)) for w in rng.choice(4096, 6, replace=False)]
+                       for _ in range(self.clusters)]
+
+    def entity_name(self, cluster: int) -> str:
+        """The entity every record of ``cluster`` may mention."""
+        return f"{self.topics[cluster][0]} {self.topics[cluster][1]}"
+
+    def vector(self, cluster: int, rng: np.random.Generator, n: int) -> Any:
+        """``n`` unit vectors around the centre of ``cluster``."""
+        noise = rng.standard_normal((n, self.dim)).astype(np.float32) * (0.9 / math.sqrt(self.dim))
+        v = self.centres[cluster] + noise
+        return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+def _scope(i: int) -> str:
+    return f"scope-{i}"
+
+
+def _chunks(corpus: Corpus, size: int, chunk: int, now: datetime) -> Iterator[dict[str, list[Any]]]:
+    rng = np.random.default_rng(corpus.seed + 1)
+    entity_ids = {(c, s): uuid.uuid4() for c in range(corpus.clusters) for s in range(corpus.scopes)}
+    last: dict[tuple[int, int], uuid.UUID] = {}
+    first = True
+    for start in range(0, size, chunk):
+        n = min(chunk, size - start)
+        out: dict[str, list[Any]] = {"records": [], "payloads": [], "embeddings": [],
+                                     "relations": [], "terms": []}
+        if first:  # the entities, once
+            for (c, s), eid in entity_ids.items():
+                name = corpus.entity_name(c)
+                ebody: dict[str, Any] = {"kind": "entity", "canonical_name": name,
+                                         "entity_kind": "thing", "aliases": [], "identifiers": [],
+                                         "description": None}
+                out["records"].append(_row(eid, "entity", _scope(s), name, ebody, now, 90))
+                out["payloads"].append((eid, "entity", json.dumps(ebody)))
+                out["terms"].append((eid, _scope(s), name, "canonical"))
+            first = False
+        clusters = rng.integers(0, corpus.clusters, n)
+        vectors = np.empty((n, corpus.dim), dtype=np.float32)
+        for c in np.unique(clusters):
+            idx = np.nonzero(clusters == c)[0]
+            vectors[idx] = corpus.vector(int(c), rng, len(idx))
+        for k in range(n):
+            i, c, s = start + k, int(clusters[k]), (start + k) % corpus.scopes
+            rid = uuid.uuid4()
+            topic = [corpus.topics[c][int(j)] for j in rng.choice(6, 3, replace=False)]
+            noise = [word(int(j)) for j in rng.integers(0, 4096, 6)]
+            mentions = rng.random() < 0.3
+            text = " ".join(topic + noise) + (f" with {corpus.entity_name(c)}" if mentions else "")
+            full_text = f"event {i}: {text}"
+            body: dict[str, Any] = {"kind": "episodic", "source_kind": "event", "text": full_text,
+                                    "tool_calls": [], "outcome": None, "entities": [], "data": {}}
+            out["records"].append(_row(rid, "episodic", _scope(s), full_text, body,
+                                       now - timedelta(minutes=float(rng.integers(0, 10_000))), 30))
+            out["payloads"].append((rid, "episodic", json.dumps(body)))
+            out["embeddings"].append((rid, "bench", vectors[k]))
+            if mentions:
+                out["relations"].append((rid, "mentions", entity_ids[(c, s)]))
+            prev = last.get((c, s))
+            if prev is not None and rng.random() < 0.5:
+                out["relations"].append((rid, "related_to", prev))
+            last[(c, s)] = rid
+        yield out
+
+
+def _row(rid: uuid.UUID, kind: str, scope: str, text: str, body: dict[str, Any], at: datetime,
+         half_life_days: int) -> tuple[Any, ...]:
+    return (rid, kind, scope, "low", 0.8, 1.0, half_life_days * 86400, 0.01, 1.0, at,
+            "auto_prune" if kind == "episodic" else "manual_only", at, at, at, None,
+            len(json.dumps(body)) + 512, text)
+
+
+class FixedEmbedder:
+    """Query vectors prepared in advance, so the figures exclude the embedding model."""
+
+    name = "bench"
+    model = "bench"
+
+    def __init__(self, dim: int) -> None:
+        self.dim = dim
+        self.vectors: dict[str, list[float]] = {}
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """The prepared vector of each text."""
+        return [self.vectors[t] for t in texts]
+
+
+def _pct(values: list[float], p: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, max(0, math.ceil(p / 100 * len(s)) - 1))] if s else float("nan")
+
+
+@dataclass
+class Figures:
+    """Latencies (ms) of one run, by variant."""
+
+    bare: list[float] = field(default_factory=list)
+    hybrid: list[float] = field(default_factory=list)
+    expand: list[float] = field(default_factory=list)
+    overlap: list[float] = field(default_factory=list)
+    neighbours: list[int] = field(default_factory=list)
+    load: dict[str, float] = field(default_factory=dict)
+    loadavg: list[str] = field(default_factory=list)
+
+
+def loadavg() -> str:
+    """The 1-minute load average of the machine (others' work shares the cores)."""
+    try:
+        return Path("/proc/loadavg").read_text().split()[0]
+    except OSError:
+        return "?"
+
+
+def _load(dsn: str, corpus: Corpus, size: int, figures: Figures) -> None:
+    benchload.drop_indexes(dsn)
+    now = datetime.now(UTC)
+    t0 = time.perf_counter()
+    with Progress(TextColumn("{task.description:<28}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=console) as progress:
+        task = progress.add_task("COPY synthetic records", total=size)
+        for chunk in _chunks(corpus, size, 20_000, now):
+            benchload.copy_chunk(dsn, records=chunk["records"], payloads=chunk["payloads"],
+                                 embeddings=chunk["embeddings"], relations=chunk["relations"],
+                                 entity_terms=chunk["terms"])
+            progress.advance(task, len(chunk["embeddings"]))
+    figures.load["copy"] = time.perf_counter() - t0
+    with console.status("building the GIN and HNSW indexes, ANALYZE"):
+        figures.load.update(benchload.build_indexes(dsn))
+
+
+def _queries(corpus: Corpus, n: int, embedder: FixedEmbedder) -> list[tuple[str, str, list[float]]]:
+    rng = np.random.default_rng(corpus.seed + 2)
+    out = []
+    for i in range(n):
+        c = int(rng.integers(0, corpus.clusters))
+        words = [corpus.topics[c][int(j)] for j in rng.choice(6, 2, replace=False)]
+        text = " ".join(words) + (f" and {corpus.entity_name(c)}" if i % 2 else "") + f" q{i}"
+        vec = corpus.vector(c, rng, 1)[0].tolist()
+        embedder.vectors[text] = vec
+        out.append((_scope(int(rng.integers(0, corpus.scopes))), text, vec))
+    return out
+
+
+def _measure(db: Database, retriever: Retriever, queries: list[tuple[str, str, list[float]]],
+             figures: Figures, warmup: int) -> None:
+    figures.loadavg.append(loadavg())
+    with Progress(TextColumn("{task.description:<28}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=console) as progress:
+        task = progress.add_task("queries (3 variants each)", total=len(queries))
+        for n, (scope, text, vec) in enumerate(queries):
+            t = time.perf_counter()
+            with db.reader() as conn:
+                bare = benchload.bare_vector(conn, scope, vec, k=10)
+            bare_ms = (time.perf_counter() - t) * 1000
+            req = parse(RetrieveRequest, {"query": text, "scopes": [scope], "limit": 10})
+            t = time.perf_counter()
+            res = retriever.retrieve(req, DEVELOPMENT_POLICY)
+            hybrid_ms = (time.perf_counter() - t) * 1000
+            req_x = parse(RetrieveRequest, {"query": text, "scopes": [scope], "limit": 10,
+                                            "expand": {"hops": 1, "max_nodes": 25, "max_edges": 100}})
+            t = time.perf_counter()
+            res_x = retriever.retrieve(req_x, DEVELOPMENT_POLICY)
+            expand_ms = (time.perf_counter() - t) * 1000
+            if n >= warmup:
+                figures.bare.append(bare_ms)
+                figures.hybrid.append(hybrid_ms)
+                figures.expand.append(expand_ms)
+                got = {r.id for r in res.records}
+                figures.overlap.append(len(got & set(bare)) / max(1, len(bare)))
+                figures.neighbours.append(len(res_x.neighbors))
+            progress.advance(task)
+    figures.loadavg.append(loadavg())
+
+
+def report(f: Figures, size: int, argv: str, hw: str) -> str:
+    """The run as a markdown block for docs/benchmarks.md."""
+    target = TARGET_P99_MS.get(size)
+    bare50, bare99 = _pct(f.bare, 50), _pct(f.bare, 99)
+    lines = [MARK_START, f"Command: `{argv}`  ", f"Hardware: {hw}  ",
+             f"Run: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {size:,} records, "
+             f"{len(f.bare)} measured queries (after warm-up), one scope filter per query, "
+             f"load average {' -> '.join(f.loadavg)} on the shared machine  ", "",
+             "| variant | p50 | p99 | p99 / bare p99 | target |", "| --- | --- | --- | --- | --- |",
+             f"| bare pgvector top-10 (same filter, iterative scan) | {bare50:.2f} ms | "
+             f"{bare99:.2f} ms | 1.0 | baseline |"]
+    for name, values in (("hybrid retrieve (vector + BM25 + entity, fused, hydrated)", f.hybrid),
+                         ("hybrid retrieve + one-hop expansion", f.expand)):
+        p50, p99 = _pct(values, 50), _pct(values, 99)
+        tgt = f"p99 < {target:.0f} ms, ≤ {TARGET_RATIO:.0f}x bare" if target else \
+            f"≤ {TARGET_RATIO:.0f}x bare"
+        lines.append(f"| {name} | {p50:.2f} ms | {p99:.2f} ms | {p99 / bare99:.1f} | {tgt} |")
+    lines += ["", f"Hybrid top-10 shares {np.mean(f.overlap):.0%} of the bare vector top-10; "
+              f"expansion returned {np.mean(f.neighbours):.1f} neighbours per query on average.  ",
+              "Load: " + ", ".join(f"{k} {v:.1f} s" for k, v in f.load.items()) if f.load else
+              "Load: reused an existing benchmark database.", MARK_END]
+    return "\n".join(lines)
+
+
+def write_markdown(path: Path, block: str) -> None:
+    """Replace the retrieve block of ``path`` (or append it under a Retrieval heading)."""
+    text = path.read_text() if path.exists() else "# Benchmarks\n"
+    if MARK_START in text and MARK_END in text:
+        head, rest = text.split(MARK_START, 1)
+        text = head + block + rest.split(MARK_END, 1)[1]
+    else:
+        text = text.rstrip("\n") + "\n\n## Retrieval (`membrane bench retrieve`)\n\n" + block + "\n"
+    path.write_text(text)
+
+
+def retrieve(
+    size: Annotated[int, typer.Option("--size", "-n", min=1000, help="Records to build.")] = 100_000,
+    queries: Annotated[int, typer.Option(min=10, help="Measured queries.")] = 200,
+    warmup: Annotated[int, typer.Option(min=0, help="Unmeasured warm-up queries.")] = 20,
+    dim: Annotated[int, typer.Option(min=8, max=2000, help="Embedding dimension.")] = 384,
+    scopes: Annotated[int, typer.Option(min=1, help="Scopes the records spread over.")] = 20,
+    clusters: Annotated[int, typer.Option(min=2, help="Embedding clusters.")] = 200,
+    data_dir: Annotated[Path | None, typer.Option(
+        help="Embedded Postgres data folder; default a temporary one, removed afterwards.")] = None,
+    database_url: Annotated[str | None, typer.Option(
+        help="Admin URL of a server to use instead of the embedded one.")] = None,
+    reuse: Annotated[bool, typer.Option(help="Reuse an already loaded benchmark database.")] = False,
+    markdown: Annotated[Path | None, typer.Option(help="Write the result block into this file.")] = None,
+) -> None:
+    """Hybrid retrieve (with and without one-hop expansion) vs bare pgvector top-10 (RFC 14.1)."""
+    temp = data_dir is None and database_url is None
+    folder = Path(tempfile.mkdtemp(prefix="membrane-bench-retrieve-")) if temp else data_dir
+    figures = Figures()
+    try:
+        if database_url is None:
+            assert folder is not None
+            with console.status("starting the embedded Postgres"):
+                admin = embedded.dsn(folder)
+        else:
+            admin = database_url
+        name = f"membrane_bench_retrieve_{size}_{dim}"
+        dsn = benchload.create_database(admin, name, drop=not reuse)
+        db = Database(dsn, embedding_dim=dim, min_size=1, max_size=2)
+        try:
+            corpus = Corpus(dim=dim, clusters=clusters, scopes=scopes, seed=11)
+            if benchload.loaded(dsn) == 0:
+                _load(dsn, corpus, size, figures)
+            embedder = FixedEmbedder(dim)
+            qs = _queries(corpus, queries + warmup, embedder)
+            retriever = Retriever(db, clock=lambda: datetime.now(UTC), embedder=embedder)
+            _measure(db, retriever, qs, figures, warmup)
+        finally:
+            db.close()
+    except errors.MembraneError as exc:
+        console.print(f"[red]{exc.message}[/red]")
+        raise typer.Exit(1) from exc
+    finally:
+        if temp and folder is not None:
+            embedded.stop(folder)
+            shutil.rmtree(folder, ignore_errors=True)
+    argv = (f"membrane bench retrieve --size {size} --queries {queries} --dim {dim} "
+            f"--scopes {scopes} --clusters {clusters}")
+    block = report(figures, size, argv, hardware())
+    _print(figures, size)
+    if markdown:
+        write_markdown(markdown, block)
+        console.print(f"wrote {markdown}")
+
+
+def _print(f: Figures, size: int) -> None:
+    t = Table(title=f"membrane bench retrieve ({size:,} records)", title_justify="left")
+    for col in ("variant", "p50", "p99", "p99 / bare"):
+        t.add_column(col)
+    bare99 = _pct(f.bare, 99)
+    for name, values in (("bare pgvector top-10", f.bare), ("hybrid retrieve", f.hybrid),
+                         ("hybrid + one-hop expansion", f.expand)):
+        t.add_row(name, f"{_pct(values, 50):.2f} ms", f"{_pct(values, 99):.2f} ms",
+                  f"{_pct(values, 99) / bare99:.1f}x")
+    console.print(t)
+    console.print(f"overlap with bare top-10: {np.mean(f.overlap):.0%}; "
+                  f"neighbours per expanded query: {np.mean(f.neighbours):.1f}; "
+                  f"target p99 {TARGET_P99_MS.get(size, float('nan')):.0f} ms, "
+                  f"≤ {TARGET_RATIO:.0f}x bare")
+    if f.load:
+        console.print("load: " + ", ".join(f"{k} {v:.1f} s" for k, v in f.load.items()))
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``retrieve`` to the ``bench`` group (RFC 14.1)."""
+    app.command("retrieve")(retrieve)

@@ -1,0 +1,107 @@
+"""The audit log as callers see it: history with chain verification, and hard deletion (RFC 5.5).
+
+The chain hash is computed by a database trigger (``audit_entry_hash`` in
+``schema.sql``); :func:`entry_hash` is its exact Python twin, so a reader verifies
+the chain without trusting the database function that wrote it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+from membrane_core import errors
+from membrane_core.enums import AuditAction, DeletionPolicy, Sensitivity
+from membrane_core.models import AuditEntry, AuditHistory
+from membrane_core.storage import audit as store
+from membrane_core.storage import records
+from membrane_core.storage.db import Database
+from membrane_core.trust import TrustPolicy
+
+_SEP = "\x1f"  # chr(31), the field separator of audit_entry_hash
+
+
+def entry_hash(
+    prev: bytes | None, record_id: uuid.UUID, action: str, actor: str, ts: datetime,
+    rationale: str, details_text: str,
+) -> bytes:
+    """RFC 5.5: ``sha256(prev_hash || record_id, action, actor, ts, rationale, details)``.
+
+    ``ts`` is rendered in UTC with microseconds (``to_char(.., 'YYYY-MM-DD"T"HH24:MI:SS.US')``),
+    ``details_text`` is the ``jsonb`` text form as Postgres prints it.
+    """
+    stamp = ts.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")
+    text = _SEP.join((str(record_id), action, actor, stamp, rationale, details_text))
+    return hashlib.sha256((prev or b"") + text.encode("utf-8")).digest()
+
+
+def verify_chain(rows: Sequence[store.AuditRow]) -> bool:
+    """RFC 5.5: every entry links to its predecessor's hash and its own hash recomputes."""
+    prev: bytes | None = None
+    for row in rows:
+        if row.prev_hash != prev:
+            return False
+        expected = entry_hash(prev, row.record_id, row.action, row.actor, row.ts, row.rationale,
+                              row.details_text)
+        if row.hash != expected:
+            return False
+        prev = row.hash
+    return True
+
+
+def history(db: Database, record_id: uuid.UUID, trust: TrustPolicy) -> AuditHistory:
+    """RFC 5.5: a record's entries in order with ``chain_valid``; works after deletion.
+
+    Trust is checked against the scope and sensitivity stored on the latest entry: hidden
+    (or never written) is ``NotFound``; one level above the caller's maximum returns the
+    entries with rationale and details blanked (RFC 7.3).
+    """
+    with db.reader() as conn:
+        rows = store.entries(conn, record_id)
+    if not rows:
+        raise errors.NotFound(f"record {record_id} not found")
+    last = rows[-1]
+    visibility = trust.visibility(last.scope, Sensitivity(last.sensitivity))
+    if visibility == "hidden":
+        raise errors.NotFound(f"record {record_id} not found")
+    redacted = visibility == "redacted"
+    entries = [
+        AuditEntry(action=r.action, actor=r.actor, timestamp=r.ts,
+                   rationale="" if redacted else r.rationale,
+                   details={} if redacted else r.details)
+        for r in rows
+    ]
+    return AuditHistory(record_id=record_id, entries=entries, chain_valid=verify_chain(rows))
+
+
+def delete(
+    db: Database, record_id: uuid.UUID, trust: TrustPolicy, rationale: str, *, now: datetime
+) -> None:
+    """RFC 5.5: hard-delete a record whose deletion policy allows it, appending a ``delete`` entry.
+
+    Hidden or missing is ``NotFound``; a scope the caller cannot write, or a record it sees
+    only redacted, is ``Forbidden``; deletion policy ``never`` is ``RevisionRefused``.
+    """
+    why = rationale.strip()
+    if not why:
+        raise errors.InvalidInput("a deletion needs a rationale", details=[
+            {"field": "rationale", "message": "must not be empty", "type": "value_error"}])
+    with db.transaction() as conn:
+        target = store.lock_for_delete(conn, record_id)
+        if target is None:
+            raise errors.NotFound(f"record {record_id} not found")
+        visibility = trust.visibility(target.scope, Sensitivity(target.sensitivity))
+        if visibility == "hidden":
+            raise errors.NotFound(f"record {record_id} not found")
+        if visibility == "redacted" or not trust.can_write_scope(target.scope):
+            raise errors.Forbidden(f"the caller may not delete record {record_id}")
+        if target.deletion_policy == DeletionPolicy.NEVER.value:
+            raise errors.RevisionRefused(f"record {record_id} has deletion policy 'never'")
+        batch = records.RowBatch()
+        batch.audit_entry(record_id, target.scope, target.sensitivity, AuditAction.DELETE,
+                          trust.actor, now, why,
+                          {"operation": "delete", "type": target.type, "status": target.status})
+        batch.flush(conn)
+        store.delete_record(conn, record_id)

@@ -1,0 +1,71 @@
+"""Observability: memory metrics over what the caller may read, plus queue depths (RFC 14.2)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from membrane_core.storage import metrics as store
+from membrane_core.storage.db import Database
+from membrane_core.trust import TrustPolicy
+
+
+def _ratio(num: float, den: float) -> float | None:
+    return num / den if den else None
+
+
+def _round(value: Any) -> float | None:
+    return None if value is None else round(float(value), 6)
+
+
+def shape(raw: dict[str, Any]) -> dict[str, Any]:
+    """RFC 14.2: the metrics document from the raw aggregates."""
+    rec, proc = raw["records"], raw["procedural"]
+    by_type: dict[str, int] = {}
+    by_status: dict[str, int] = {}
+    for row in raw["by_type_status"]:
+        by_status[row["status"]] = by_status.get(row["status"], 0) + int(row["n"])
+        if row["status"] != "retracted":
+            by_type[row["type"]] = by_type.get(row["type"], 0) + int(row["n"])
+    total = int(rec.get("total_records") or 0)
+    created = int(rec.get("created_24h") or 0)
+    successes, failures = int(proc.get("successes") or 0), int(proc.get("failures") or 0)
+    queues: dict[str, dict[str, int]] = {}
+    for row in raw["operations"]:
+        queues.setdefault(row["kind"], {})[row["status"]] = int(row["n"])
+    backlog = {
+        row["kind"]: {"due": int(row["due"]), "pending": int(row["pending"]),
+                      "dead": int(row["dead"]),
+                      "oldest_due_seconds": _round(row["oldest_due_seconds"])}
+        for row in raw["backlog"]
+    }
+    return {
+        "total_records": total,
+        "records_by_type": by_type,
+        "records_by_status": by_status,
+        "avg_salience": _round(rec.get("avg_salience")),
+        "avg_confidence": _round(rec.get("avg_confidence")),
+        "active_records": int(rec.get("active_records") or 0),
+        "pinned_records": int(rec.get("pinned_records") or 0),
+        "total_audit_entries": raw["audit_entries"],
+        "revision_rate": _round(_ratio(int(rec.get("revised_records") or 0),
+                                       int(rec.get("all_records") or 0))),
+        "competence_success_rate": _round(_ratio(successes, successes + failures)),
+        "plan_reuse_frequency": _round(proc.get("plan_executions")),
+        "memory_growth_rate": _round(_ratio(created, total - created)),
+        "records_created_24h": created,
+        "operations": queues,
+        "work_backlog": backlog,
+    }
+
+
+def collect(db: Database, trust: TrustPolicy, *, now: datetime) -> dict[str, Any]:
+    """RFC 14.2: metrics computed only over records and audit entries ``trust`` may read."""
+    readable = store.Readable(
+        scopes=None if trust.reads_all else sorted(s for s in trust.read_scopes if s),
+        max_rank=trust.max_sensitivity.rank, now=now,
+    )
+    with db.reader() as conn:
+        raw = store.collect(conn, readable)
+    return shape(raw)
+

@@ -1,0 +1,381 @@
+"""The durable operations inbox: submit, observe and process asynchronous writes (RFC 9.1, 9.2).
+
+Submitting validates and authorises a request completely, then inserts its operation
+row (a batch: one multi-row statement) and commits; the caller publishes the ids to
+the broker afterwards (:class:`Dispatcher`, RFC 9.5). Workers claim operations with
+``FOR UPDATE SKIP LOCKED`` (:mod:`membrane_core.processing`, mixed into
+:class:`Operations`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Protocol
+
+from pydantic import Field
+
+from membrane_core import budget, errors, processing, revision
+from membrane_core.capture import CapturePlan, new_id
+from membrane_core.enums import OperationKind, OperationStatus, Sensitivity
+from membrane_core.models import Frozen
+from membrane_core.processing import MAX_ATTEMPTS, as_uuid, worker_name
+from membrane_core.requests import CaptureRequest
+from membrane_core.storage import operations as store
+from membrane_core.storage import records
+from membrane_core.trust import ALL_SCOPES, TrustPolicy
+
+if TYPE_CHECKING:
+    from membrane_core.facade import Membrane
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "MAINTENANCE_JOBS", "MAX_ATTEMPTS", "MAX_BATCH", "REVISION_KINDS", "Dispatcher",
+    "InlineDispatcher", "OperationView", "Operations", "RecordingDispatcher", "request_hash",
+    "worker_name",
+]
+
+#: RFC 3.6: most captures in one batch request.
+MAX_BATCH = 1000
+#: RFC 6.5: jobs a maintenance operation may name.
+MAINTENANCE_JOBS = ("decay", "prune", "consolidate", "embed", "extract")
+#: Operation kinds that go to the revision queue (RFC 5.2).
+REVISION_KINDS = frozenset(OperationKind) - {OperationKind.CAPTURE, OperationKind.MAINTENANCE}
+
+_FINISHED = (OperationStatus.SUCCEEDED, OperationStatus.FAILED)
+#: A JSON ``\u0000`` escape that is not itself an escaped backslash.
+_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
+
+
+class OperationView(Frozen):
+    """An operation as its submitter sees it (RFC 9.1)."""
+
+    operation_id: uuid.UUID
+    kind: OperationKind
+    status: OperationStatus
+    record_id: uuid.UUID | None = None
+    record_ids: list[uuid.UUID] = Field(default_factory=list)
+    error: dict[str, Any] | None = None
+    result: dict[str, Any] | None = None
+    created_at: datetime
+    finished_at: datetime | None = None
+
+
+class Dispatcher(Protocol):
+    """Publishes operation ids to the workers after the submit committed (RFC 9.5)."""
+
+    def publish(self, kind: OperationKind, operation_ids: Sequence[uuid.UUID]) -> bool:
+        """Send the ids to the queue of ``kind``; False when the broker is unavailable."""
+        ...
+
+
+class RecordingDispatcher:
+    """A :class:`Dispatcher` that only remembers what it was asked to publish (tests)."""
+
+    def __init__(self) -> None:
+        self.published: list[tuple[OperationKind, list[uuid.UUID]]] = []
+
+    def publish(self, kind: OperationKind, operation_ids: Sequence[uuid.UUID]) -> bool:
+        """Remember the call (RFC 9.5)."""
+        self.published.append((kind, list(operation_ids)))
+        return True
+
+
+class InlineDispatcher:
+    """A :class:`Dispatcher` that processes operations at once in this process (RFC 9.5).
+
+    For the embeddable library and tests without a broker; never for throughput.
+    """
+
+    def __init__(self, membrane: Membrane) -> None:
+        self._m = membrane
+
+    def publish(self, kind: OperationKind, operation_ids: Sequence[uuid.UUID]) -> bool:
+        """Run the operations now (RFC 9.5)."""
+        ops = self._m.operations
+        if kind is OperationKind.CAPTURE:
+            ops.process_captures(operation_ids, worker="inline")
+        else:
+            for op_id in operation_ids:
+                ops.process_one(op_id, worker="inline")
+        return True
+
+
+def request_hash(kind: OperationKind, target_id: uuid.UUID | None, body: Any) -> str:
+    """RFC 9.2: the hash an idempotency key is bound to (kind, target and canonical body)."""
+    canonical = json.dumps({"kind": kind.value, "target": str(target_id) if target_id else None,
+                            "body": body}, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _check_nul(text: str, field: str) -> None:
+    # Postgres text and jsonb cannot hold U+0000; refuse it at accept time (RFC 2.4).
+    if "\\u0000" in text and _NUL.search(text):
+        raise errors.InvalidInput(
+            f"{field} contains a NUL character (U+0000), which cannot be stored",
+            details=[{"field": field, "message": "NUL character", "type": "value_error"}],
+        )
+
+
+def _view(row: store.OperationRow) -> OperationView:
+    return OperationView(
+        operation_id=row.id, kind=OperationKind(row.kind), status=OperationStatus(row.status),
+        record_id=row.record_id, record_ids=list(row.record_ids), error=row.error,
+        result=row.result, created_at=row.created_at, finished_at=row.finished_at,
+    )
+
+
+def _new_view(row: store.NewOperation) -> OperationView:
+    """The view of a row just inserted, without reading it back."""
+    return OperationView(
+        operation_id=row.id, kind=OperationKind(row.kind), status=OperationStatus(row.status),
+        record_id=row.record_id, error=json.loads(row.error) if row.error else None,
+        created_at=row.created_at, finished_at=row.finished_at,
+    )
+
+
+class _Prepared:
+    """A validated capture ready to insert."""
+
+    __slots__ = ("hash", "plan", "request")
+
+    def __init__(self, plan: CapturePlan, request: str, hash_: str) -> None:
+        self.plan, self.request, self.hash = plan, request, hash_
+
+
+class Operations(processing.OperationProcessing):
+    """Submit, observe and process operations (RFC 9.1); ``Membrane.operations``."""
+
+    def __init__(self, membrane: Membrane) -> None:
+        self._m = membrane
+
+    # -- submit (API side) ----------------------------------------------------
+
+    def _prepare_capture(self, body: CaptureRequest | Mapping[str, Any], trust: TrustPolicy,
+                         op_id: uuid.UUID, now: datetime) -> _Prepared:
+        req = body if isinstance(body, CaptureRequest) else self._parse_capture(body)
+        plan = self._m.plan(req, trust, record_id=new_id(), operation_id=op_id)
+        dumped = req.model_dump(mode="json")
+        hash_ = request_hash(OperationKind.CAPTURE, None, dumped)
+        if dumped.get("occurred_at") is None:
+            # The event happened when it was accepted, not when a worker got to it.
+            dumped["occurred_at"] = now.isoformat()
+        text = json.dumps(dumped, separators=(",", ":"), ensure_ascii=False)
+        _check_nul(text, "body")
+        return _Prepared(plan, text, hash_)
+
+    @staticmethod
+    def _parse_capture(body: Mapping[str, Any]) -> CaptureRequest:
+        from membrane_core.facade import parse  # the facade imports this module
+
+        return parse(CaptureRequest, body)
+
+    def submit_capture(
+        self, body: CaptureRequest | Mapping[str, Any], trust: TrustPolicy, *,
+        idempotency_key: str | None = None,
+    ) -> OperationView:
+        """RFC 9.1: validate and authorise one capture, then queue it durably.
+
+        Raises ``InvalidInput``, ``PayloadTooLarge`` or ``Forbidden`` with nothing written,
+        ``IdempotencyConflict`` when the key was used with another body (RFC 9.2). The
+        returned view carries the pre-assigned primary ``record_id``.
+        """
+        now = self._m.clock()
+        op_id = new_id()
+        prep = self._prepare_capture(body, trust, op_id, now)
+        row = self._new_row(op_id, OperationKind.CAPTURE, trust, prep.hash, prep.request, now,
+                            key=idempotency_key, record_id=prep.plan.primary.id)
+        return self._insert([row], trust)[0]
+
+    def submit_captures(
+        self, bodies: Sequence[CaptureRequest | Mapping[str, Any]], trust: TrustPolicy, *,
+        idempotency_key: str | None = None,
+    ) -> list[OperationView]:
+        """RFC 3.6, 9.1: queue a batch in one multi-row insert; views in input order.
+
+        An item that fails validation or authorisation gets its own FAILED operation with
+        the reason; the others are queued. With ``idempotency_key``, item ``i`` is bound to
+        ``key#i`` (RFC 9.2).
+        """
+        if len(bodies) > MAX_BATCH:
+            raise errors.InvalidInput(
+                f"a batch holds at most {MAX_BATCH} captures, got {len(bodies)}",
+                details=[{"field": "captures", "message": f"more than {MAX_BATCH} items",
+                          "type": "too_long"}],
+            )
+        now = self._m.clock()
+        rows: list[store.NewOperation] = []
+        for i, body in enumerate(bodies):
+            op_id = new_id()
+            key = f"{idempotency_key}#{i}" if idempotency_key is not None else None
+            try:
+                prep = self._prepare_capture(body, trust, op_id, now)
+            except errors.MembraneError as exc:
+                rows.append(self._failed_row(op_id, trust, body, exc, now, key))
+                continue
+            rows.append(self._new_row(op_id, OperationKind.CAPTURE, trust, prep.hash,
+                                      prep.request, now, key=key, record_id=prep.plan.primary.id))
+        return self._insert(rows, trust)
+
+    def submit_revision(
+        self, kind: OperationKind | str, target_id: uuid.UUID | str | None,
+        body: Mapping[str, Any], trust: TrustPolicy, *, idempotency_key: str | None = None,
+    ) -> OperationView:
+        """RFC 5.2, 9.1: check and queue a revision for the revision queue.
+
+        The targets must be visible to the caller and in a writable scope; the body must
+        be a JSON object within the payload budget that the revision engine accepts.
+        """
+        try:
+            op_kind = OperationKind(kind)
+        except ValueError as exc:
+            raise errors.InvalidInput(f"unknown revision kind {kind!r}") from exc
+        if op_kind not in REVISION_KINDS:
+            raise errors.InvalidInput(f"{op_kind.value!r} is not a revision")
+        target = as_uuid(target_id, "target_id") if target_id is not None else None
+        if not isinstance(body, Mapping):
+            raise errors.InvalidInput("the revision body must be a JSON object")
+        budget.check_json_budget(dict(body), field="body", max_bytes=budget.MAX_PAYLOAD_BYTES,
+                                 max_depth=budget.MAX_PAYLOAD_DEPTH)
+        revision.parse_body(op_kind, body)
+        self._authorise_targets(op_kind, target, body, trust)
+        text = json.dumps(dict(body), separators=(",", ":"), ensure_ascii=False, default=str)
+        _check_nul(text, "body")
+        now = self._m.clock()
+        hash_ = request_hash(op_kind, target, json.loads(text))
+        row = self._new_row(new_id(), op_kind, trust, hash_, text, now, key=idempotency_key,
+                            target_id=target)
+        return self._insert([row], trust)[0]
+
+    def submit_maintenance(self, jobs: Sequence[str], trust: TrustPolicy) -> OperationView:
+        """RFC 6.5: queue one batch of each named job; needs write access to every scope."""
+        if ALL_SCOPES not in trust.write_scopes:
+            raise errors.Forbidden("maintenance needs a policy that writes every scope")
+        wanted = list(dict.fromkeys(jobs))
+        bad = [j for j in wanted if j not in MAINTENANCE_JOBS]
+        if not wanted or bad:
+            raise errors.InvalidInput(
+                f"jobs must be a non-empty list of {', '.join(MAINTENANCE_JOBS)}",
+                details=[{"field": "jobs", "message": f"unknown job {j!r}", "type": "enum"}
+                         for j in bad] or [{"field": "jobs", "message": "empty", "type": "too_short"}],
+            )
+        now = self._m.clock()
+        body = {"jobs": wanted}
+        row = self._new_row(new_id(), OperationKind.MAINTENANCE, trust,
+                            request_hash(OperationKind.MAINTENANCE, None, body),
+                            json.dumps(body), now)
+        return self._insert([row], trust)[0]
+
+    def _authorise_targets(self, kind: OperationKind, target: uuid.UUID | None,
+                           body: Mapping[str, Any], trust: TrustPolicy) -> None:
+        ids: list[uuid.UUID] = [target] if target is not None else []
+        if kind is OperationKind.MERGE:
+            raw = body.get("record_ids")
+            if not isinstance(raw, list) or len(raw) < 2:
+                raise errors.InvalidInput(
+                    "merge needs at least two record_ids",
+                    details=[{"field": "record_ids", "message": "at least two ids",
+                              "type": "too_short"}],
+                )
+            ids += [as_uuid(v, "record_ids") for v in raw]
+        elif target is None:
+            raise errors.InvalidInput(f"{kind.value} needs a target record id")
+        with self._m.db.reader() as conn:
+            found = records.access(conn, ids)
+        for rid in ids:
+            got = found.get(rid)
+            if got is None or trust.visibility(got[0], Sensitivity(got[1])) != "full":
+                raise errors.NotFound(f"record {rid} not found")
+            trust.require_write(got[0])
+
+    def _new_row(self, op_id: uuid.UUID, kind: OperationKind, trust: TrustPolicy, hash_: str,
+                 request: str, now: datetime, *, key: str | None = None,
+                 record_id: uuid.UUID | None = None, target_id: uuid.UUID | None = None,
+                 ) -> store.NewOperation:
+        return store.NewOperation(
+            id=op_id, kind=kind.value, status=OperationStatus.QUEUED.value, principal=trust.actor,
+            idempotency_key=key, request_hash=hash_, request=request,
+            trust=trust.model_dump_json(), target_id=target_id, record_id=record_id, error=None,
+            created_at=now, finished_at=None,
+        )
+
+    def _failed_row(self, op_id: uuid.UUID, trust: TrustPolicy, body: Any,
+                    exc: errors.MembraneError, now: datetime, key: str | None) -> store.NewOperation:
+        try:
+            hash_ = request_hash(OperationKind.CAPTURE, None, body)
+        except (TypeError, ValueError):
+            hash_ = "unhashable"
+        return store.NewOperation(
+            id=op_id, kind=OperationKind.CAPTURE.value, status=OperationStatus.FAILED.value,
+            principal=trust.actor, idempotency_key=key, request_hash=hash_,
+            request="{}", trust=trust.model_dump_json(), target_id=None, record_id=None,
+            error=json.dumps(exc.to_dict(), default=str), created_at=now, finished_at=now,
+        )
+
+    def _insert(self, rows: list[store.NewOperation], trust: TrustPolicy) -> list[OperationView]:
+        with self._m.db.transaction() as conn:
+            inserted = store.insert(conn, rows)
+            final = [r.id for r in rows]
+            missing = [i for i, r in enumerate(rows) if r.id not in inserted]
+            if missing:
+                keys = [rows[i].idempotency_key or "" for i in missing]
+                existing = store.by_idempotency_keys(conn, trust.actor, keys)
+                for i in missing:
+                    op_id, hash_ = existing[rows[i].idempotency_key or ""]
+                    if hash_ != rows[i].request_hash:
+                        raise errors.IdempotencyConflict(
+                            f"idempotency key {rows[i].idempotency_key!r} was used with another body"
+                        )
+                    final[i] = op_id
+            found = store.views(conn, [final[i] for i in missing]) if missing else {}
+        return [_view(found[op_id]) if op_id in found else _new_view(rows[i])
+                for i, op_id in enumerate(final)]
+
+    # -- observe --------------------------------------------------------------
+
+    def get(self, operation_id: uuid.UUID | str, trust: TrustPolicy) -> OperationView:
+        """RFC 9.1: one operation; ``NotFound`` unless the caller submitted it (or is an operator)."""
+        op_id = as_uuid(operation_id, "operation_id")
+        return self._views([op_id], trust)[0]
+
+    def wait(self, operation_ids: Sequence[uuid.UUID | str], timeout: float,
+             trust: TrustPolicy | None = None) -> list[OperationView]:
+        """RFC 9.1: views once every operation finished or ``timeout`` seconds passed."""
+        ids = [as_uuid(i, "operation_id") for i in operation_ids]
+        deadline = time.monotonic() + max(0.0, timeout)
+        pause = 0.005
+        while True:
+            views = self._views(ids, trust)
+            if all(v.status in _FINISHED for v in views) or time.monotonic() >= deadline:
+                return views
+            time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+            pause = min(pause * 2, 0.1)
+
+    def _views(self, ids: Sequence[uuid.UUID], trust: TrustPolicy | None) -> list[OperationView]:
+        with self._m.db.transaction() as conn:
+            found = store.views(conn, ids)
+        out = []
+        for op_id in ids:
+            row = found.get(op_id)
+            if row is None or (trust is not None and not _may_see(row.principal, trust)):
+                raise errors.NotFound(f"operation {op_id} not found")
+            out.append(_view(row))
+        return out
+
+    def pending(self) -> list[dict[str, Any]]:
+        """Queued and running operations by kind with the oldest's age (RFC 9.1)."""
+        with self._m.db.reader() as conn:
+            return store.counts(conn, now=self._m.clock())
+
+def _may_see(principal: str, trust: TrustPolicy) -> bool:
+    """RFC 9.1: the submitter sees its operations; an all-scope operator sees every one."""
+    return principal == trust.actor or (
+        trust.reads_all and ALL_SCOPES in trust.write_scopes
+    )

@@ -1,0 +1,251 @@
+"""The worker side of the operations inbox: claim, apply, finish, re-dispatch (RFC 9.1, 9.5).
+
+Capture operations are locked, written and marked succeeded in ONE transaction
+(exactly once); revisions run in the transaction that locks their operation;
+maintenance operations are claimed under a lease because their jobs commit their
+own batches. :class:`OperationProcessing` is mixed into
+:class:`membrane_core.operations.Operations`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import uuid
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, Protocol
+
+from pydantic import ValidationError
+
+from membrane_core import errors
+from membrane_core.capture import CapturePlan
+from membrane_core.enums import OperationKind, OperationStatus
+from membrane_core.providers.base import TransientProviderError
+from membrane_core.requests import CaptureRequest
+from membrane_core.storage import operations as store
+from membrane_core.trust import TrustPolicy
+
+if TYPE_CHECKING:
+    from membrane_core.facade import Membrane
+
+log = logging.getLogger(__name__)
+
+#: RFC 9.4: attempts after which a transiently failing operation is failed for good.
+MAX_ATTEMPTS = 5
+
+
+class _RevisionPort(Protocol):
+    def apply(self, kind: OperationKind, target_id: uuid.UUID | None, body: Mapping[str, Any],
+              trust: TrustPolicy, *, conn: Any = None) -> list[uuid.UUID]: ...
+
+
+class _MaintenancePort(Protocol):
+    def run(self, job: str, *, limit: int | None = None) -> dict[str, Any]: ...
+
+
+def worker_name() -> str:
+    """This process's claim owner: ``host:pid`` (RFC 9.4)."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def error_dict(exc: BaseException) -> dict[str, Any]:
+    """The error recorded on a failed operation (RFC 10.2 shape)."""
+    if isinstance(exc, errors.MembraneError):
+        return exc.to_dict()
+    return {"code": "internal", "message": f"{type(exc).__name__}: {exc}", "details": []}
+
+
+def as_uuid(value: uuid.UUID | str, field: str) -> uuid.UUID:
+    """``value`` as a UUID, or ``InvalidInput`` naming ``field``."""
+    try:
+        return value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
+    except ValueError as exc:
+        raise errors.InvalidInput(
+            f"{field} {value!r} is not a UUID",
+            details=[{"field": field, "message": "not a UUID", "type": "uuid_parsing"}],
+        ) from exc
+
+
+def _parse_json_capture(text: str) -> CaptureRequest:
+    """A stored capture request, validated again straight from its JSON (RFC 9.1)."""
+    try:
+        return CaptureRequest.model_validate_json(text)
+    except ValidationError as exc:
+        raise errors.InvalidInput("the stored capture request is invalid",
+                                  details=errors.field_errors(exc)) from exc
+
+
+class OperationProcessing:
+    """Worker-side methods of ``Membrane.operations`` (RFC 9.1)."""
+
+    _m: Membrane
+
+    def process_captures(
+        self, operation_ids: Sequence[uuid.UUID | str] | None = None, *, worker: str | None = None,
+        drain: int = 0,
+    ) -> dict[str, int]:
+        """RFC 9.1: write queued capture operations exactly once.
+
+        Locks ``operation_ids`` (those still queued) and up to ``drain`` more queued
+        captures with ``SKIP LOCKED``, rebuilds their plans under the trust stored with
+        each, writes them with one COPY per table and marks each operation succeeded or
+        failed, all in ONE transaction. A capture that no longer validates, or that the
+        database refuses, fails its own operation; the rest are written.
+        """
+        ids = [as_uuid(i, "operation_id") for i in operation_ids or ()]
+        now = self._m.clock()
+        summary = {"claimed": 0, "succeeded": 0, "failed": 0}
+        with self._m.db.transaction() as conn:
+            locked = store.lock_captures(conn, ids, drain=drain, now=now)
+            if not locked:
+                return summary
+            plans, plan_ops, failed = self._rebuild_plans(locked)
+            written, refused = store.write_isolated(conn, plans, now=now, opts=self._m.work)
+            outcomes: list[tuple[uuid.UUID, str, Sequence[uuid.UUID], dict[str, Any] | None]] = []
+            outcomes += [(op_id, OperationStatus.FAILED.value, (), err) for op_id, err in failed]
+            for i, op_id in enumerate(plan_ops):
+                if i in written:
+                    outcomes.append((op_id, OperationStatus.SUCCEEDED.value,
+                                     written[i].record_ids, None))
+                else:
+                    outcomes.append((op_id, OperationStatus.FAILED.value, (), refused[i]))
+            store.finish_many(conn, outcomes, now=now)
+        summary.update(claimed=len(locked), succeeded=len(written),
+                       failed=len(failed) + len(refused))
+        if summary["failed"]:
+            log.warning("capture operations failed", extra={"failed": summary["failed"],
+                                                              "worker": worker})
+        return summary
+
+    def _rebuild_plans(
+        self, locked: Sequence[store.LockedCapture]
+    ) -> tuple[list[CapturePlan], list[uuid.UUID], list[tuple[uuid.UUID, dict[str, Any]]]]:
+        trusts: dict[str, TrustPolicy] = {}
+        plans: list[CapturePlan] = []
+        plan_ops: list[uuid.UUID] = []
+        failed: list[tuple[uuid.UUID, dict[str, Any]]] = []
+        for op in locked:
+            try:
+                trust = trusts.get(op.trust)
+                if trust is None:
+                    trust = trusts[op.trust] = TrustPolicy.model_validate_json(op.trust)
+                plans.append(self._m.plan(_parse_json_capture(op.request), trust,
+                                          record_id=op.record_id, operation_id=op.id))
+                plan_ops.append(op.id)
+            except Exception as exc:  # one bad capture fails its own operation (RFC 3.6)
+                if not isinstance(exc, errors.MembraneError):
+                    log.exception("capture operation %s could not be planned", op.id)
+                failed.append((op.id, error_dict(exc)))
+        return plans, plan_ops, failed
+
+    def process_one(self, operation_id: uuid.UUID | str, *, worker: str | None = None
+                    ) -> dict[str, Any]:
+        """RFC 9.1: run one revision or maintenance operation.
+
+        A revision runs inside the transaction that locks its operation and records the
+        outcome, so it is applied exactly once. Maintenance jobs commit their own batches,
+        so a maintenance operation is claimed under a lease first (a dead worker's lease
+        is reaped and the jobs run again; each job is idempotent). Transient failures
+        (``Unavailable``, ``TransientProviderError``) leave the operation queued and
+        re-raise so the task retries with backoff; other errors fail the operation.
+        """
+        op_id = as_uuid(operation_id, "operation_id")
+        who = worker or worker_name()
+        with self._m.db.transaction() as conn:
+            op = store.lock_one(conn, op_id, now=self._m.clock())
+            if op is None:
+                return {"operation_id": str(op_id), "status": "skipped"}
+            if op.kind == OperationKind.MAINTENANCE.value:
+                store.claim_one(conn, op_id, worker=who, now=self._m.clock(),
+                                lease_seconds=self._m.settings.claim_seconds)
+            else:
+                return self._revise(conn, op)
+        try:
+            result = self._run_maintenance(op.request)
+        except (errors.Unavailable, TransientProviderError) as exc:
+            if op.attempts + 1 < MAX_ATTEMPTS:
+                with self._m.db.transaction() as conn:
+                    store.release(conn, op.id, worker=who, error=error_dict(exc))
+                raise
+            return self._finish(op.id, who, OperationStatus.FAILED, error=error_dict(exc))
+        except Exception as exc:
+            if not isinstance(exc, errors.MembraneError):
+                log.exception("operation %s failed", op.id)
+            return self._finish(op.id, who, OperationStatus.FAILED, error=error_dict(exc))
+        return self._finish(op.id, who, OperationStatus.SUCCEEDED, result=result)
+
+    def _revise(self, conn: Any, op: store.ClaimedOperation) -> dict[str, Any]:
+        """Apply a revision in the caller's transaction and record its outcome there."""
+        now = self._m.clock()
+        try:
+            trust = TrustPolicy.model_validate_json(op.trust)
+            with conn.transaction():  # a savepoint: a refused revision writes nothing
+                ids = self._revisions().apply(OperationKind(op.kind), op.target_id, op.request,
+                                              trust, conn=conn)
+        except (errors.Unavailable, TransientProviderError):
+            raise
+        except Exception as exc:
+            if not isinstance(exc, errors.MembraneError):
+                log.exception("operation %s failed", op.id)
+            store.finish_many(conn, [(op.id, OperationStatus.FAILED.value, (), error_dict(exc))],
+                              now=now)
+            return {"operation_id": str(op.id), "status": OperationStatus.FAILED.value}
+        store.finish_many(conn, [(op.id, OperationStatus.SUCCEEDED.value, ids, None)], now=now)
+        return {"operation_id": str(op.id), "status": OperationStatus.SUCCEEDED.value}
+
+    def _finish(self, op_id: uuid.UUID, worker: str, status: OperationStatus, *,
+                record_ids: Sequence[uuid.UUID] = (), result: dict[str, Any] | None = None,
+                error: dict[str, Any] | None = None) -> dict[str, Any]:
+        with self._m.db.transaction() as conn:
+            held = store.finish_one(conn, op_id, worker=worker, now=self._m.clock(),
+                                    status=status.value, record_ids=record_ids, result=result,
+                                    error=error)
+        if not held:
+            log.warning("operation %s: claim lost before finishing", op_id)
+        return {"operation_id": str(op_id), "status": status.value if held else "claim_lost"}
+
+    def _revisions(self) -> _RevisionPort:
+        engine: _RevisionPort | None = getattr(self._m, "revisions", None)
+        if engine is None:
+            raise errors.Unavailable("this deployment has no revision engine")
+        return engine
+
+    def _run_maintenance(self, request: Mapping[str, Any]) -> dict[str, Any]:
+        engine: _MaintenancePort | None = getattr(self._m, "maintenance", None)
+        if engine is None:
+            raise errors.Unavailable("this deployment has no maintenance engine")
+        return {job: engine.run(job) for job in request.get("jobs", [])}
+
+    def redispatch_stale(self, older_than: float | timedelta, *, limit: int = 10_000
+                         ) -> dict[OperationKind, list[uuid.UUID]]:
+        """RFC 9.5: queued operations not dispatched for ``older_than``, stamped re-dispatched.
+
+        Beat publishes what this returns; an operation is offered again at most once per
+        ``older_than``, and duplicates are harmless because claims skip finished work.
+        """
+        age = older_than if isinstance(older_than, timedelta) else timedelta(seconds=older_than)
+        now = self._m.clock()
+        with self._m.db.transaction() as conn:
+            rows = store.redispatch_stale(conn, cutoff=now - age, now=now, limit=limit)
+        out: dict[OperationKind, list[uuid.UUID]] = {}
+        for kind, op_id in rows:
+            out.setdefault(OperationKind(kind), []).append(op_id)
+        return out
+
+    def purge_finished(self, older_than: float | timedelta | None = None, *,
+                       limit: int = 10_000) -> int:
+        """RFC 9.2: forget up to ``limit`` operations finished longer ago than the retention.
+
+        Their idempotency keys become reusable; queued and running operations are kept.
+        """
+        age = older_than if older_than is not None else self._m.settings.operations_retention_seconds
+        span = age if isinstance(age, timedelta) else timedelta(seconds=age)
+        with self._m.db.transaction() as conn:
+            return store.purge_finished(conn, cutoff=self._m.clock() - span, limit=limit)
+
+    def reap_expired(self) -> dict[str, int]:
+        """RFC 9.4: re-queue operations and release work items whose lease ran out."""
+        with self._m.db.transaction() as conn:
+            return store.reap(conn, now=self._m.clock())

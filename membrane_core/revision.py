@@ -1,0 +1,612 @@
+"""Revision operations: supersede, fork, merge, retract, contest, reinforce, penalize (RFC 5.2).
+
+Each operation is ONE transaction that re-reads and locks its targets, re-checks the
+caller's trust against what it locked, writes its changes and its audit entries, and
+never changes the salience of what it retracts or contests (RFC 5.3).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Annotated, Any
+
+import psycopg
+from pydantic import BaseModel, Field, StringConstraints, ValidationError, model_validator
+
+from membrane_core import decay, errors
+from membrane_core.capture import new_id
+from membrane_core.enums import (
+    AuditAction,
+    MemoryType,
+    OperationKind,
+    ProvenanceKind,
+    RevisionStatus,
+    Sensitivity,
+    ValidityMode,
+    WorkKind,
+)
+from membrane_core.models import (
+    DecayProfile,
+    Frozen,
+    JSONDict,
+    Lifecycle,
+    MemoryRecord,
+    Name,
+    ProvenanceRef,
+    ProvenanceSource,
+    Relation,
+    SemanticPayload,
+    Tag,
+    Validity,
+)
+from membrane_core.policy import Policy
+from membrane_core.storage import records
+from membrane_core.storage import revision as store
+from membrane_core.storage.db import Database
+from membrane_core.trust import TrustPolicy
+
+#: RFC 5.2: a record below this confidence is inferred, not asserted.
+ASSERTED_CONFIDENCE = 0.6
+#: RFC 5.2: actors whose writes are inferred (first ``:``-separated segment of the actor name).
+INFERRING_ACTORS = frozenset({"consolidation", "consolidator", "extraction", "extractor"})
+#: RFC 5.2.7: salience removed by a penalty that names no amount.
+DEFAULT_PENALTY = 0.1
+
+Rationale = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=4096)]
+
+
+# -- request bodies (api.md "Revision") -------------------------------------------
+
+
+class RevisedRecord(Frozen):
+    """The new content of a supersede, fork or merge (RFC 5.2.1-5.2.3)."""
+
+    subject: Name | None = None
+    predicate: Name | None = None
+    object: Name | None = None
+    payload: JSONDict | None = None  #: non-semantic targets: the full payload of the same kind
+    evidence: list[ProvenanceRef] = Field(default_factory=list, max_length=256)
+    provenance: list[ProvenanceSource] = Field(default_factory=list, max_length=256)
+    validity: Validity | None = None
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
+    sensitivity: Sensitivity | None = None
+    confidence: float | None = Field(default=None, ge=0, le=1)
+    summary: str | None = Field(default=None, max_length=4096)
+    tags: list[Tag] | None = Field(default=None, max_length=64)
+    metadata: JSONDict | None = None
+
+    @model_validator(mode="after")
+    def _window(self) -> RevisedRecord:
+        if self.valid_from and self.valid_to and self.valid_to <= self.valid_from:
+            raise ValueError("valid_to must be after valid_from")
+        return self
+
+
+class SupersedeBody(Frozen):
+    """RFC 5.2.1."""
+
+    record: RevisedRecord
+    rationale: Rationale
+    evidence: list[ProvenanceRef] = Field(default_factory=list, max_length=256)
+    force: bool = False
+
+
+class ForkBody(Frozen):
+    """RFC 5.2.2."""
+
+    record: RevisedRecord = Field(default_factory=RevisedRecord)
+    rationale: Rationale
+    condition: JSONDict | str | None = None
+    evidence: list[ProvenanceRef] = Field(default_factory=list, max_length=256)
+
+
+class MergeBody(Frozen):
+    """RFC 5.2.3."""
+
+    record_ids: list[uuid.UUID] = Field(min_length=2, max_length=100)
+    record: RevisedRecord = Field(default_factory=RevisedRecord)
+    rationale: Rationale
+    evidence: list[ProvenanceRef] = Field(default_factory=list, max_length=256)
+    force: bool = False
+
+
+class RetractBody(Frozen):
+    """RFC 5.2.4."""
+
+    rationale: Rationale
+
+
+class ContestBody(Frozen):
+    """RFC 5.2.5."""
+
+    rationale: Rationale
+    contesting_record_id: uuid.UUID | None = None
+
+
+class ReinforceBody(Frozen):
+    """RFC 5.2.6."""
+
+    rationale: Rationale = "reinforced"
+
+
+class PenalizeBody(Frozen):
+    """RFC 5.2.7."""
+
+    amount: float = Field(default=DEFAULT_PENALTY, gt=0, le=1)
+    rationale: Rationale = "penalized"
+
+
+BODIES: dict[OperationKind, type[BaseModel]] = {
+    OperationKind.SUPERSEDE: SupersedeBody, OperationKind.FORK: ForkBody,
+    OperationKind.MERGE: MergeBody, OperationKind.RETRACT: RetractBody,
+    OperationKind.CONTEST: ContestBody, OperationKind.REINFORCE: ReinforceBody,
+    OperationKind.PENALIZE: PenalizeBody,
+}
+
+
+def parse_body(kind: OperationKind | str, body: Mapping[str, Any] | BaseModel) -> BaseModel:
+    """Validate a revision body before anything is written; ``InvalidInput`` names each field (RFC 2.4)."""
+    try:
+        model = BODIES[OperationKind(kind)]
+    except (KeyError, ValueError) as exc:
+        raise errors.InvalidInput(f"{kind!r} is not a revision operation") from exc
+    if isinstance(body, model):
+        return body
+    try:
+        return model.model_validate(body if isinstance(body, Mapping) else body.model_dump())
+    except ValidationError as exc:
+        raise errors.InvalidInput(f"invalid {kind} body", details=errors.field_errors(exc)) from exc
+
+
+def is_inferring_actor(actor: str | None) -> bool:
+    """RFC 5.2: consolidators and extractors write inferred records."""
+    return bool(actor) and str(actor).split(":", 1)[0].strip().casefold() in INFERRING_ACTORS
+
+
+def is_inferred(confidence: float, creators: Sequence[str | None]) -> bool:
+    """RFC 5.2: inferred = confidence below the asserted threshold or written by an inferring actor."""
+    return confidence < ASSERTED_CONFIDENCE or any(is_inferring_actor(c) for c in creators)
+
+
+def _key(scope: str, subject: str, predicate: str, obj: str) -> store.FactKey:
+    return records.fact_key(scope, subject, predicate, obj)
+
+
+def _validity(base: Validity, rec: RevisedRecord) -> Validity:
+    """RFC 5.2: ``record.valid_from``/``valid_to`` override the window; global becomes timeboxed."""
+    if not (rec.valid_from or rec.valid_to):
+        return base
+    mode = ValidityMode.TIMEBOXED if base.mode is ValidityMode.GLOBAL else base.mode
+    return base.model_copy(update={"mode": mode, "valid_from": rec.valid_from or base.valid_from,
+                                   "valid_to": rec.valid_to or base.valid_to})
+
+
+def _content(
+    op: OperationKind, template: MemoryRecord, rec: RevisedRecord, cited: list[ProvenanceRef],
+    sources: Sequence[MemoryRecord], validity: Validity,
+) -> tuple[Any, str | None]:
+    """RFC 5.2: payload and summary of a new record; semantic ones need evidence or provenance."""
+    tp = template.payload
+    if not isinstance(tp, SemanticPayload):
+        if rec.payload is None or rec.subject or rec.predicate or rec.object:
+            raise errors.InvalidInput(f"a {template.type.value} revision needs record.payload",
+                                      details=[{"field": "record.payload", "message": "required",
+                                                "type": "missing"}])
+        return {**rec.payload, "kind": template.type.value}, rec.summary or template.summary
+    if rec.payload is not None:
+        raise errors.InvalidInput("semantic revisions take subject, predicate and object",
+                                  details=[{"field": "record.payload", "message": "not allowed",
+                                            "type": "extra_forbidden"}])
+    if op is OperationKind.MERGE:
+        inherited = [e for s in sources if isinstance(s.payload, SemanticPayload)
+                     for e in s.payload.evidence]
+        cited = list(dict.fromkeys([*cited, *inherited]))
+    if not cited and not rec.provenance:
+        raise errors.RevisionRefused("a semantic revision needs evidence or provenance", details=[
+            {"field": "evidence", "message": "empty", "type": "revision_refused"}])
+    payload = SemanticPayload(
+        subject=rec.subject or tp.subject, predicate=rec.predicate or tp.predicate,
+        object=rec.object or tp.object, evidence=cited, validity=validity,
+        supersedes=template.id if op is OperationKind.SUPERSEDE else None)
+    return payload, rec.summary or f"{payload.subject} {payload.predicate} {payload.object}"
+
+
+class Revisions:
+    """RFC 5.2: the revision operations, each one transaction with its audit entries."""
+
+    def __init__(
+        self, db: Database, *, policy: Policy, clock: Callable[[], datetime],
+        work: records.WorkOptions,
+    ) -> None:
+        self.db = db
+        self.policy = policy
+        self.clock = clock
+        self.work = work
+
+    # -- entry point of the revision worker -----------------------------------
+
+    def apply(
+        self, kind: OperationKind | str, target_id: uuid.UUID | None, body: Mapping[str, Any],
+        trust: TrustPolicy, *, conn: psycopg.Connection | None = None,
+    ) -> list[uuid.UUID]:
+        """RFC 5.2: run one revision; returns the new record's id, else the target's.
+
+        With ``conn`` the revision runs inside the caller's transaction (the worker's, so
+        the operation's status commits with it); otherwise in its own.
+        """
+        parsed = parse_body(kind, body)
+        op = OperationKind(kind)
+        if op is OperationKind.MERGE:
+            assert isinstance(parsed, MergeBody)
+            if target_id is not None and target_id not in parsed.record_ids:
+                raise errors.InvalidInput("merge target must be one of record_ids", details=[
+                    {"field": "record_ids", "message": "target missing", "type": "value_error"}])
+            return [self.merge(parsed, trust, conn=conn)]
+        if target_id is None:
+            raise errors.InvalidInput(f"{op.value} needs a target record id")
+        handlers: dict[OperationKind, Callable[..., uuid.UUID]] = {
+            OperationKind.SUPERSEDE: self.supersede, OperationKind.FORK: self.fork,
+            OperationKind.RETRACT: self.retract, OperationKind.CONTEST: self.contest,
+            OperationKind.REINFORCE: self.reinforce, OperationKind.PENALIZE: self.penalize,
+        }
+        return [handlers[op](target_id, parsed, trust, conn=conn)]
+
+    # -- content revisions (RFC 5.2.1-5.2.3) --------------------------------------
+
+    def supersede(
+        self, target_id: uuid.UUID, body: SupersedeBody | Mapping[str, Any], trust: TrustPolicy,
+        *, conn: psycopg.Connection | None = None,
+    ) -> uuid.UUID:
+        """RFC 5.2.1: replace a record with a new one; the old one is retracted and linked."""
+        b = parse_body(OperationKind.SUPERSEDE, body)
+        assert isinstance(b, SupersedeBody)
+        with self._tx(conn) as c:
+            now = self.clock()
+            peek = store.fact_keys(c, [target_id])
+            new_key = self._new_key(b.record, peek.get(target_id))
+            store.lock_keys(c, [k for k in (peek.get(target_id), new_key) if k])
+            target = self._lock(c, [target_id], trust)[target_id]
+            old = self._hydrate(c, [target_id])[target_id]
+            new = self._build(OperationKind.SUPERSEDE, old, b.record, b.evidence, trust, now,
+                              sources=[old], relations=[Relation(predicate="supersedes",
+                                                                 target_id=old.id)])
+            self._check_inferred([old], new, trust, b.force)
+            batch = records.RowBatch()
+            reasserted = self._reassert(c, new, target.key)
+            self._tombstone(c, [target], new, trust.actor, b.rationale, now)
+            store.mark_retracted(c, [old.id], now)
+            if isinstance(old.payload, SemanticPayload):
+                store.set_superseded_by(c, old.id, new.id)
+            batch.relations.append((old.id, "superseded_by", new.id, None, now))
+            self._add_new(batch, new, trust.actor, b.rationale, {
+                "operation": "supersede", "supersedes": str(old.id), "reasserted": reasserted})
+            batch.audit_entry(old.id, old.scope, target.sensitivity, AuditAction.REVISE,
+                              trust.actor, now, b.rationale,
+                              {"operation": "supersede", "superseded_by": str(new.id)})
+            batch.flush(c)
+        return new.id
+
+    def fork(
+        self, target_id: uuid.UUID, body: ForkBody | Mapping[str, Any], trust: TrustPolicy,
+        *, conn: psycopg.Connection | None = None,
+    ) -> uuid.UUID:
+        """RFC 5.2.2: a conditional variant beside the original; both stay active."""
+        b = parse_body(OperationKind.FORK, body)
+        assert isinstance(b, ForkBody)
+        with self._tx(conn) as c:
+            now = self.clock()
+            peek = store.fact_keys(c, [target_id])
+            new_key = self._new_key(b.record, peek.get(target_id))
+            store.lock_keys(c, [new_key] if new_key else [])
+            target = self._lock(c, [target_id], trust)[target_id]
+            old = self._hydrate(c, [target_id])[target_id]
+            conditions = b.condition if isinstance(b.condition, dict) else (
+                {"condition": b.condition} if b.condition else {})
+            base = b.record.validity or Validity()
+            validity = base.model_copy(update={
+                "mode": ValidityMode.CONDITIONAL, "conditions": {**base.conditions, **conditions}})
+            new = self._build(OperationKind.FORK, old, b.record, b.evidence, trust, now,
+                              sources=[old], validity=validity,
+                              relations=[Relation(predicate="derived_from", target_id=old.id)])
+            batch = records.RowBatch()
+            reasserted = self._reassert(c, new, None)
+            self._add_new(batch, new, trust.actor, b.rationale, {
+                "operation": "fork", "forked_from": str(old.id), "reasserted": reasserted})
+            batch.audit_entry(old.id, old.scope, target.sensitivity, AuditAction.FORK, trust.actor,
+                              now, b.rationale, {"operation": "fork", "variant_id": str(new.id)})
+            batch.flush(c)
+        return new.id
+
+    def merge(
+        self, body: MergeBody | Mapping[str, Any], trust: TrustPolicy,
+        *, conn: psycopg.Connection | None = None,
+    ) -> uuid.UUID:
+        """RFC 5.2.3: one new record from several sources; the sources are retracted."""
+        b = parse_body(OperationKind.MERGE, body)
+        assert isinstance(b, MergeBody)
+        ids = list(dict.fromkeys(b.record_ids))
+        if len(ids) < 2:
+            raise errors.InvalidInput("merge needs at least two distinct records", details=[
+                {"field": "record_ids", "message": "fewer than two distinct ids",
+                 "type": "value_error"}])
+        with self._tx(conn) as c:
+            now = self.clock()
+            peek = store.fact_keys(c, ids)
+            new_key = self._new_key(b.record, peek.get(ids[0]))
+            store.lock_keys(c, [*peek.values(), *([new_key] if new_key else [])])
+            targets = self._lock(c, ids, trust)
+            if len({t.scope for t in targets.values()}) > 1 or len(
+                    {t.type for t in targets.values()}) > 1:
+                raise errors.RevisionRefused("merged records must share one scope and one type")
+            hydrated = self._hydrate(c, ids)
+            sources = [hydrated[i] for i in ids]
+            new = self._build(OperationKind.MERGE, sources[0], b.record, b.evidence, trust, now,
+                              sources=sources,
+                              relations=[Relation(predicate="derived_from", target_id=i)
+                                         for i in ids])
+            self._check_inferred(sources, new, trust, b.force)
+            batch = records.RowBatch()
+            reasserted = self._reassert(c, new, None)
+            self._tombstone(c, [targets[i] for i in ids], new, trust.actor, b.rationale, now)
+            store.mark_retracted(c, ids, now)
+            self._add_new(batch, new, trust.actor, b.rationale, {
+                "operation": "merge", "merged_from": [str(i) for i in ids],
+                "reasserted": reasserted})
+            for i in ids:
+                batch.audit_entry(i, targets[i].scope, targets[i].sensitivity, AuditAction.MERGE,
+                                  trust.actor, now, b.rationale,
+                                  {"operation": "merge", "merged_into": str(new.id)})
+            batch.flush(c)
+        return new.id
+
+    # -- status revisions (RFC 5.2.4, 5.2.5) ------------------------------------------
+
+    def retract(
+        self, target_id: uuid.UUID, body: RetractBody | Mapping[str, Any], trust: TrustPolicy,
+        *, conn: psycopg.Connection | None = None,
+    ) -> uuid.UUID:
+        """RFC 5.2.4: withdraw a record and tombstone its fact key; salience is untouched."""
+        b = parse_body(OperationKind.RETRACT, body)
+        assert isinstance(b, RetractBody)
+        with self._tx(conn) as c:
+            now = self.clock()
+            store.lock_keys(c, store.fact_keys(c, [target_id]).values())
+            target = self._lock(c, [target_id], trust)[target_id]
+            self._tombstone(c, [target], None, trust.actor, b.rationale, now)
+            store.mark_retracted(c, [target_id], now)
+            batch = records.RowBatch()
+            batch.audit_entry(target_id, target.scope, target.sensitivity, AuditAction.REVISE,
+                              trust.actor, now, b.rationale, {"operation": "retract"})
+            batch.flush(c)
+        return target_id
+
+    def contest(
+        self, target_id: uuid.UUID, body: ContestBody | Mapping[str, Any], trust: TrustPolicy,
+        *, conn: psycopg.Connection | None = None,
+    ) -> uuid.UUID:
+        """RFC 5.2.5: mark a record contested; link the contesting record only if visible."""
+        b = parse_body(OperationKind.CONTEST, body)
+        assert isinstance(b, ContestBody)
+        with self._tx(conn) as c:
+            now = self.clock()
+            target = self._lock(c, [target_id], trust)[target_id]
+            other = b.contesting_record_id
+            linked = None
+            if other is not None and other != target_id:
+                acc = store.access(c, [other]).get(other)
+                if acc and trust.visibility(acc[0], Sensitivity(acc[1])) == "full":
+                    linked = other
+            store.mark_contested(c, target_id, now)
+            batch = records.RowBatch()
+            details: dict[str, Any] = {"operation": "contest"}
+            if linked is not None:
+                batch.relations.append((linked, "contests", target_id, None, now))
+                batch.relations.append((target_id, "contested_by", linked, None, now))
+                details["contesting_record_id"] = str(linked)
+            batch.audit_entry(target_id, target.scope, target.sensitivity, AuditAction.REVISE,
+                              trust.actor, now, b.rationale, details)
+            batch.flush(c)
+        return target_id
+
+    # -- salience (RFC 5.2.6, 5.2.7) ------------------------------------------------
+
+    def reinforce(
+        self, target_id: uuid.UUID, body: ReinforceBody | Mapping[str, Any], trust: TrustPolicy,
+        *, conn: psycopg.Connection | None = None,
+    ) -> uuid.UUID:
+        """RFC 5.2.6: current salience plus the type's gain; the decay clock restarts."""
+        b = parse_body(OperationKind.REINFORCE, body)
+        assert isinstance(b, ReinforceBody)
+        return self._adjust(target_id, trust, b.rationale, None, conn)
+
+    def penalize(
+        self, target_id: uuid.UUID, body: PenalizeBody | Mapping[str, Any], trust: TrustPolicy,
+        *, conn: psycopg.Connection | None = None,
+    ) -> uuid.UUID:
+        """RFC 5.2.7: current salience minus ``amount`` (not below 0); the decay clock restarts."""
+        b = parse_body(OperationKind.PENALIZE, body)
+        assert isinstance(b, PenalizeBody)
+        return self._adjust(target_id, trust, b.rationale, b.amount, conn)
+
+    def _adjust(
+        self, target_id: uuid.UUID, trust: TrustPolicy, rationale: str, penalty: float | None,
+        conn: psycopg.Connection | None,
+    ) -> uuid.UUID:
+        with self._tx(conn) as c:
+            now = self.clock()
+            t = self._lock(c, [target_id], trust, allow_episodic=True,
+                           allow_retracted=penalty is not None)[target_id]
+            profile = DecayProfile(half_life_seconds=t.half_life_seconds,
+                                   min_salience=t.min_salience)
+            current = decay.salience_at(t.base_salience, t.reinforced_at, profile, now,
+                                        pinned=t.pinned)
+            if penalty is None:
+                gain = self.policy.reinforcement_gain[MemoryType(t.type)]
+                base = decay.reinforced(current, gain)
+                action, details = AuditAction.REINFORCE, {"operation": "reinforce", "gain": gain}
+            else:
+                base = max(0.0, current - penalty)
+                action, details = AuditAction.DECAY, {"operation": "penalize", "amount": penalty}
+            store.set_salience(c, target_id, base, now,
+                               now + timedelta(seconds=t.half_life_seconds))
+            batch = records.RowBatch()
+            batch.audit_entry(target_id, t.scope, t.sensitivity, action, trust.actor, now,
+                              rationale, {**details, "before": current, "after": base})
+            batch.flush(c)
+        return target_id
+
+    # -- helpers ------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _tx(self, conn: psycopg.Connection | None) -> Iterator[psycopg.Connection]:
+        if conn is not None:
+            yield conn
+            return
+        with self.db.transaction() as c:
+            yield c
+
+    def _lock(
+        self, conn: psycopg.Connection, ids: Sequence[uuid.UUID], trust: TrustPolicy, *,
+        allow_episodic: bool = False, allow_retracted: bool = False,
+    ) -> dict[uuid.UUID, store.Target]:
+        """RFC 5.2: lock the targets, then check existence, trust, type and status."""
+        locked = store.lock_targets(conn, ids)
+        for i in ids:
+            t = locked.get(i)
+            visibility = trust.visibility(t.scope, Sensitivity(t.sensitivity)) if t else "hidden"
+            if t is None or visibility == "hidden":
+                raise errors.NotFound(f"record {i} not found")
+            if visibility == "redacted" or not trust.can_write_scope(t.scope):
+                raise errors.Forbidden(f"the caller may not revise record {i}", details=[
+                    {"field": "scope", "message": "not writable", "type": "forbidden"}])
+            if t.type == MemoryType.EPISODIC.value and not allow_episodic:
+                raise errors.RevisionRefused(f"record {i} is episodic; episodes are immutable")
+            if t.status == RevisionStatus.RETRACTED.value and not allow_retracted:
+                raise errors.RevisionRefused(f"record {i} is retracted")
+        return locked
+
+    @staticmethod
+    def _hydrate(conn: psycopg.Connection, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, MemoryRecord]:
+        found = records.hydrate(conn, ids)
+        missing = [i for i in ids if i not in found]
+        if missing:
+            raise errors.NotFound(f"record {missing[0]} not found")
+        return found
+
+    @staticmethod
+    def _new_key(rec: RevisedRecord, template: store.FactKey | None) -> store.FactKey | None:
+        """Fact key of the record a revision will create (template values fill the gaps)."""
+        if template is None:
+            return None
+        scope, s, p, o = template
+        return _key(scope, rec.subject or s, rec.predicate or p, rec.object or o)
+
+    def _build(
+        self, op: OperationKind, template: MemoryRecord, rec: RevisedRecord,
+        evidence: list[ProvenanceRef], trust: TrustPolicy, now: datetime, *,
+        sources: Sequence[MemoryRecord], relations: list[Relation],
+        validity: Validity | None = None,
+    ) -> MemoryRecord:
+        """RFC 5.2: the new record of a supersede, fork or merge."""
+        if rec.sensitivity and rec.sensitivity.rank > trust.max_sensitivity.rank:
+            raise errors.Forbidden("requested sensitivity is above the caller's maximum", details=[
+                {"field": "record.sensitivity", "message": "above policy", "type": "forbidden"}])
+        rank = max([s.sensitivity.rank for s in sources]
+                   + [rec.sensitivity.rank if rec.sensitivity else 0])
+        validity = _validity(validity or rec.validity or Validity(), rec)
+        cited = list(dict.fromkeys([*evidence, *rec.evidence]))
+        provenance = [ProvenanceSource(kind=e.kind, ref=e.ref, created_by=trust.actor,
+                                       timestamp=now) for e in cited]
+        provenance += [p.model_copy(update={"created_by": trust.actor}) for p in rec.provenance]
+        if not provenance:
+            provenance = [ProvenanceSource(kind=ProvenanceKind.EVENT, created_by=trust.actor,
+                                           ref=f"revision:{op.value}:{template.id}", timestamp=now)]
+        confidence = rec.confidence
+        if confidence is None:  # a user's or tool's correction is an assertion (RFC 5.2)
+            confidence = max(s.confidence for s in sources)
+            if not is_inferring_actor(trust.actor):
+                confidence = max(confidence, ASSERTED_CONFIDENCE)
+        try:
+            payload, summary = _content(op, template, rec, cited, sources, validity)
+            return MemoryRecord.model_validate({
+                "id": new_id(), "type": template.type, "scope": template.scope,
+                "sensitivity": Sensitivity.from_rank(rank), "confidence": confidence,
+                "salience": 1.0,
+                "lifecycle": Lifecycle(
+                    decay=self.policy.decay_profile(template.type), base_salience=1.0,
+                    reinforced_at=now, deletion_policy=self.policy.deletion[template.type]),
+                "payload": payload, "summary": summary,
+                "tags": rec.tags if rec.tags is not None else template.tags,
+                "metadata": rec.metadata if rec.metadata is not None else template.metadata,
+                "provenance": provenance, "relations": relations,
+                "validity": validity if isinstance(payload, SemanticPayload) else rec.validity,
+                "occurred_at": now, "created_at": now, "updated_at": now, "recorded_at": now,
+            })
+        except ValidationError as exc:
+            raise errors.InvalidInput("invalid revised record", details=[
+                {**d, "field": f"record.{d['field']}"} for d in errors.field_errors(exc)]) from exc
+
+    @staticmethod
+    def _check_inferred(
+        olds: Sequence[MemoryRecord], new: MemoryRecord, trust: TrustPolicy, force: bool
+    ) -> None:
+        """RFC 5.2: an inferred record does not replace an asserted one unless forced."""
+        if force:
+            return
+        new_inferred = is_inferring_actor(trust.actor) or is_inferred(
+            new.confidence, [p.created_by for p in new.provenance])
+        asserted = [o.id for o in olds
+                    if not is_inferred(o.confidence, [p.created_by for p in o.provenance])]
+        if new_inferred and asserted:
+            raise errors.RevisionRefused(
+                f"an inferred record cannot replace asserted record {asserted[0]} "
+                "without force", details=[
+                    {"field": "force", "message": "required", "type": "revision_refused"}])
+
+    @staticmethod
+    def _reassert(
+        conn: psycopg.Connection, new: MemoryRecord, same_as: store.FactKey | None
+    ) -> bool:
+        """RFC 5.4: an explicit revision re-asserting a tombstoned key removes its tombstone."""
+        p = new.payload
+        if not isinstance(p, SemanticPayload):
+            return False
+        key = _key(new.scope, p.subject, p.predicate, p.object)
+        if key == same_as:
+            return False
+        return bool(store.clear_tombstones(conn, [key]))
+
+    @staticmethod
+    def _tombstone(
+        conn: psycopg.Connection, targets: Sequence[store.Target], new: MemoryRecord | None,
+        actor: str, rationale: str, now: datetime,
+    ) -> None:
+        """RFC 5.4: tombstone each retracted fact key the new record does not carry on."""
+        keep = None
+        if new is not None and isinstance(new.payload, SemanticPayload):
+            p = new.payload
+            keep = _key(new.scope, p.subject, p.predicate, p.object)
+        rows = [(t.key, t.id, actor, rationale) for t in targets if t.key and t.key != keep]
+        store.insert_tombstones(conn, rows, now)
+
+    def _add_new(
+        self, batch: records.RowBatch, rec: MemoryRecord, actor: str, rationale: str,
+        details: dict[str, Any],
+    ) -> None:
+        """Queue a new record through the capture write path, its create entry with details."""
+        batch.add_record(rec, actor=actor, rationale=rationale)
+        # add_record queued a bare create entry; replace it with one that names the operation
+        bare = [i for i, row in enumerate(batch.audit)
+                if row[0] == rec.id and row[3] == AuditAction.CREATE.value]
+        for i in reversed(bare):
+            del batch.audit[i]
+        batch.audit_entry(rec.id, rec.scope, rec.sensitivity.value, AuditAction.CREATE, actor,
+                          rec.created_at, rationale, details)
+        batch.work.append((WorkKind.DECAY.value, rec.id,
+                           rec.created_at + timedelta(seconds=rec.lifecycle.decay.half_life_seconds)))
+        if self.work.embed:
+            batch.work.append((WorkKind.EMBED.value, rec.id, rec.created_at))

@@ -1,0 +1,156 @@
+"""Writing embeddings and extracted facts from background batches (RFC 12.1, 12.2).
+
+Both write in one statement per table and only for work items the caller still
+holds, in the transaction that completes those items, so a batch is written once
+even when a lease expired and another worker took the items over (RFC 9.4).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import psycopg
+
+from membrane_core.enums import AuditAction, Sensitivity, WorkKind
+from membrane_core.models import MemoryRecord
+from membrane_core.storage import records
+from membrane_core.storage.queries import q
+
+
+def hold(conn: psycopg.Connection, item_ids: Sequence[int], *, owner: str) -> dict[int, uuid.UUID]:
+    """Lock the work items ``owner`` still holds; ``{item id: target id}`` (RFC 9.4)."""
+    if not item_ids:
+        return {}
+    cur = conn.execute(q("drv_hold_work"), {"ids": list(item_ids), "owner": owner})
+    return {row[0]: row[1] for row in cur.fetchall()}
+
+
+def lock_sources(
+    conn: psycopg.Connection, ids: Sequence[uuid.UUID]
+) -> dict[uuid.UUID, tuple[str, Sensitivity, str]]:
+    """``{id: (scope, sensitivity, status)}`` of sources, locked ``FOR SHARE`` (RFC 7.4)."""
+    cur = conn.execute(q("drv_lock_sources"), {"ids": list(ids)})
+    return {row[0]: (row[1], Sensitivity(row[2]), row[3]) for row in cur.fetchall()}
+
+
+def texts(conn: psycopg.Connection, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, str]:
+    """The indexed text of each existing record (RFC 12.1)."""
+    cur = conn.execute(q("emb_texts"), {"ids": list(ids)})
+    return {row[0]: row[1] for row in cur.fetchall()}
+
+
+def write_embeddings(
+    conn: psycopg.Connection, vectors: dict[uuid.UUID, Sequence[float]], *, model: str,
+    now: datetime,
+) -> int:
+    """RFC 12.1: upsert vectors in one statement; records deleted meanwhile are skipped."""
+    if not vectors:
+        return 0
+    ids = list(vectors)
+    lits = ["[" + ",".join(repr(float(x)) for x in vectors[i]) + "]" for i in ids]
+    return conn.execute(q("emb_upsert"), {"ids": ids, "vecs": lits, "model": model,
+                                          "now": now}).rowcount
+
+
+@dataclass(frozen=True)
+class DerivedFact:
+    """A semantic fact derived from one or more existing sources (RFC 6.4, 7.4)."""
+
+    record: MemoryRecord
+    source_ids: list[uuid.UUID]
+    actor: str
+
+
+@dataclass(frozen=True)
+class DerivedOutcome:
+    """What writing derived facts did, by fact key."""
+
+    created: list[uuid.UUID]
+    reinforced: list[uuid.UUID]
+    tombstoned: int
+
+
+def write_facts(
+    conn: psycopg.Connection, facts: Sequence[DerivedFact], *, now: datetime,
+    opts: records.WorkOptions,
+) -> DerivedOutcome:
+    """RFC 5.4, 6.2, 7.4: create facts ``derived_from`` their sources unless tombstoned.
+
+    Uses the capture path's per-key advisory lock and match; a live fact with the same
+    key is reinforced once per source not yet linked to it (and takes the higher
+    sensitivity) instead of being duplicated. Facts must have distinct keys.
+    """
+    if not facts:
+        return DerivedOutcome([], [], 0)
+    keys = [records._fact_key(f.record) for f in facts]
+    cols = {"scopes": [k[0] for k in keys], "subjects": [k[1] for k in keys],
+            "predicates": [k[2] for k in keys], "objects": [k[3] for k in keys]}
+    cur = conn.cursor()
+    cur.execute(q("lock_fact_keys"), cols)
+    cur.execute(q("match_facts"), {"idx": list(range(len(facts))), **cols})
+    matches = {row[0]: (row[1], row[2]) for row in cur.fetchall()}
+    batch = records.RowBatch()
+    created: list[uuid.UUID] = []
+    existing: list[tuple[uuid.UUID, DerivedFact]] = []
+    tombstoned = 0
+    for n, fact in enumerate(facts):
+        is_tombstoned, live = matches[n]
+        if is_tombstoned:
+            tombstoned += 1
+        elif live is not None:
+            existing.append((live, fact))
+        else:
+            r = fact.record
+            batch.add_record(r, actor=fact.actor, rationale="extracted from episode")
+            batch.relations.extend((r.id, "derived_from", s, None, now) for s in fact.source_ids)
+            _schedule(batch, r, now, opts)
+            created.append(r.id)
+    reinforced = _reinforce(conn, batch, existing, now) if existing else []
+    batch.flush(conn)
+    return DerivedOutcome(created, reinforced, tombstoned)
+
+
+def _schedule(batch: records.RowBatch, r: MemoryRecord, now: datetime, opts: records.WorkOptions
+              ) -> None:
+    # RFC 9.3: the same work a captured fact gets.
+    if opts.embed:
+        batch.work.append((WorkKind.EMBED.value, r.id, now))
+    batch.work.append(
+        (WorkKind.DECAY.value, r.id, now + timedelta(seconds=r.lifecycle.decay.half_life_seconds))
+    )
+
+
+def _reinforce(
+    conn: psycopg.Connection, batch: records.RowBatch,
+    existing: list[tuple[uuid.UUID, DerivedFact]], now: datetime,
+) -> list[uuid.UUID]:
+    facts = [f for f, _ in existing]
+    sources = [s for _, d in existing for s in d.source_ids]
+    cur = conn.execute(q("drv_linked_sources"), {"facts": facts, "sources": sources})
+    linked = {(row[0], row[1]) for row in cur.fetchall()}
+    counts: dict[uuid.UUID, int] = {}
+    new_links: list[tuple[uuid.UUID, uuid.UUID, DerivedFact]] = []
+    for fact_id, derived in existing:
+        for source in derived.source_ids:
+            if (fact_id, source) not in linked:
+                linked.add((fact_id, source))
+                counts[fact_id] = counts.get(fact_id, 0) + 1
+                new_links.append((fact_id, source, derived))
+    if not counts:
+        return []
+    conn.execute(q("drv_raise_sensitivity"), {
+        "ids": [f for f, _ in existing], "sens": [d.record.sensitivity.value for _, d in existing],
+        "now": now,
+    })
+    cur = conn.execute(q("reinforce_facts"),
+                       {"ids": list(counts), "counts": list(counts.values()), "now": now})
+    labels = {row[0]: (row[1], row[2]) for row in cur.fetchall()}
+    for fact_id, source, derived in new_links:
+        scope, sens = labels[fact_id]
+        batch.relations.append((fact_id, "derived_from", source, None, now))
+        batch.audit_entry(fact_id, scope, sens, AuditAction.REINFORCE, derived.actor, now,
+                          "extracted again", {"source_id": str(source)})
+    return list(counts)

@@ -1,0 +1,131 @@
+"""Row-level writes of the revision operations (RFC 5.2, 5.4).
+
+Every function runs in the caller's transaction. Lock order, the same for every
+writer of a fact: advisory fact-key locks first (``lock_fact_keys``, shared with the
+capture path), then the record rows in id order.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+import psycopg
+
+from membrane_core.storage.queries import q
+
+#: A normalised fact key: (scope, subject, predicate, object) (RFC 3.4).
+FactKey = tuple[str, str, str, str]
+
+
+@dataclass(frozen=True)
+class Target:
+    """A locked revision target: what the checks and the salience arithmetic need."""
+
+    id: uuid.UUID
+    type: str
+    scope: str
+    sensitivity: str
+    status: str
+    confidence: float
+    base_salience: float
+    reinforced_at: datetime
+    half_life_seconds: int
+    min_salience: float
+    pinned: bool
+    key: FactKey | None
+
+
+@dataclass(frozen=True)
+class Tombstone:
+    """A ``fact_tombstones`` row (RFC 5.4)."""
+
+    key: FactKey
+    record_id: uuid.UUID | None
+    actor: str
+    rationale: str
+    created_at: datetime
+
+
+def fact_keys(conn: psycopg.Connection, ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, FactKey]:
+    """Fact keys of the semantic records among ``ids``, read without locks (keys never change)."""
+    cur = conn.execute(q("revision_fact_keys"), {"ids": list(ids)})
+    return {row[0]: (row[1], row[2], row[3], row[4]) for row in cur.fetchall()}
+
+
+def lock_keys(conn: psycopg.Connection, keys: Iterable[FactKey]) -> None:
+    """RFC 5.4: take the transaction advisory lock of every key, in a global order."""
+    uniq = sorted(set(keys))
+    if not uniq:
+        return
+    conn.execute(q("lock_fact_keys"), {
+        "scopes": [k[0] for k in uniq], "subjects": [k[1] for k in uniq],
+        "predicates": [k[2] for k in uniq], "objects": [k[3] for k in uniq],
+    })
+
+
+def lock_targets(conn: psycopg.Connection, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Target]:
+    """RFC 5.2: re-read and lock the targets (id order, so concurrent revisions cannot deadlock)."""
+    cur = conn.execute(q("revision_lock_targets"), {"ids": list(ids)})
+    out: dict[uuid.UUID, Target] = {}
+    for r in cur.fetchall():
+        key = (r[2], r[11], r[12], r[13]) if r[11] is not None else None
+        out[r[0]] = Target(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], key)
+    return out
+
+
+def access(conn: psycopg.Connection, ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, tuple[str, str]]:
+    """``{id: (scope, sensitivity)}`` of existing records, for visibility checks."""
+    cur = conn.execute(q("revision_visible_access"), {"ids": list(ids)})
+    return {row[0]: (row[1], row[2]) for row in cur.fetchall()}
+
+
+def mark_retracted(conn: psycopg.Connection, ids: Sequence[uuid.UUID], now: datetime) -> None:
+    """RFC 5.2.4: status retracted, ``retracted_at = now``; salience untouched (RFC 5.3)."""
+    conn.execute(q("revision_mark_retracted"), {"ids": list(ids), "now": now})
+
+
+def mark_contested(conn: psycopg.Connection, record_id: uuid.UUID, now: datetime) -> None:
+    """RFC 5.2.5: status contested, ``contested_at`` set once."""
+    conn.execute(q("revision_mark_contested"), {"id": record_id, "now": now})
+
+
+def set_superseded_by(conn: psycopg.Connection, record_id: uuid.UUID, new_id: uuid.UUID) -> None:
+    """RFC 5.2.1: the payload pointer of a superseded semantic record."""
+    conn.execute(q("revision_set_superseded_by"), {"id": record_id, "new_id": str(new_id)})
+
+
+def set_salience(
+    conn: psycopg.Connection, record_id: uuid.UUID, base: float, now: datetime, due: datetime
+) -> None:
+    """RFC 5.2.6, 5.2.7: new base salience, clock restarted, decay checkpoint moved."""
+    conn.execute(q("revision_set_salience"), {"id": record_id, "base": base, "now": now})
+    conn.execute(q("revision_reschedule_decay"), {"id": record_id, "due": due, "now": now})
+
+
+def insert_tombstones(
+    conn: psycopg.Connection, rows: Sequence[tuple[FactKey, uuid.UUID, str, str]], now: datetime
+) -> None:
+    """RFC 5.4: tombstone ``(key, record_id, actor, rationale)`` rows; existing ones are kept."""
+    if not rows:
+        return
+    conn.execute(q("revision_insert_tombstones"), {
+        "scopes": [r[0][0] for r in rows], "subjects": [r[0][1] for r in rows],
+        "predicates": [r[0][2] for r in rows], "objects": [r[0][3] for r in rows],
+        "record_ids": [r[1] for r in rows], "actors": [r[2] for r in rows],
+        "rationales": [r[3] for r in rows], "created": [now] * len(rows),
+    })
+
+
+def clear_tombstones(conn: psycopg.Connection, keys: Iterable[FactKey]) -> list[Tombstone]:
+    """RFC 5.4: remove the tombstones of re-asserted keys; returns what they recorded."""
+    uniq = sorted(set(keys))
+    if not uniq:
+        return []
+    cur = conn.execute(q("revision_clear_tombstones"), {
+        "scopes": [k[0] for k in uniq], "subjects": [k[1] for k in uniq],
+        "predicates": [k[2] for k in uniq], "objects": [k[3] for k in uniq],
+    })
+    return [Tombstone((r[0], r[1], r[2], r[3]), r[4], r[5], r[6], r[7]) for r in cur.fetchall()]

@@ -1,0 +1,61 @@
+-- Synthetic data and the bare baseline for `membrane bench retrieve` (RFC 8, RFC 14.1).
+
+-- name: bench_drop_search_indexes
+-- Drop the HNSW and GIN indexes of a dedicated benchmark database before a bulk load.
+DROP INDEX IF EXISTS record_embeddings_hnsw, memory_records_tsv
+
+-- name: bench_create_gin
+-- Re-create the full-text index exactly as schema.sql defines it.
+CREATE INDEX IF NOT EXISTS memory_records_tsv ON memory_records USING gin (search_tsv)
+
+-- name: bench_create_hnsw
+-- Re-create the HNSW index exactly as schema.sql defines it.
+CREATE INDEX IF NOT EXISTS record_embeddings_hnsw ON record_embeddings USING hnsw (embedding vector_cosine_ops)
+
+-- name: bench_build_settings
+-- Memory and parallelism for index builds in this session.
+SELECT set_config('maintenance_work_mem', '1GB', false),
+       set_config('max_parallel_maintenance_workers', '2', false)
+
+-- name: bench_copy_records
+-- Bulk load of synthetic records (the columns without defaults).
+COPY memory_records (id, type, scope, sensitivity, confidence, salience, half_life_seconds,
+    min_salience, base_salience, reinforced_at, deletion_policy, recorded_at, created_at,
+    updated_at, summary, projected_bytes, search_text) FROM STDIN
+
+-- name: bench_copy_payloads
+-- Bulk load of synthetic payloads.
+COPY record_payloads (record_id, kind, body) FROM STDIN
+
+-- name: bench_copy_embeddings
+-- Bulk load of synthetic embeddings (binary COPY).
+COPY record_embeddings (record_id, model, embedding) FROM STDIN WITH (FORMAT BINARY)
+
+-- name: bench_copy_relations
+-- Bulk load of synthetic relations.
+COPY relations (source_id, predicate, target_id) FROM STDIN
+
+-- name: bench_copy_entity_terms
+-- Bulk load of synthetic entity terms.
+COPY entity_terms (record_id, scope, term, term_kind) FROM STDIN
+
+-- name: bench_count
+-- Records already loaded.
+SELECT count(*) FROM memory_records
+
+-- name: bench_bare_vector
+-- Baseline: bare pgvector top-k under the same scope filter and iterative scan.
+SELECT e.record_id
+  FROM record_embeddings e
+  JOIN memory_records r ON r.id = e.record_id
+ WHERE r.scope = %(scope)s
+ ORDER BY e.embedding <=> %(qvec)s::vector
+ LIMIT %(k)s
+
+-- name: bench_analyze
+-- Planner statistics after the bulk load.
+ANALYZE
+
+-- name: bench_database_exists
+-- Whether a database of this name exists on the server.
+SELECT 1 FROM pg_database WHERE datname = %(name)s

@@ -1,0 +1,37 @@
+-- name: drv_hold_work
+-- Lock the work items the caller still holds, so a lost lease never writes twice (RFC 9.4).
+SELECT id, target_id FROM work_items
+ WHERE id = ANY(%(ids)s::bigint[]) AND claimed_by = %(owner)s
+ FOR UPDATE
+
+-- name: drv_lock_sources
+-- Scope, sensitivity and status of source records, locked against change while deriving (RFC 7.4).
+SELECT id, scope, sensitivity, status FROM memory_records
+ WHERE id = ANY(%(ids)s::uuid[])
+ FOR SHARE
+
+-- name: drv_linked_sources
+-- Which (fact, source) pairs are already linked derived_from, so a source reinforces a fact once (RFC 6.2).
+SELECT source_id, target_id FROM relations
+ WHERE predicate = 'derived_from' AND source_id = ANY(%(facts)s::uuid[])
+   AND target_id = ANY(%(sources)s::uuid[])
+
+-- name: drv_raise_sensitivity
+-- A fact derived from a more sensitive source takes that source's sensitivity (RFC 7.4).
+UPDATE memory_records r SET sensitivity = u.sens, updated_at = %(now)s
+  FROM unnest(%(ids)s::uuid[], %(sens)s::text[]) AS u(id, sens)
+ WHERE r.id = u.id
+   AND r.sensitivity_rank < array_position(ARRAY['public','low','medium','high','hyper'], u.sens) - 1
+
+-- name: emb_texts
+-- The indexed text of records to embed (RFC 12.1).
+SELECT id, search_text FROM memory_records WHERE id = ANY(%(ids)s::uuid[])
+
+-- name: emb_upsert
+-- Write vectors in one statement for records that still exist; a re-embedding replaces the old vector (RFC 12.1).
+INSERT INTO record_embeddings (record_id, model, embedding, created_at)
+SELECT u.id, %(model)s, u.v::vector, %(now)s
+  FROM unnest(%(ids)s::uuid[], %(vecs)s::text[]) AS u(id, v)
+  JOIN memory_records m ON m.id = u.id
+ON CONFLICT (record_id) DO UPDATE
+   SET model = EXCLUDED.model, embedding = EXCLUDED.embedding, created_at = EXCLUDED.created_at

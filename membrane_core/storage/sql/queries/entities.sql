@@ -1,0 +1,48 @@
+-- name: entity_lookup
+-- For each lookup key of a batch: the best live entity in the key's scope (RFC 3.5.2).
+-- A name term matches only entities at or below the capture's sensitivity rank; an
+-- identifier is unique per scope and matches at any rank. Active before contested,
+-- identifier before canonical before alias, then the oldest.
+SELECT f.i, hit.record_id, hit.match_kind
+  FROM unnest(%(idx)s::int[], %(scopes)s::text[], %(namespaces)s::text[], %(terms)s::text[],
+              %(ranks)s::int[]) AS f(i, scope, ns, term, rank)
+ CROSS JOIN LATERAL (
+    SELECT x.record_id, x.match_kind
+      FROM (SELECT t.record_id,
+                   CASE t.term_kind WHEN 'canonical' THEN 1 ELSE 2 END AS match_kind
+              FROM entity_terms t
+             WHERE f.ns IS NULL AND t.scope = f.scope AND t.term = f.term
+            UNION ALL
+            SELECT d.record_id, 0
+              FROM entity_identifiers d
+             WHERE f.ns IS NOT NULL AND d.scope = f.scope AND d.namespace = f.ns
+               AND d.value = f.term) x
+      JOIN memory_records r ON r.id = x.record_id
+     WHERE r.type = 'entity' AND r.status <> 'retracted'
+       AND (f.ns IS NOT NULL OR r.sensitivity_rank <= f.rank)
+     ORDER BY (r.status = 'active') DESC, x.match_kind, r.created_at, r.id
+     LIMIT 1) hit
+
+-- name: lock_entity_keys
+-- Serialise every creator of the same scope/term or scope/identifier, in key order (RFC 3.5.5).
+SELECT pg_advisory_xact_lock(k) FROM (
+    SELECT DISTINCT hashtextextended(s || chr(31) || coalesce(ns, '') || chr(31) || t, 3517) AS k
+      FROM unnest(%(scopes)s::text[], %(namespaces)s::text[], %(terms)s::text[]) AS f(s, ns, t)
+     ORDER BY 1) keys
+
+-- name: copy_entity_terms
+-- Bulk insert of the canonical name and aliases of new entities (RFC 3.5.2).
+COPY entity_terms (record_id, scope, term, term_kind) FROM STDIN
+
+-- name: copy_entity_identifiers
+-- Bulk insert of the namespaced identifiers of new entities (RFC 3.5.2).
+COPY entity_identifiers (record_id, scope, namespace, value) FROM STDIN
+
+-- name: insert_entity_relations
+-- Typed edges between entities from observations; an edge that exists is kept as is (RFC 3.5.4).
+INSERT INTO relations (source_id, predicate, target_id, created_at)
+SELECT s, p, t, %(now)s
+  FROM unnest(%(sources)s::uuid[], %(predicates)s::text[], %(targets)s::uuid[]) AS e(s, p, t)
+ WHERE EXISTS (SELECT 1 FROM memory_records r WHERE r.id = e.s)
+   AND EXISTS (SELECT 1 FROM memory_records r WHERE r.id = e.t)
+ON CONFLICT (source_id, predicate, target_id) DO NOTHING

@@ -1,0 +1,49 @@
+-- name: metrics_records
+-- Totals over the records the caller may read; retracted records only counted by status (RFC 14.2).
+SELECT count(*) FILTER (WHERE r.status <> 'retracted') AS total_records,
+       count(*) FILTER (WHERE r.status = 'active') AS active_records,
+       count(*) FILTER (WHERE r.pinned AND r.status <> 'retracted') AS pinned_records,
+       avg(current_salience(r.base_salience, r.reinforced_at, r.half_life_seconds, r.min_salience,
+                            r.pinned, %(now)s)) FILTER (WHERE r.status <> 'retracted') AS avg_salience,
+       avg(r.confidence) FILTER (WHERE r.status <> 'retracted') AS avg_confidence,
+       count(*) AS all_records,
+       count(*) FILTER (WHERE r.status <> 'active') AS revised_records,
+       count(*) FILTER (WHERE r.status <> 'retracted'
+                          AND r.created_at > %(now)s - interval '24 hours') AS created_24h
+  FROM memory_records r
+ WHERE (%(all_scopes)s OR r.scope = ANY(%(scopes)s::text[]))
+   AND r.sensitivity_rank <= %(max_rank)s
+
+-- name: metrics_by_type_status
+-- Record counts by type and status over the records the caller may read (RFC 14.2).
+SELECT r.type, r.status, count(*) AS n
+  FROM memory_records r
+ WHERE (%(all_scopes)s OR r.scope = ANY(%(scopes)s::text[]))
+   AND r.sensitivity_rank <= %(max_rank)s
+ GROUP BY r.type, r.status
+
+-- name: metrics_procedural
+-- Competence success counts and plan-graph executions over readable, unretracted records (RFC 14.2).
+SELECT coalesce(sum((p.body #>> '{performance,success_count}')::bigint)
+                    FILTER (WHERE r.type = 'competence'), 0) AS successes,
+       coalesce(sum((p.body #>> '{performance,failure_count}')::bigint)
+                    FILTER (WHERE r.type = 'competence'), 0) AS failures,
+       avg((p.body #>> '{metrics,execution_count}')::float8)
+           FILTER (WHERE r.type = 'plan_graph') AS plan_executions
+  FROM memory_records r
+  JOIN record_payloads p ON p.record_id = r.id
+ WHERE r.type IN ('competence', 'plan_graph') AND r.status <> 'retracted'
+   AND (%(all_scopes)s OR r.scope = ANY(%(scopes)s::text[]))
+   AND r.sensitivity_rank <= %(max_rank)s
+
+-- name: metrics_audit
+-- Audit entries the caller may read, by the scope and sensitivity stored with each entry (RFC 5.5, 14.2).
+SELECT count(*)
+  FROM audit_log a
+ WHERE (%(all_scopes)s OR a.scope = ANY(%(scopes)s::text[]))
+   AND array_position(ARRAY['public','low','medium','high','hyper'], a.sensitivity) - 1
+       <= %(max_rank)s
+
+-- name: metrics_operations
+-- Operations inbox depth by kind and status (RFC 14.2).
+SELECT kind, status, count(*) AS n FROM operations GROUP BY kind, status ORDER BY kind, status

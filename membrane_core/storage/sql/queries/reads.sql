@@ -1,0 +1,258 @@
+-- Retrieval reads (RFC 8). Every block filters scope, sensitivity (at most one level above the
+-- caller's maximum: such rows are returned redacted), transaction time (as_of), valid time
+-- (valid_at) and revision status in SQL; the service checks each hydrated row again.
+
+-- name: retrieval_scan_settings
+-- Per-transaction HNSW settings so that filtered vector scans do not starve (RFC 8.1).
+SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true),
+       set_config('hnsw.ef_search', %(ef_search)s::text, true),
+       set_config('hnsw.max_scan_tuples', %(max_scan_tuples)s::text, true)
+
+-- name: retrieval_pool
+-- Hybrid candidate pool: vector, full-text (BM25), entity and salience arms with per-candidate features (RFC 8.1).
+WITH qlex AS MATERIALIZED (
+    -- the query's lexemes, each with its document frequency in the caller's scopes (capped)
+    SELECT w.lexeme, quote_literal(w.lexeme)::tsquery AS tsq
+      FROM unnest(to_tsvector('english', coalesce(%(query)s::text, ''))) AS w
+     LIMIT 32
+), corpus AS (
+    SELECT greatest(2.0 * %(df_cap)s,
+                    (SELECT c.reltuples FROM pg_class c WHERE c.oid = 'memory_records'::regclass))
+               ::float8 AS n
+), idf AS MATERIALIZED (
+    SELECT l.lexeme, l.tsq, d.df, ln(1.0 + (corpus.n - d.df + 0.5) / (d.df + 0.5)) AS idf
+      FROM qlex l
+     CROSS JOIN corpus
+     CROSS JOIN LATERAL (
+           SELECT count(*)::float8 AS df FROM (
+                  SELECT 1 FROM memory_records r
+                   WHERE r.search_tsv @@ l.tsq
+                     AND (%(all_scopes)s OR r.scope = ANY(%(scopes)s::text[]))
+                   LIMIT %(df_cap)s) x) d
+     WHERE d.df > 0
+), qq AS (
+    -- candidates come from the informative lexemes (under the cap); scoring uses all of them
+    SELECT coalesce((SELECT string_agg(quote_literal(lexeme), ' | ') FROM idf WHERE df < %(df_cap)s),
+                    (SELECT string_agg(quote_literal(lexeme), ' | ') FROM idf))::tsquery AS gen,
+           (SELECT string_agg(quote_literal(lexeme), ' | ') FROM idf)::tsquery AS tsq
+), vec AS MATERIALIZED (
+    SELECT e.record_id AS id, e.embedding <=> %(qvec)s::vector AS dist
+      FROM record_embeddings e
+      JOIN memory_records r ON r.id = e.record_id
+     WHERE %(qvec)s::vector IS NOT NULL
+       AND (%(all_scopes)s OR r.scope = ANY(%(scopes)s::text[]))
+       AND r.sensitivity_rank <= %(max_rank)s + 1
+       AND (%(types)s::text[] IS NULL OR r.type = ANY(%(types)s::text[]))
+       AND (%(tags)s::text[] IS NULL OR EXISTS (
+                SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY(%(tags)s::text[])))
+       AND (%(as_of)s::timestamptz IS NULL OR r.recorded_at <= %(as_of)s::timestamptz)
+       AND (%(valid_at)s::timestamptz IS NULL
+            OR ((r.valid_from IS NULL OR r.valid_from <= %(valid_at)s::timestamptz)
+                AND (r.valid_to IS NULL OR %(valid_at)s::timestamptz < r.valid_to)))
+       AND (%(include_retracted)s
+            OR status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) <> 'retracted')
+       AND (%(include_contested)s
+            OR status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) <> 'contested')
+       AND (%(min_salience)s <= 0 OR current_salience(r.base_salience, r.reinforced_at,
+                r.half_life_seconds, r.min_salience, r.pinned, %(now)s) >= %(min_salience)s)
+     ORDER BY e.embedding <=> %(qvec)s::vector
+     LIMIT %(vec_k)s
+), fts_all AS MATERIALIZED (
+    SELECT r.id, length(r.search_tsv)::float8 AS dl,
+           (SELECT sum(i.idf) FROM idf i WHERE r.search_tsv @@ i.tsq) AS s
+      FROM memory_records r, qq
+     WHERE qq.gen IS NOT NULL AND r.search_tsv @@ qq.gen
+       AND (%(all_scopes)s OR r.scope = ANY(%(scopes)s::text[]))
+       AND r.sensitivity_rank <= %(max_rank)s + 1
+       AND (%(types)s::text[] IS NULL OR r.type = ANY(%(types)s::text[]))
+       AND (%(tags)s::text[] IS NULL OR EXISTS (
+                SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY(%(tags)s::text[])))
+       AND (%(as_of)s::timestamptz IS NULL OR r.recorded_at <= %(as_of)s::timestamptz)
+       AND (%(valid_at)s::timestamptz IS NULL
+            OR ((r.valid_from IS NULL OR r.valid_from <= %(valid_at)s::timestamptz)
+                AND (r.valid_to IS NULL OR %(valid_at)s::timestamptz < r.valid_to)))
+       AND (%(include_retracted)s
+            OR status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) <> 'retracted')
+       AND (%(include_contested)s
+            OR status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) <> 'contested')
+       AND (%(min_salience)s <= 0 OR current_salience(r.base_salience, r.reinforced_at,
+                r.half_life_seconds, r.min_salience, r.pinned, %(now)s) >= %(min_salience)s)
+     LIMIT %(fts_cap)s
+), avgdl AS (
+    SELECT coalesce(avg(dl), 1.0) AS v FROM fts_all
+), fts AS MATERIALIZED (
+    -- BM25 with term frequency 1 (k1 = 1.2, b = 0.75)
+    SELECT f.id, f.s * 2.2 / (1.0 + 1.2 * (0.25 + 0.75 * f.dl / greatest(a.v, 1.0))) AS score
+      FROM fts_all f, avgdl a
+     ORDER BY score DESC, f.id
+     LIMIT %(arm_k)s
+), ent_match AS MATERIALIZED (
+    -- canonical entities named by a query term or identifier; the entity itself must be fully
+    -- visible; an entity linked to more than fanout records is too common to discriminate
+    SELECT m.entity_id, ln(1.0 + corpus.n / (1.0 + c.links)) AS idf
+      FROM (SELECT t.record_id AS entity_id FROM entity_terms t
+             WHERE t.term = ANY(%(terms)s::text[])
+               AND (%(all_scopes)s OR t.scope = ANY(%(scopes)s::text[]))
+            UNION
+            SELECT i.record_id FROM entity_identifiers i
+              JOIN unnest(%(id_namespaces)s::text[], %(id_values)s::text[]) AS k(ns, val)
+                ON i.namespace = k.ns AND i.value = k.val
+             WHERE %(all_scopes)s OR i.scope = ANY(%(scopes)s::text[])) m
+      JOIN memory_records r ON r.id = m.entity_id
+     CROSS JOIN corpus
+     CROSS JOIN LATERAL (
+           SELECT (SELECT count(*) FROM (SELECT 1 FROM relations l WHERE l.target_id = m.entity_id
+                                          LIMIT %(fanout)s + 1) a)
+                + (SELECT count(*) FROM (SELECT 1 FROM relations l WHERE l.source_id = m.entity_id
+                                          LIMIT %(fanout)s + 1) b) AS links) c
+     WHERE (%(all_scopes)s OR r.scope = ANY(%(scopes)s::text[]))
+       AND r.sensitivity_rank <= %(max_rank)s
+       AND (%(as_of)s::timestamptz IS NULL OR r.recorded_at <= %(as_of)s::timestamptz)
+       AND (%(include_retracted)s
+            OR status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) <> 'retracted')
+       AND c.links <= %(fanout)s
+     LIMIT 64
+), ent AS MATERIALIZED (
+    -- the entities and the records linked to them (either direction), scored by entity idf
+    SELECT x.id, sum(x.idf) AS score
+      FROM (SELECT m.entity_id AS id, m.idf FROM ent_match m
+            UNION ALL
+            SELECT l.source_id, m.idf FROM ent_match m JOIN relations l ON l.target_id = m.entity_id
+            UNION ALL
+            SELECT l.target_id, m.idf FROM ent_match m JOIN relations l ON l.source_id = m.entity_id) x
+      JOIN memory_records r ON r.id = x.id
+     WHERE true
+       AND (%(all_scopes)s OR r.scope = ANY(%(scopes)s::text[]))
+       AND r.sensitivity_rank <= %(max_rank)s + 1
+       AND (%(types)s::text[] IS NULL OR r.type = ANY(%(types)s::text[]))
+       AND (%(tags)s::text[] IS NULL OR EXISTS (
+                SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY(%(tags)s::text[])))
+       AND (%(as_of)s::timestamptz IS NULL OR r.recorded_at <= %(as_of)s::timestamptz)
+       AND (%(valid_at)s::timestamptz IS NULL
+            OR ((r.valid_from IS NULL OR r.valid_from <= %(valid_at)s::timestamptz)
+                AND (r.valid_to IS NULL OR %(valid_at)s::timestamptz < r.valid_to)))
+       AND (%(include_retracted)s
+            OR status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) <> 'retracted')
+       AND (%(include_contested)s
+            OR status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) <> 'contested')
+       AND (%(min_salience)s <= 0 OR current_salience(r.base_salience, r.reinforced_at,
+                r.half_life_seconds, r.min_salience, r.pinned, %(now)s) >= %(min_salience)s)
+     GROUP BY x.id
+     ORDER BY score DESC, x.id
+     LIMIT %(arm_k)s
+), sal AS MATERIALIZED (
+    -- without a query, salience alone proposes candidates
+    SELECT r.id
+      FROM memory_records r
+     WHERE %(query)s::text IS NULL
+       AND (%(all_scopes)s OR r.scope = ANY(%(scopes)s::text[]))
+       AND r.sensitivity_rank <= %(max_rank)s + 1
+       AND (%(types)s::text[] IS NULL OR r.type = ANY(%(types)s::text[]))
+       AND (%(tags)s::text[] IS NULL OR EXISTS (
+                SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY(%(tags)s::text[])))
+       AND (%(as_of)s::timestamptz IS NULL OR r.recorded_at <= %(as_of)s::timestamptz)
+       AND (%(valid_at)s::timestamptz IS NULL
+            OR ((r.valid_from IS NULL OR r.valid_from <= %(valid_at)s::timestamptz)
+                AND (r.valid_to IS NULL OR %(valid_at)s::timestamptz < r.valid_to)))
+       AND (%(include_retracted)s
+            OR status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) <> 'retracted')
+       AND (%(include_contested)s
+            OR status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) <> 'contested')
+       AND (%(min_salience)s <= 0 OR current_salience(r.base_salience, r.reinforced_at,
+                r.half_life_seconds, r.min_salience, r.pinned, %(now)s) >= %(min_salience)s)
+     ORDER BY current_salience(r.base_salience, r.reinforced_at, r.half_life_seconds,
+                               r.min_salience, r.pinned, %(now)s) DESC, r.created_at DESC, r.id
+     LIMIT %(arm_k)s
+), pool AS (
+    SELECT id FROM vec UNION SELECT id FROM fts UNION SELECT id FROM ent UNION SELECT id FROM sal
+)
+SELECT r.id, r.type, r.scope, r.sensitivity,
+       status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) AS status,
+       1.0 - coalesce(v.dist, (SELECT e.embedding <=> %(qvec)s::vector FROM record_embeddings e
+                                WHERE e.record_id = r.id AND %(qvec)s::vector IS NOT NULL))
+           AS vector_score,
+       CASE WHEN r.search_tsv @@ qq.tsq THEN
+            (SELECT sum(i.idf) FROM idf i WHERE r.search_tsv @@ i.tsq) * 2.2
+            / (1.0 + 1.2 * (0.25 + 0.75 * length(r.search_tsv) / greatest(a.v, 1.0))) END AS text_score,
+       n.score AS entity_score,
+       current_salience(r.base_salience, r.reinforced_at, r.half_life_seconds, r.min_salience,
+                        r.pinned, %(now)s) AS salience,
+       r.confidence, r.created_at,
+       (v.id IS NOT NULL) AS in_vector, (f.id IS NOT NULL) AS in_text, (n.id IS NOT NULL) AS in_entity
+  FROM pool p
+  JOIN memory_records r ON r.id = p.id
+ CROSS JOIN qq
+ CROSS JOIN avgdl a
+  LEFT JOIN vec v ON v.id = r.id
+  LEFT JOIN fts f ON f.id = r.id
+  LEFT JOIN ent n ON n.id = r.id
+
+-- name: retrieval_bounded_hydrate
+-- Cut ranked ids by rows and running projected bytes in SQL, hydrate only what fits; relations only to fully visible targets (RFC 8.3, 2.5).
+WITH wanted AS (
+    SELECT u.id, u.ord FROM unnest(%(ids)s::uuid[]) WITH ORDINALITY AS u(id, ord)
+     WHERE u.ord <= %(limit)s
+), sized AS (
+    SELECT w.id, w.ord,
+           CASE WHEN r.sensitivity_rank > %(max_rank)s THEN 256 ELSE r.projected_bytes END AS bytes
+      FROM wanted w JOIN memory_records r ON r.id = w.id
+), bounded AS (
+    SELECT id, ord, bytes, sum(bytes) OVER (ORDER BY ord) AS running FROM sized
+)
+SELECT b.ord, b.bytes, b.running, (b.running <= %(max_bytes)s) AS fits,
+       r.id, r.type, r.scope, r.sensitivity, r.confidence, r.salience, r.status,
+       r.decay_curve, r.half_life_seconds, r.min_salience, r.max_age_seconds,
+       r.reinforcement_gain, r.base_salience, r.reinforced_at, r.pinned, r.deletion_policy,
+       r.validity_mode, r.valid_from, r.valid_to, r.recorded_at, r.retracted_at,
+       r.occurred_at, r.created_at, r.updated_at, r.summary, r.metadata, p.body AS payload,
+       coalesce((SELECT array_agg(t.tag ORDER BY t.tag) FROM record_tags t
+                  WHERE t.record_id = r.id), '{}') AS tags,
+       coalesce((SELECT jsonb_agg(jsonb_build_object('kind', s.kind, 'ref', s.ref,
+                        'hash', s.hash, 'created_by', s.created_by, 'timestamp', s.ts)
+                        ORDER BY s.id)
+                   FROM provenance_sources s WHERE s.record_id = r.id), '[]') AS provenance,
+       coalesce((SELECT jsonb_agg(jsonb_build_object('predicate', l.predicate,
+                        'target_id', l.target_id, 'weight', l.weight,
+                        'target_scope', x.scope, 'target_sensitivity', x.sensitivity)
+                        ORDER BY l.created_at, l.predicate, l.target_id)
+                   FROM relations l JOIN memory_records x ON x.id = l.target_id
+                  WHERE l.source_id = r.id
+                    AND (%(all_scopes)s OR x.scope = ANY(%(scopes)s::text[]))
+                    AND x.sensitivity_rank <= %(max_rank)s), '[]') AS relations
+  FROM bounded b
+  LEFT JOIN memory_records r ON r.id = b.id AND b.running <= %(max_bytes)s
+  LEFT JOIN record_payloads p ON p.record_id = r.id
+ ORDER BY b.ord
+
+-- name: retrieval_graph_hop
+-- One breadth-first hop over relations in both directions, neighbours trust- and status-filtered (RFC 8.4).
+WITH e AS (
+    SELECT l.source_id, l.predicate, l.target_id, l.target_id AS other, l.weight, l.created_at
+      FROM relations l WHERE l.source_id = ANY(%(frontier)s::uuid[])
+    UNION ALL
+    SELECT l.source_id, l.predicate, l.target_id, l.source_id AS other, l.weight, l.created_at
+      FROM relations l WHERE l.target_id = ANY(%(frontier)s::uuid[])
+)
+SELECT e.source_id, e.predicate, e.target_id, e.other, r.scope, r.sensitivity,
+       status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) AS status
+  FROM e
+  JOIN memory_records r ON r.id = e.other
+ WHERE NOT (e.other = ANY(%(expanded)s::uuid[]))
+   AND (%(all_scopes)s OR r.scope = ANY(%(scopes)s::text[]))
+   AND r.sensitivity_rank <= %(max_rank)s + 1
+   AND (%(as_of)s::timestamptz IS NULL OR r.recorded_at <= %(as_of)s::timestamptz)
+   AND (%(valid_at)s::timestamptz IS NULL
+        OR ((r.valid_from IS NULL OR r.valid_from <= %(valid_at)s::timestamptz)
+            AND (r.valid_to IS NULL OR %(valid_at)s::timestamptz < r.valid_to)))
+   AND (%(include_retracted)s
+        OR status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) <> 'retracted')
+   AND (%(include_contested)s
+        OR status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) <> 'contested')
+ ORDER BY coalesce(e.weight, 0) DESC, e.created_at, e.source_id, e.predicate, e.target_id
+ LIMIT %(max_rows)s
+
+-- name: retrieval_access
+-- Scope, sensitivity and status (as of a time) of records by id, for trust checks (RFC 7.3).
+SELECT id, scope, sensitivity,
+       status_at(status, retracted_at, contested_at, %(as_of)s::timestamptz) AS status
+  FROM memory_records WHERE id = ANY(%(ids)s::uuid[])

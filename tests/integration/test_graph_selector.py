@@ -1,0 +1,158 @@
+"""Graph expansion (RFC 8.4) and the selector (RFC 8.5) through ``Membrane.retrieve``."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+import psycopg
+
+from membrane_core import Membrane
+from membrane_core.enums import MemoryType, Sensitivity
+from membrane_core.models import (
+    CompetencePayload,
+    DecayProfile,
+    Lifecycle,
+    MemoryRecord,
+    PerformanceStats,
+)
+from membrane_core.storage import records
+from membrane_core.trust import DEVELOPMENT_POLICY, TrustPolicy
+
+LOW_A = TrustPolicy(read_scopes=frozenset({"a"}), max_sensitivity=Sensitivity.LOW)
+
+
+def ev(text: str, scope: str = "a", sensitivity: str = "low") -> dict[str, object]:
+    return {"source_kind": "event", "scope": scope, "sensitivity": sensitivity,
+            "content": {"text": text}}
+
+
+def put(m: Membrane, text: str, scope: str = "a", sensitivity: str = "low") -> uuid.UUID:
+    return m.capture(ev(text, scope, sensitivity)).record_ids[0]
+
+
+def link(url: str, *edges: tuple[uuid.UUID, str, uuid.UUID]) -> None:
+    with psycopg.connect(url) as conn, conn.cursor() as cur:
+        cur.executemany("INSERT INTO relations (source_id, predicate, target_id) VALUES (%s, %s, %s)",
+                        edges)
+
+
+def test_superseded_fact_is_not_a_neighbour(membrane: Membrane, database_url: str) -> None:
+    _, old = membrane.capture({"source_kind": "observation", "scope": "a", "content": {
+        "subject": "db", "predicate": "runs on", "object": "postgres 15"}}).record_ids
+    new = membrane.revisions.supersede(old, {
+        "record": {"subject": "db", "predicate": "runs on", "object": "postgres 18"},
+        "rationale": "upgraded", "evidence": [{"kind": "observation", "ref": "ticket-1"}],
+    }, DEVELOPMENT_POLICY)
+    note = put(membrane, "upgrade runbook")
+    link(database_url, (new, "derived_from", note))
+    q = {"query": "postgres 18", "scopes": ["a"], "memory_types": ["semantic"], "limit": 1,
+         "expand": {"hops": 2}}
+    got = membrane.retrieve(q)
+    assert [r.id for r in got.records] == [new]
+    neighbours = {r.id for r in got.neighbors}
+    assert old not in neighbours
+    assert all(old not in (e.source_id, e.target_id) for e in got.edges)
+    assert note in neighbours  # positive control: a live neighbour of the same root
+    asked = membrane.retrieve({**q, "include_retracted": True})
+    assert old in {r.id for r in asked.neighbors}
+    assert {r.id: r.status.value for r in asked.neighbors}[old] == "retracted"
+
+
+def test_hop_node_and_edge_limits(membrane: Membrane, database_url: str) -> None:
+    root = put(membrane, "hub record zeta")
+    chain = [put(membrane, f"chain {i}") for i in range(3)]
+    star = [put(membrane, f"spoke {i}") for i in range(6)]
+    link(database_url, (root, "next", chain[0]), (chain[0], "next", chain[1]),
+         (chain[1], "next", chain[2]), *[(s, "points_to", root) for s in star])
+    q = {"query": "zeta", "scopes": ["a"], "limit": 1}
+    two = membrane.retrieve({**q, "expand": {"hops": 2, "max_nodes": 50, "max_edges": 50}})
+    got = {r.id for r in two.neighbors}
+    assert {chain[0], chain[1], *star} == got and chain[2] not in got
+    assert len(two.edges) == 8 and two.diagnostics["expansion"]["hops"] == 2
+    nodes = membrane.retrieve({**q, "expand": {"hops": 3, "max_nodes": 3, "max_edges": 50}})
+    assert len(nodes.neighbors) == 3 and nodes.diagnostics["expansion"]["node_limit_applied"]
+    edges = membrane.retrieve({**q, "expand": {"hops": 3, "max_nodes": 50, "max_edges": 2}})
+    assert len(edges.edges) == 2 and edges.diagnostics["expansion"]["edge_limit_applied"]
+    kept = {root} | {r.id for r in edges.neighbors}
+    assert all(e.source_id in kept and e.target_id in kept for e in edges.edges)
+    none = membrane.retrieve({**q, "expand": {"hops": 0}})
+    assert none.neighbors == [] and none.edges == []
+
+
+def test_trust_at_every_hop_and_no_expansion_from_redacted(membrane: Membrane,
+                                                          database_url: str) -> None:
+    root = put(membrane, "anchor kappa")
+    visible = put(membrane, "plain neighbour")
+    redacted = put(membrane, "medium neighbour", sensitivity="medium")
+    behind_redacted = put(membrane, "behind the redacted one")
+    hidden_scope = put(membrane, "other scope neighbour", scope="b")
+    hidden_sens = put(membrane, "high neighbour", sensitivity="high")
+    behind_visible = put(membrane, "two hops through a visible one")
+    link(database_url, (root, "rel", visible), (root, "rel", redacted),
+         (redacted, "rel", behind_redacted), (root, "rel", hidden_scope),
+         (hidden_sens, "rel", root), (visible, "rel", behind_visible))
+    got = membrane.retrieve({"query": "kappa", "limit": 1, "expand": {"hops": 2}}, LOW_A)
+    by_id = {r.id: r for r in got.neighbors}
+    assert visible in by_id and behind_visible in by_id  # positive controls
+    assert by_id[redacted].redacted and by_id[redacted].payload is None
+    assert behind_redacted not in by_id
+    assert hidden_scope not in by_id and hidden_sens not in by_id
+    dump = got.model_dump_json()
+    assert str(hidden_scope) not in dump and str(hidden_sens) not in dump
+    # a redacted root is returned but not expanded from
+    med_root = put(membrane, "lambda medium root", sensitivity="medium")
+    leaf = put(membrane, "leaf of medium root")
+    link(database_url, (med_root, "rel", leaf))
+    red = membrane.retrieve({"query": "lambda", "expand": {"hops": 2}}, LOW_A)
+    assert [r.id for r in red.records] == [med_root] and red.records[0].redacted
+    assert red.neighbors == [] and red.edges == []
+    full = membrane.retrieve({"query": "lambda", "expand": {"hops": 2}})
+    assert leaf in {r.id for r in full.neighbors}  # positive control with a wider policy
+
+
+def test_neighbours_share_the_byte_budget(membrane: Membrane, database_url: str) -> None:
+    root = put(membrane, "budget root mu")
+    fat = [put(membrane, "fat " + "y" * 3000 + f" {i}") for i in range(5)]
+    link(database_url, *[(root, "rel", f) for f in fat])
+    got = membrane.retrieve({"query": "mu", "limit": 1, "max_bytes": 9000,
+                             "expand": {"hops": 1}})
+    assert [r.id for r in got.records] == [root]
+    assert 1 <= len(got.neighbors) < 5
+    assert got.diagnostics["bytes"] <= 9000
+    kept = {root} | {r.id for r in got.neighbors}
+    assert all(e.target_id in kept for e in got.edges) and len(got.edges) == len(got.neighbors)
+
+
+def _skill(name: str, success: int, failure: int, *, age_days: float, now: object,
+           scope: str = "a") -> MemoryRecord:
+    reinforced = now - timedelta(days=age_days)  # type: ignore[operator]
+    return MemoryRecord(
+        id=uuid.uuid4(), type=MemoryType.COMPETENCE, scope=scope, confidence=0.8, salience=1.0,
+        lifecycle=Lifecycle(decay=DecayProfile(half_life_seconds=30 * 86400),
+                            reinforced_at=reinforced),
+        payload=CompetencePayload(skill_name=name, performance=PerformanceStats(
+            success_count=success, failure_count=failure)),
+        summary=name, created_at=now, updated_at=now, recorded_at=now,  # type: ignore[arg-type]
+    )
+
+
+def test_selector_picks_competence_and_reports_gap(membrane: Membrane, clock: object) -> None:
+    now = membrane.clock()
+    good = _skill("deploy service with helm", 9, 1, age_days=1, now=now)
+    poor = _skill("deploy service by hand", 1, 9, age_days=90, now=now)
+    hidden = _skill("deploy service secretly", 50, 0, age_days=0, now=now, scope="b")
+    batch = records.RowBatch()
+    for r in (good, poor, hidden):
+        batch.add_record(r, actor="test", rationale="seeded")
+    with membrane.db.transaction() as conn:
+        batch.flush(conn)
+    got = membrane.retrieve({"query": "deploy service", "memory_types": ["competence"]}, LOW_A)
+    assert {r.id for r in got.records} == {good.id, poor.id}
+    assert got.selection is not None and got.selection.record_id == good.id
+    assert got.selection.confidence > 0.2 and not got.selection.needs_more
+    membrane.revisions.retract(good.id, {"rationale": "broken"}, DEVELOPMENT_POLICY)
+    after = membrane.retrieve({"query": "deploy service", "memory_types": ["competence"]}, LOW_A)
+    assert after.selection is not None and after.selection.record_id == poor.id
+    none = membrane.retrieve({"query": "deploy", "memory_types": ["episodic"]}, LOW_A)
+    assert none.selection is None

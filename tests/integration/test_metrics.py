@@ -1,0 +1,79 @@
+"""Metrics over what the caller may read, plus queue depths and work backlog (RFC 14.2)."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from membrane_core import Membrane
+from membrane_core.enums import Sensitivity
+from membrane_core.trust import TrustPolicy
+
+
+def execute(url: str, sql: str, *params: object) -> None:
+    with psycopg.connect(url) as conn:
+        conn.execute(sql, params)  # type: ignore[arg-type]
+
+
+def event(scope: str, sensitivity: str = "low", **content: object) -> dict:
+    return {"source_kind": "event", "scope": scope, "sensitivity": sensitivity,
+            "content": {"text": "x", **content}}
+
+
+def test_metrics_respect_trust(membrane: Membrane, clock, database_url: str) -> None:
+    a1 = membrane.capture(event("a")).record_ids[0]
+    membrane.capture(event("a", "medium"))  # above the narrow caller's maximum
+    membrane.capture(event("b"))  # another scope
+    obs = membrane.capture({"source_kind": "observation", "scope": "a",
+                            "content": {"subject": "s", "predicate": "p", "object": "o"}})
+    execute(database_url, "UPDATE memory_records SET status = 'retracted', retracted_at = %s "
+            "WHERE id = %s", clock(), obs.record_ids[1])
+    execute(database_url, "UPDATE memory_records SET pinned = true WHERE id = %s", a1)
+    clock.advance(minutes=30)
+
+    narrow = TrustPolicy(read_scopes=frozenset({"a"}), max_sensitivity=Sensitivity.LOW)
+    m = membrane.metrics(narrow)
+    # readable: a1 (pinned) and the observation episode; the retracted fact only by status
+    assert m["total_records"] == 2
+    assert m["records_by_type"] == {"episodic": 2}
+    assert m["records_by_status"] == {"active": 2, "retracted": 1}
+    assert m["active_records"] == 2 and m["pinned_records"] == 1
+    assert m["avg_salience"] == pytest.approx((1.0 + 2 ** -0.5) / 2)
+    assert m["avg_confidence"] == pytest.approx((0.8 + 0.7) / 2)
+    assert m["revision_rate"] == pytest.approx(1 / 3)
+    assert m["total_audit_entries"] == 3  # create entries of a1, the episode and the fact
+    assert m["memory_growth_rate"] is None  # nothing older than 24 h yet
+    assert m["records_created_24h"] == 2
+    # positive control: the full policy sees every scope and level
+    full = membrane.metrics()
+    assert full["total_records"] == 4 and full["total_audit_entries"] == 5
+    assert full["records_by_status"] == {"active": 4, "retracted": 1}
+    # queues: operations by kind and status, backlog by kind with the oldest due age
+    assert full["operations"] == {}
+    backlog = full["work_backlog"]
+    assert "consolidate" not in backlog  # no successful episode was captured
+    assert backlog["decay"]["pending"] == 5 and backlog["decay"]["due"] == 0
+    assert backlog["compress"]["pending"] == 4
+    clock.advance(hours=1)
+    later = membrane.metrics()["work_backlog"]["decay"]
+    assert later["due"] == 4 and later["oldest_due_seconds"] == pytest.approx(1800)
+    clock.advance(days=2)
+    assert membrane.metrics(narrow)["memory_growth_rate"] == 0.0
+    # an accepted, not yet processed write shows as a queued operation
+    from membrane_core.trust import DEVELOPMENT_POLICY
+    membrane.operations.submit_capture(event("a"), DEVELOPMENT_POLICY)
+    assert membrane.metrics()["operations"] == {"capture": {"queued": 1}}
+
+
+def test_procedural_metrics(membrane: Membrane, clock) -> None:
+    calls = [{"tool": "a", "args": {}}, {"tool": "b", "args": {}}, {"tool": "c", "args": {}}]
+    membrane.capture_many([event("a", outcome="success", tool_calls=calls),
+                           event("a", outcome="success", tool_calls=calls),
+                           event("a", outcome="failure", tool_calls=calls)])
+    membrane.maintenance.run("consolidate")
+    m = membrane.metrics()
+    assert m["records_by_type"]["competence"] == 1 and m["records_by_type"]["plan_graph"] == 1
+    assert m["competence_success_rate"] == pytest.approx(2 / 3)
+    assert m["plan_reuse_frequency"] == pytest.approx(3.0)
+    hidden = TrustPolicy(read_scopes=frozenset({"other"}))
+    assert membrane.metrics(hidden)["competence_success_rate"] is None

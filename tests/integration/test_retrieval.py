@@ -1,0 +1,186 @@
+"""Hybrid retrieval: arms, fusion, status, bitemporal reads, filters (RFC 8.1-8.3, 5.1, 5.6)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from membrane_core import Membrane, Settings, errors
+from membrane_core.storage.db import Database
+from membrane_core.trust import DEVELOPMENT_POLICY
+from tests.conftest import EMBEDDING_DIM, FakeClock
+
+
+def ev(scope: str, text: str, **kw: object) -> dict[str, object]:
+    return {"source_kind": "event", "scope": scope, "content": {"text": text}, **kw}
+
+
+def obs(scope: str, s: str, p: str, o: str, **content: object) -> dict[str, object]:
+    return {"source_kind": "observation", "scope": scope,
+            "content": {"subject": s, "predicate": p, "object": o, **content}}
+
+
+@pytest.fixture
+def hashing(tmp_path: Path, database_url: str, db: Database, clock: FakeClock) -> Iterator[Membrane]:
+    """A Membrane whose embedding provider is the offline hashing embedder."""
+    s = Settings(database_url=database_url, data_dir=tmp_path, embedding_dim=EMBEDDING_DIM,
+                 embedding_provider="hashing")
+    yield Membrane(s, database=db, clock=clock)
+
+
+def ids(result: object) -> list[object]:
+    return [r.id for r in result.records]  # type: ignore[attr-defined]
+
+
+def test_long_question_matches_any_informative_term(membrane: Membrane) -> None:
+    hit = membrane.capture(ev("s", "Caroline joined the pottery workshop downtown"))
+    miss = membrane.capture(ev("s", "the weather was sunny all week"))
+    got = membrane.retrieve({"query": "When exactly did Caroline start going to that pottery class?",
+                             "scopes": ["s"]})
+    assert hit.record_ids[0] in ids(got)
+    assert miss.record_ids[0] not in ids(got)
+    assert got.diagnostics["arms"]["text"] >= 1
+    assert got.diagnostics["vector"] == "no_provider"
+
+
+def test_rare_terms_outrank_common_ones(membrane: Membrane) -> None:
+    common = [membrane.capture(ev("s", f"Melanie said hello number {i}")) for i in range(8)]
+    rare = membrane.capture(ev("s", "Melanie painted a sunrise over the lake"))
+    got = membrane.retrieve({"query": "When did Melanie paint a sunrise?", "scopes": ["s"]})
+    assert ids(got)[0] == rare.record_ids[0]
+    assert common[0].record_ids[0] in ids(got)  # the common term still matches
+
+
+def test_vector_arm_finds_what_full_text_cannot(hashing: Membrane) -> None:
+    # "to be or not to be" is all English stop words: no lexeme for full-text search
+    quote = hashing.capture(ev("s", "to be or not to be"))
+    other = hashing.capture(ev("s", "quarterly revenue grew in the north region"))
+    assert hashing.embedding.run_batch()["embedded"] >= 2
+    got = hashing.retrieve({"query": "to be or not to be", "scopes": ["s"], "limit": 1})
+    assert ids(got) == [quote.record_ids[0]]
+    assert got.diagnostics["vector"] == "used"
+    assert got.diagnostics["arms"]["vector"] >= 2 and got.diagnostics["arms"]["text"] == 0
+    assert other.record_ids[0] not in ids(got)
+
+
+def test_filtered_vector_scan_does_not_starve(hashing: Membrane, database_url: str) -> None:
+    hashing.capture_many([ev("big", f"crowd record {i} about topic {i % 7}") for i in range(400)])
+    small = hashing.capture_many([ev("small", f"tiny record {i}") for i in range(5)])
+    while hashing.embedding.run_batch()["claimed"]:
+        pass
+    with psycopg.connect(database_url) as conn:
+        conn.execute("ANALYZE")
+    got = hashing.retrieve({"query": "to be or not", "scopes": ["small"], "limit": 10})
+    assert sorted(map(str, ids(got))) == sorted(str(c.record_ids[0]) for c in small)
+    assert got.diagnostics["arms"]["vector"] == 5
+
+
+def test_entity_arm_links_mentions(membrane: Membrane) -> None:
+    linked = membrane.capture({"source_kind": "event", "scope": "s",
+                               "content": {"text": "met her at the conference",
+                                           "entities": ["Ada Lovelace"]}})
+    unrelated = membrane.capture(ev("s", "conference coffee was cold"))
+    got = membrane.retrieve({"query": "what do we know about ada lovelace", "scopes": ["s"]})
+    assert got.diagnostics["arms"]["entity"] >= 2  # the entity and the record mentioning it
+    assert linked.record_ids[0] in ids(got)
+    assert any(r.type.value == "entity" for r in got.records)
+    assert unrelated.record_ids[0] not in ids(got)
+
+
+def test_contested_ranked_below_active_retracted_excluded(membrane: Membrane) -> None:
+    strong = membrane.capture(obs("s", "deploy target", "is", "kubernetes cluster kubernetes"))
+    weak = membrane.capture(obs("s", "backup target", "is", "kubernetes"))
+    fact_strong, fact_weak = strong.record_ids[1], weak.record_ids[1]
+    membrane.revisions.contest(fact_strong, {"rationale": "disputed"}, DEVELOPMENT_POLICY)
+    got = membrane.retrieve({"query": "kubernetes", "scopes": ["s"], "memory_types": ["semantic"]})
+    assert ids(got) == [fact_weak, fact_strong]
+    assert [r.status.value for r in got.records] == ["active", "contested"]
+    no_contested = membrane.retrieve({"query": "kubernetes", "scopes": ["s"],
+                                      "memory_types": ["semantic"], "include_contested": False})
+    assert ids(no_contested) == [fact_weak]
+    membrane.revisions.retract(fact_weak, {"rationale": "wrong"}, DEVELOPMENT_POLICY)
+    default = membrane.retrieve({"query": "kubernetes", "scopes": ["s"],
+                                 "memory_types": ["semantic"]})
+    assert ids(default) == [fact_strong]
+    with_retracted = membrane.retrieve({"query": "kubernetes", "scopes": ["s"],
+                                        "memory_types": ["semantic"], "include_retracted": True})
+    assert {r.id: r.status.value for r in with_retracted.records} == {
+        fact_strong: "contested", fact_weak: "retracted"}
+
+
+def test_as_of_reads_what_was_believed(membrane: Membrane, clock: FakeClock) -> None:
+    t0 = clock.now
+    old = membrane.capture(obs("s", "office", "is in", "berlin")).record_ids[1]
+    t1 = clock.advance(days=1)
+    membrane.revisions.contest(old, {"rationale": "moved?"}, DEVELOPMENT_POLICY)
+    clock.advance(days=1)
+    membrane.revisions.retract(old, {"rationale": "moved"}, DEVELOPMENT_POLICY)
+    t2 = clock.advance(days=1)
+    new = membrane.capture(obs("s", "office", "is in", "berlin mitte")).record_ids[1]
+    q = {"query": "office berlin", "scopes": ["s"], "memory_types": ["semantic"]}
+    assert ids(membrane.retrieve(q)) == [new]
+    before = membrane.retrieve({**q, "as_of": (t0 + (t1 - t0) / 2).isoformat()})
+    assert ids(before) == [old] and before.records[0].status.value == "active"
+    contested = membrane.retrieve({**q, "as_of": (t1 + (t2 - t1) / 4).isoformat()})
+    assert ids(contested) == [old] and contested.records[0].status.value == "contested"
+    gap = (t2 - (t1 - t0) / 2).isoformat()  # after the retraction, before the new fact
+    after = membrane.retrieve({**q, "as_of": gap})
+    assert ids(after) == []
+    asked = membrane.retrieve({**q, "as_of": gap, "include_retracted": True})
+    assert ids(asked) == [old] and asked.records[0].status.value == "retracted"
+
+
+def test_valid_at_reads_what_was_true(membrane: Membrane) -> None:
+    boxed = membrane.capture(obs("s", "ceo", "is", "alice", valid_from="2020-01-01T00:00:00Z",
+                                 valid_to="2023-01-01T00:00:00Z")).record_ids[1]
+    always = membrane.capture(obs("s", "ceo office", "is", "tower")).record_ids[1]
+    q = {"query": "ceo", "scopes": ["s"], "memory_types": ["semantic"]}
+    inside = membrane.retrieve({**q, "valid_at": "2021-06-01T00:00:00Z"})
+    assert set(ids(inside)) == {boxed, always}
+    outside = membrane.retrieve({**q, "valid_at": "2023-01-01T00:00:00Z"})
+    assert ids(outside) == [always]
+
+
+def test_no_query_ranks_by_current_salience(membrane: Membrane, clock: FakeClock) -> None:
+    older = membrane.capture(ev("s", "first"))
+    clock.advance(hours=3)
+    newer = membrane.capture(ev("s", "second"))
+    got = membrane.retrieve({"scopes": ["s"]})
+    assert ids(got) == [newer.record_ids[0], older.record_ids[0]]
+    assert got.records[1].salience == pytest.approx(0.125)  # three episodic half-lives
+    assert got.diagnostics["arms"]["salience"] == 2
+    floor = membrane.retrieve({"scopes": ["s"], "min_salience": 0.5})
+    assert ids(floor) == [newer.record_ids[0]]
+
+
+def test_tags_filter_and_type_filter(membrane: Membrane) -> None:
+    tagged = membrane.capture(ev("s", "alpha note", tags=["ops"]))
+    plain = membrane.capture(ev("s", "alpha memo"))
+    got = membrane.retrieve({"query": "alpha", "scopes": ["s"], "tags": ["ops"]})
+    assert ids(got) == [tagged.record_ids[0]]
+    both = membrane.retrieve({"query": "alpha", "scopes": ["s"]})
+    assert set(ids(both)) == {tagged.record_ids[0], plain.record_ids[0]}
+
+
+def test_row_cap_and_diagnostics(membrane: Membrane) -> None:
+    membrane.capture_many([ev("s", f"delta item {i}") for i in range(12)])
+    got = membrane.retrieve({"query": "delta", "scopes": ["s"], "limit": 4})
+    assert len(got.records) == 4
+    d = got.diagnostics
+    assert d["row_limit_applied"] is True and d["byte_limit_applied"] is False
+    assert d["candidates"] == 12 and d["returned"] == 4 and d["fusion"] in ("rrf", "zsum")
+    assert d["bytes"] == sum(len(r.model_dump_json()) for r in got.records)
+    assert [r.score for r in got.records] == sorted((r.score for r in got.records), reverse=True)
+
+
+def test_byte_budget_never_returns_a_partial_over_budget(membrane: Membrane) -> None:
+    membrane.capture_many([ev("s", f"omega {i} " + "w" * 1500) for i in range(6)])
+    got = membrane.retrieve({"query": "omega", "scopes": ["s"], "max_bytes": 5000})
+    assert 1 <= len(got.records) < 6
+    assert got.diagnostics["byte_limit_applied"] is True
+    assert got.diagnostics["bytes"] <= 5000
+    with pytest.raises(errors.RecordTooLarge):
+        membrane.retrieve({"query": "omega", "scopes": ["s"], "max_bytes": 1024})

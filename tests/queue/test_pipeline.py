@@ -1,0 +1,175 @@
+"""The pipeline through real Celery workers, a real redis-server and Postgres (RFC 9.1, 9.5)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from membrane_core import Membrane, Settings
+from membrane_core.enums import OperationKind, OperationStatus
+from membrane_core.storage.records import norm_term
+from membrane_core.trust import DEVELOPMENT_POLICY
+from tests.queue.conftest import Redis, Spawn, scalar, wait_until
+from workers.app import make_app
+from workers.dispatch import CeleryDispatcher
+
+pytestmark = [pytest.mark.queue, pytest.mark.slow]
+
+DEV = DEVELOPMENT_POLICY
+
+
+def event(i: int) -> dict[str, object]:
+    return {"source_kind": "event", "scope": "proj", "content": {"text": f"step {i} done"}}
+
+
+def all_finished(m: Membrane, ids: list) -> bool:
+    return all(v.status in (OperationStatus.SUCCEEDED, OperationStatus.FAILED)
+               for v in m.operations.wait(ids, 0))
+
+
+def test_capture_through_the_queue(live: Membrane, spawn: Spawn, dispatcher: CeleryDispatcher,
+                                   database_url: str) -> None:
+    spawn("worker", "ingest", concurrency=2)
+    single = live.operations.submit_capture(event(0), DEV)
+    batch = live.operations.submit_captures([event(i) for i in range(1, 301)]
+                                            + [{"source_kind": "bogus"}], DEV)
+    assert dispatcher.publish(OperationKind.CAPTURE, [single.operation_id])
+    assert dispatcher.publish(OperationKind.CAPTURE, [v.operation_id for v in batch])
+    done = live.operations.wait([single.operation_id] + [v.operation_id for v in batch], 90)
+    statuses = [v.status for v in done]
+    assert statuses.count(OperationStatus.SUCCEEDED) == 301
+    assert statuses[-1] is OperationStatus.FAILED  # the bad item, rejected on its own
+    assert done[0].record_ids == [single.record_id]
+    payload = live.get(single.record_id).payload
+    assert payload is not None and payload["text"] == "step 0 done"
+    assert scalar(database_url, "SELECT count(*) FROM memory_records") == 301
+
+
+def _fact_lock_key(scope: str, s: str, p: str, o: str) -> str:
+    return chr(31).join([scope, norm_term(s), norm_term(p), norm_term(o)])
+
+
+def test_sigkill_mid_batch_commits_every_capture_exactly_once(
+    live: Membrane, spawn: Spawn, dispatcher: CeleryDispatcher, database_url: str,
+) -> None:
+    n = 400
+    obs = {"source_kind": "observation", "scope": "proj",
+           "content": {"subject": "user", "predicate": "likes", "object": "tea"}}
+    views = live.operations.submit_captures([event(i) for i in range(n)] + [obs], DEV)
+    ids = [v.operation_id for v in views]
+    dbname = psycopg.conninfo.conninfo_to_dict(database_url)["dbname"]
+    # Hold the fact key's advisory lock: the worker will block inside its batch transaction,
+    # after its COPYs and before its commit -- the worst moment to die.
+    blocker = psycopg.connect(database_url)
+    blocker.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 7214))",
+                    (_fact_lock_key("proj", "user", "likes", "tea"),))
+    worker = spawn("worker", "ingest", concurrency=1, name="doomed")
+    assert dispatcher.publish(OperationKind.CAPTURE, ids)
+
+    def worker_blocked() -> bool:
+        return scalar(database_url, "SELECT count(*) FROM pg_stat_activity WHERE datname = %s "
+                      "AND wait_event_type = 'Lock' AND wait_event = 'advisory'", dbname) == 1
+
+    wait_until(worker_blocked, what="the worker blocked mid-batch")
+    worker.kill()
+    blocker.rollback()  # let the orphaned backend run into its dead client
+    blocker.close()
+    wait_until(lambda: scalar(database_url, "SELECT count(*) FROM pg_stat_activity WHERE "
+                              "datname = %s AND state <> 'idle' AND pid <> pg_backend_pid()",
+                              dbname) == 0, what="the dead worker's transaction ended")
+    assert scalar(database_url, "SELECT count(*) FROM memory_records") == 0
+    assert scalar(database_url, "SELECT count(*) FROM operations WHERE status = 'queued'") == n + 1
+
+    # A new worker and beat's re-dispatch (the killed message is never acked).
+    env = {"MEMBRANE_REDISPATCH_AFTER_SECONDS": "1", "MEMBRANE_BEAT_REDISPATCH_SECONDS": "1",
+           "MEMBRANE_BEAT_REAP_SECONDS": "1"}
+    spawn("worker", "ingest,maintenance", concurrency=2, env=env)
+    spawn("beat", env=env)
+    wait_until(lambda: all_finished(live, ids), what="every operation finished")
+    done = live.operations.wait(ids, 0)
+    assert all(v.status is OperationStatus.SUCCEEDED for v in done)
+    assert scalar(database_url, "SELECT count(*) FROM memory_records") == n + 2  # + the fact
+    assert scalar(database_url, "SELECT count(DISTINCT id) FROM memory_records") == n + 2
+    assert scalar(database_url, "SELECT count(*) FROM audit_log") == n + 2
+    assert [v.record_ids[0] for v in done] == [v.record_id for v in views]
+
+
+def test_broker_down_at_accept_is_processed_after_it_returns(
+    live: Membrane, spawn: Spawn, worker_env: dict[str, str], tmp_path: Path, database_url: str,
+) -> None:
+    broker = Redis(tmp_path / "redis")
+    broker.start()
+    try:
+        dispatcher = CeleryDispatcher(make_app(Settings(redis_url=broker.url)))
+        broker.stop()
+        view = live.operations.submit_capture(event(1), DEV)
+        assert dispatcher.publish(OperationKind.CAPTURE, [view.operation_id]) is False
+        assert live.operations.get(view.operation_id, DEV).status is OperationStatus.QUEUED
+        broker.start()
+        env = {"MEMBRANE_REDIS_URL": broker.url, "MEMBRANE_REDISPATCH_AFTER_SECONDS": "1",
+               "MEMBRANE_BEAT_REDISPATCH_SECONDS": "1"}
+        spawn("worker", "ingest,maintenance", env=env)
+        spawn("beat", env=env)
+        done = live.operations.wait([view.operation_id], 90)[0]
+        assert done.status is OperationStatus.SUCCEEDED and done.record_ids == [view.record_id]
+        assert scalar(database_url, "SELECT count(*) FROM memory_records") == 1
+    finally:
+        broker.stop()
+
+
+def test_embedding_and_llm_pools(live: Membrane, spawn: Spawn, dispatcher: CeleryDispatcher,
+                                 database_url: str) -> None:
+    env = {"MEMBRANE_EMBEDDING_PROVIDER": "hashing", "MEMBRANE_LLM_PROVIDER": "deterministic"}
+    for queue in ("ingest", "embedding", "llm"):
+        spawn("worker", queue, env=env)
+    texts = ["Ann lives in Oslo and works at Acme.", "Bob prefers tea.", "Nothing to see here"]
+    views = live.operations.submit_captures(
+        [{"source_kind": "event", "scope": "team", "sensitivity": "medium",
+          "content": {"text": t}} for t in texts], DEV)
+    dispatcher.publish(OperationKind.CAPTURE, [v.operation_id for v in views])
+    assert all(v.status is OperationStatus.SUCCEEDED
+               for v in live.operations.wait([v.operation_id for v in views], 90))
+    app = dispatcher.app
+    app.send_task("membrane.extract_batch")
+    wait_until(lambda: scalar(database_url, "SELECT count(*) FROM work_items WHERE kind = "
+                              "'extract'") == 0, what="extraction done")
+    app.send_task("membrane.embed_batch")
+    wait_until(lambda: scalar(database_url, "SELECT count(*) FROM work_items WHERE kind = "
+                              "'embed'") == 0, what="embeddings done")
+    with psycopg.connect(database_url) as conn:
+        facts = conn.execute(
+            "SELECT fact_subject, fact_predicate, fact_object, scope, sensitivity "
+            "FROM memory_records WHERE type = 'semantic' ORDER BY 1, 2").fetchall()
+    assert facts == [("ann", "lives_in", "oslo", "team", "medium"),
+                     ("ann", "works_at", "acme", "team", "medium"),
+                     ("bob", "prefers", "tea", "team", "medium")]
+    # every record, episodes and extracted facts, has a vector
+    records = scalar(database_url, "SELECT count(*) FROM memory_records")
+    assert records >= 6  # three episodes, three facts (and any entities capture resolved)
+    assert scalar(database_url, "SELECT count(*) FROM record_embeddings e JOIN memory_records r "
+                  "ON r.id = e.record_id") == records
+
+
+def test_revision_and_maintenance_through_their_queues(live: Membrane, spawn: Spawn,
+                                                       dispatcher: CeleryDispatcher) -> None:
+    spawn("worker", "revision")
+    spawn("worker", "maintenance")
+    obs = {"source_kind": "observation", "scope": "proj",
+           "content": {"subject": "user", "predicate": "likes", "object": "tea"}}
+    fact = live.capture(obs).record_ids[1]
+    retract = live.operations.submit_revision("retract", fact, {"rationale": "not true"}, DEV)
+    refused = live.operations.submit_revision("contest", fact, {"rationale": "later"}, DEV)
+    assert dispatcher.publish(OperationKind.RETRACT, [retract.operation_id])
+    first = live.operations.wait([retract.operation_id], 60)[0]
+    assert first.status is OperationStatus.SUCCEEDED and first.record_ids == [fact]
+    assert live.get(fact).status.value == "retracted"
+    assert dispatcher.publish(OperationKind.CONTEST, [refused.operation_id])
+    second = live.operations.wait([refused.operation_id], 60)[0]
+    assert second.status is OperationStatus.FAILED and second.error is not None
+    run = live.operations.submit_maintenance(["decay", "embed"], DEV)
+    assert dispatcher.publish(OperationKind.MAINTENANCE, [run.operation_id])
+    done = live.operations.wait([run.operation_id], 60)[0]
+    assert done.status is OperationStatus.SUCCEEDED, done.error
+    assert done.result is not None and set(done.result) == {"decay", "embed"}

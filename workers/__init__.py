@@ -1,0 +1,1 @@
+"""Celery worker pools: thin tasks over ``membrane_core`` (RFC 9.5)."""

@@ -1,0 +1,137 @@
+# mypy: disable-error-code="untyped-decorator,no-untyped-call,attr-defined"
+"""The one Celery app of every worker pool, beat and Flower (RFC 9.5).
+
+``celery -A workers.app:app worker -Q ingest`` runs the ingest pool; each queue
+(ingest, revision, embedding, llm, maintenance) is its own pool. Each worker
+process builds its :class:`~membrane_core.Membrane` once, after the fork
+(``worker_process_init``), so connection pools are never shared across processes.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Any
+
+from celery import Celery
+from celery.signals import worker_process_init, worker_process_shutdown
+from kombu import Queue
+
+import beat_schedule
+from membrane_core import Membrane, Settings
+
+log = logging.getLogger(__name__)
+
+#: The queues, one worker pool each (RFC 9.5).
+QUEUES = ("ingest", "revision", "embedding", "llm", "maintenance")
+
+#: Task name -> queue (RFC 9.5).
+TASK_ROUTES: dict[str, dict[str, str]] = {
+    "membrane.ingest": {"queue": "ingest"},
+    "membrane.revision": {"queue": "revision"},
+    "membrane.embed_batch": {"queue": "embedding"},
+    "membrane.extract_batch": {"queue": "llm"},
+    "membrane.maintenance_op": {"queue": "maintenance"},
+    "membrane.maintenance_job": {"queue": "maintenance"},
+    "membrane.redispatch": {"queue": "maintenance"},
+    "membrane.reap": {"queue": "maintenance"},
+    "membrane.purge_operations": {"queue": "maintenance"},
+}
+
+#: Worker processes per pool by default; the local embedding model wants one.
+DEFAULT_CONCURRENCY = {"ingest": 2, "revision": 1, "embedding": 1, "llm": 2, "maintenance": 1}
+
+#: RSS (KiB) after which a pool process is replaced between tasks; the embedding pool
+#: with the local model is exempt (RFC 13.1).
+MAX_MEMORY_PER_CHILD_KIB = 256 * 1024
+
+
+def broker_url(settings: Settings) -> str:
+    """The broker: ``MEMBRANE_REDIS_URL``, else a local Redis on the default port."""
+    return settings.redis_url or "redis://127.0.0.1:6379/0"
+
+
+def make_app(settings: Settings | None = None) -> Celery:
+    """RFC 9.5: the Celery app configured from ``settings``."""
+    s = settings or Settings()
+    app = Celery("membrane", include=["workers.tasks"])
+    app.conf.update(
+        broker_url=broker_url(s),
+        broker_connection_retry_on_startup=True,
+        broker_transport_options={"socket_connect_timeout": 2, "visibility_timeout": 3600},
+        task_ignore_result=True,
+        task_serializer="json",
+        accept_content=["json"],
+        task_queues=[Queue(name) for name in QUEUES],
+        task_default_queue="maintenance",
+        task_routes=TASK_ROUTES,
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        worker_send_task_events=True,
+        task_send_sent_event=True,
+        worker_hijack_root_logger=False,
+        beat_schedule=beat_schedule.build(s),
+        timezone="UTC",
+        enable_utc=True,
+    )
+    return app
+
+
+app = make_app()
+
+_state: dict[str, Membrane] = {}
+
+
+def membrane() -> Membrane:
+    """This process's Membrane, built on first use (RFC 9.5)."""
+    m = _state.get("membrane")
+    if m is None:
+        m = _state["membrane"] = Membrane(Settings())
+    return m
+
+
+@worker_process_init.connect
+def _build_after_fork(**_: Any) -> None:
+    # Resources made before the fork belong to the parent; start from scratch.
+    _state.clear()
+    membrane()
+
+
+@worker_process_shutdown.connect
+def _close(**_: Any) -> None:
+    m = _state.pop("membrane", None)
+    if m is not None:
+        m.close()
+
+
+def worker_argv(queue: str, *, concurrency: int | None = None, loglevel: str = "INFO") -> list[str]:
+    """The command line of the worker pool for ``queue`` (RFC 13.1)."""
+    if queue not in QUEUES:
+        raise ValueError(f"queue must be one of {', '.join(QUEUES)}, got {queue!r}")
+    argv = [sys.executable, "-m", "celery", "-A", "workers.app:app", "worker", "-Q", queue,
+            "-n", f"{queue}@%h", "-c", str(concurrency or DEFAULT_CONCURRENCY[queue]),
+            f"--loglevel={loglevel}", "-E"]
+    if queue != "embedding":
+        argv.append(f"--max-memory-per-child={MAX_MEMORY_PER_CHILD_KIB}")
+    return argv
+
+
+def beat_argv(schedule_file: str, *, loglevel: str = "INFO") -> list[str]:
+    """The command line of Celery beat; ``schedule_file`` keeps its last-run times (RFC 9.5)."""
+    return [sys.executable, "-m", "celery", "-A", "workers.app:app", "beat", "-s", schedule_file,
+            f"--loglevel={loglevel}"]
+
+
+def flower_argv(settings: Settings, *, address: str = "127.0.0.1", port: int = 5555,
+                open_access: bool = False) -> list[str]:
+    """The command line of Flower on the same broker (RFC 14.1).
+
+    It runs ``workers.flower``, which reads ``MEMBRANE_FLOWER_BASIC_AUTH`` from the
+    environment (so the secret is not on the command line) and refuses to start without
+    it unless ``open_access`` is True (``--open``).
+    """
+    argv = [sys.executable, "-m", "workers.flower", f"--address={address}", f"--port={port}"]
+    if open_access:
+        argv.append("--open")
+    return argv

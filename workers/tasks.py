@@ -1,0 +1,102 @@
+# mypy: disable-error-code="untyped-decorator,no-untyped-call,attr-defined"
+"""Thin, idempotent tasks: each turns ids or a batch size into one core call (RFC 9.5).
+
+Only transient failures (``errors.Unavailable``, ``TransientProviderError``) are
+retried, with exponential backoff; everything else is recorded by the core on the
+operation or work item it concerns.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import Task
+
+from membrane_core import errors
+from membrane_core.providers.base import TransientProviderError
+from workers.app import app, membrane
+from workers.dispatch import CeleryDispatcher
+
+TRANSIENT = (errors.Unavailable, TransientProviderError)
+RETRY = {"autoretry_for": TRANSIENT, "retry_backoff": 2, "retry_backoff_max": 120,
+         "retry_jitter": True, "max_retries": 8}
+
+dispatcher = CeleryDispatcher(app)
+
+
+def _worker(task: Task) -> str:
+    return f"{task.request.hostname or 'worker'}:{task.request.id}"
+
+
+@app.task(name="membrane.ingest", bind=True, **RETRY)
+def ingest(self: Task, operation_ids: list[str] | None = None, drain: int | None = None
+           ) -> dict[str, int]:
+    """Write capture operations exactly once, plus up to ``drain`` other queued ones."""
+    m = membrane()
+    more = m.settings.ingest_drain if drain is None else drain
+    return m.operations.process_captures(operation_ids, worker=_worker(self), drain=more)
+
+
+@app.task(name="membrane.revision", bind=True, **RETRY)
+def revision(self: Task, operation_id: str) -> dict[str, Any]:
+    """Apply one revision operation."""
+    return membrane().operations.process_one(operation_id, worker=_worker(self))
+
+
+@app.task(name="membrane.maintenance_op", bind=True, **RETRY)
+def maintenance_op(self: Task, operation_id: str) -> dict[str, Any]:
+    """Run one maintenance operation (``POST /v1/maintenance/run``)."""
+    return membrane().operations.process_one(operation_id, worker=_worker(self))
+
+
+def _continue(task: Task, summary: dict[str, Any], limit: int | None, batch: int) -> None:
+    # A full batch means a backlog: go on without waiting for the next beat tick.
+    if not summary.get("error") and summary.get("claimed", 0) >= (limit or batch):
+        task.apply_async(kwargs={"limit": limit})
+
+
+@app.task(name="membrane.embed_batch", bind=True, **RETRY)
+def embed_batch(self: Task, limit: int | None = None) -> dict[str, Any]:
+    """Embed one batch of records that are due."""
+    m = membrane()
+    summary = m.embedding.run_batch(limit)
+    _continue(self, summary, limit, m.settings.batch_size)
+    return summary
+
+
+@app.task(name="membrane.extract_batch", bind=True, **RETRY)
+def extract_batch(self: Task, limit: int | None = None) -> dict[str, Any]:
+    """Extract facts from one batch of episodes that are due."""
+    m = membrane()
+    summary = m.extraction.run_batch(limit)
+    _continue(self, summary, limit, min(m.settings.batch_size, 100))
+    return summary
+
+
+@app.task(name="membrane.maintenance_job", **RETRY)
+def maintenance_job(job: str, limit: int | None = None) -> dict[str, Any]:
+    """Run batches of a maintenance job until its due work is cleared or the tick's budget is spent."""
+    result: dict[str, Any] = membrane().maintenance.drain(job, limit=limit)
+    return result
+
+
+@app.task(name="membrane.redispatch", **RETRY)
+def redispatch() -> dict[str, int]:
+    """Publish again the operations whose message was lost or never sent."""
+    m = membrane()
+    stale = m.operations.redispatch_stale(m.settings.redispatch_after_seconds)
+    for kind, ids in stale.items():
+        dispatcher.publish(kind, ids)
+    return {kind.value: len(ids) for kind, ids in stale.items()}
+
+
+@app.task(name="membrane.reap", **RETRY)
+def reap() -> dict[str, int]:
+    """Release work items and operations whose worker's lease ran out."""
+    return membrane().operations.reap_expired()
+
+
+@app.task(name="membrane.purge_operations", **RETRY)
+def purge_operations() -> int:
+    """Forget operations finished longer ago than the retention."""
+    return membrane().operations.purge_finished()
