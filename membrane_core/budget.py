@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
+
+import pydantic_core
 
 from membrane_core import errors
 
@@ -36,7 +37,7 @@ def json_depth(value: Any, limit: int) -> int:
 
 def encoded_size(value: Any) -> int:
     """Bytes of the compact UTF-8 JSON encoding of ``value``."""
-    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str).encode())
+    return len(pydantic_core.to_json(value, fallback=str))
 
 
 def check_json_budget(value: Any, *, field: str, max_bytes: int, max_depth: int) -> None:
@@ -44,14 +45,18 @@ def check_json_budget(value: Any, *, field: str, max_bytes: int, max_depth: int)
 
     RFC 2.4: the error names the field and the budget that was exceeded.
     """
-    depth = json_depth(value, max_depth)
+    encoded = pydantic_core.to_json(value, fallback=str)
+    # Fast path: fewer brackets in the whole encoding than the limit bounds the depth
+    # (brackets inside strings only over-count, which falls back to the exact walk).
+    brackets = encoded.count(b"{") + encoded.count(b"[")
+    depth = brackets if brackets <= max_depth else json_depth(value, max_depth)
     if depth > max_depth:
         raise errors.PayloadTooLarge(
             f"{field} is nested deeper than {max_depth} levels",
             details=[{"field": field, "message": f"nesting depth exceeds {max_depth}",
                       "type": "depth_budget"}],
         )
-    size = encoded_size(value)
+    size = len(encoded)
     if size > max_bytes:
         raise errors.PayloadTooLarge(
             f"{field} is {size} bytes, over the budget of {max_bytes}",

@@ -24,6 +24,10 @@ from membrane_core.storage.queries import q
 _WS = re.compile(r"\s+")
 
 
+def _json(value: dict[str, Any] | None) -> str:
+    return json.dumps(value, ensure_ascii=False) if value else "{}"
+
+
 def norm_term(value: str) -> str:
     """Normalised form of a fact term or entity name: case-folded, whitespace collapsed."""
     return _WS.sub(" ", value).strip().casefold()
@@ -37,10 +41,12 @@ def fact_key(scope: str, subject: str, predicate: str, obj: str) -> FactKey:
     return (scope, norm_term(subject), normalise_predicate(predicate), norm_term(obj))
 
 
-def projected_bytes(record: MemoryRecord) -> int:
+def projected_bytes(record: MemoryRecord, payload_json: str | None = None) -> int:
     """Projected hydrated size used by the byte budget (RFC 8.3)."""
+    if payload_json is None:
+        payload_json = record.payload.model_dump_json()
     return (
-        budget.encoded_size(record.payload.model_dump(mode="json"))
+        len(payload_json.encode())
         + budget.encoded_size(record.metadata)
         + len((record.summary or "").encode())
         + sum(len(t) + 4 for t in record.tags)
@@ -62,7 +68,7 @@ def search_text(record: MemoryRecord) -> str:
     return " ".join(x for x in parts if x)[:100_000]
 
 
-def _record_row(r: MemoryRecord) -> tuple[Any, ...]:
+def _record_row(r: MemoryRecord, payload_json: str) -> tuple[Any, ...]:
     lc, d = r.lifecycle, r.lifecycle.decay
     fact = r.payload if isinstance(r.payload, SemanticPayload) else None
     v = r.validity
@@ -72,9 +78,9 @@ def _record_row(r: MemoryRecord) -> tuple[Any, ...]:
         d.reinforcement_gain, lc.base_salience, lc.reinforced_at, lc.pinned,
         lc.deletion_policy.value, v.mode.value if v else None, v.valid_from if v else None,
         v.valid_to if v else None, r.recorded_at, r.occurred_at, r.created_at, r.updated_at,
-        r.summary, json.dumps(r.metadata, ensure_ascii=False),
+        r.summary, _json(r.metadata),
         *(fact_key(r.scope, fact.subject, fact.predicate, fact.object)[1:] if fact
-          else (None, None, None)), projected_bytes(r), search_text(r),
+          else (None, None, None)), projected_bytes(r, payload_json), search_text(r),
     )
 
 
@@ -92,8 +98,9 @@ class RowBatch:
 
     def add_record(self, r: MemoryRecord, *, actor: str, rationale: str) -> None:
         """Queue a new record with its payload, tags, provenance, relations and create entry."""
-        self.records.append(_record_row(r))
-        self.payloads.append((r.id, r.payload.kind, r.payload.model_dump_json()))
+        payload_json = r.payload.model_dump_json()
+        self.records.append(_record_row(r, payload_json))
+        self.payloads.append((r.id, r.payload.kind, payload_json))
         self.tags.extend((r.id, t) for t in dict.fromkeys(r.tags))
         self.provenance.extend(
             (r.id, s.kind.value, s.ref, s.hash, s.created_by, s.timestamp) for s in r.provenance
@@ -109,7 +116,7 @@ class RowBatch:
                     details: dict[str, Any] | None = None) -> None:
         """Queue one audit entry (RFC 5.5)."""
         self.audit.append((record_id, scope, sensitivity, action.value, actor, ts, rationale,
-                           json.dumps(details or {}, ensure_ascii=False)))
+                           _json(details)))
 
     def flush(self, conn: psycopg.Connection) -> None:
         """Write every queued row: one COPY per table, one statement for work items."""
@@ -123,10 +130,25 @@ class RowBatch:
                 with cur.copy(q(name)) as copy:
                     for row in rows:
                         copy.write_row(row)
-        if self.work:
-            kinds, targets, due = zip(*self.work, strict=True)
+        # RFC 9.3: items for records inserted by this batch cannot conflict, so they
+        # go through COPY; items for existing records keep the upsert's earlier due time.
+        new_ids = {row[0] for row in self.records}
+        fresh: dict[tuple[str, uuid.UUID], datetime] = {}
+        upsert: list[tuple[str, uuid.UUID, datetime]] = []
+        for kind, target, due in self.work:
+            if target in new_ids:
+                prev = fresh.get((kind, target))
+                fresh[(kind, target)] = due if prev is None or due < prev else prev
+            else:
+                upsert.append((kind, target, due))
+        if fresh:
+            with cur.copy(q("copy_work_items")) as copy:
+                for (kind, target), due in fresh.items():
+                    copy.write_row((kind, target, due))
+        if upsert:
+            kinds, targets, dues = zip(*upsert, strict=True)
             cur.execute(q("insert_work_items"),
-                        {"kinds": list(kinds), "targets": list(targets), "due": list(due)})
+                        {"kinds": list(kinds), "targets": list(targets), "due": list(dues)})
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,10 @@ COPY relations (source_id, predicate, target_id, weight, created_at) FROM STDIN
 -- Bulk append to the audit log; the trigger chains each entry (RFC 5.5).
 COPY audit_log (record_id, scope, sensitivity, action, actor, ts, rationale, details) FROM STDIN
 
+-- name: copy_work_items
+-- Bulk insert of work items for records created in the same transaction (RFC 9.3).
+COPY work_items (kind, target_id, due_at) FROM STDIN
+
 -- name: insert_work_items
 -- Schedule work items; an existing item of the same kind and target keeps the earlier due time (RFC 9.3).
 INSERT INTO work_items (kind, target_id, due_at)
