@@ -18,11 +18,12 @@ from fastapi import FastAPI
 
 from api import errors as api_errors
 from api.auth import KeyRing
-from api.deps import Dispatcher, Services
+from api.deps import Services
 from api.limits import MAX_BATCH_BODY_BYTES, MAX_BODY_BYTES, BodyLimitMiddleware
 from api.metrics import MetricsMiddleware, Registry
 from api.routes import captures, operators, reads, revisions
 from membrane_core import Membrane, Settings
+from membrane_core.operations import Dispatcher
 
 log = logging.getLogger(__name__)
 

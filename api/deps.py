@@ -3,26 +3,18 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Protocol
-from uuid import UUID
+from typing import Annotated
 
 from fastapi import Depends, Header, Request
 
 from api.auth import KeyRing
 from api.metrics import Registry
 from membrane_core import Membrane, errors
+from membrane_core.operations import Dispatcher
 from membrane_core.trust import TrustPolicy
 
 log = logging.getLogger(__name__)
-
-
-class Dispatcher(Protocol):
-    """Publishes operation ids to the broker after the inbox commit (RFC 9.5)."""
-
-    def publish(self, kind: Any, operation_ids: Sequence[UUID]) -> bool:
-        """Send ``operation_ids`` to the queue of ``kind``; False when the broker is down."""
 
 
 @dataclass

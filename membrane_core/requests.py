@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from membrane_core import budget
 from membrane_core.enums import MemoryType, Sensitivity, SourceKind
@@ -43,20 +43,22 @@ class CaptureRequest(Frozen):
                 )
         return data
 
-    @model_validator(mode="after")
-    def _content_shape(self) -> CaptureRequest:
+    @field_validator("content")
+    @classmethod
+    def _content_shape(cls, content: JSONDict, info: ValidationInfo) -> JSONDict:
         # RFC 3.1: the content each source kind needs; the payload models check types.
+        kind = info.data.get("source_kind")
         required = {
             SourceKind.OBSERVATION: ("subject", "predicate", "object"),
             SourceKind.WORKING_STATE: ("thread_id", "task_state", "context_summary"),
-        }.get(self.source_kind, ())
-        missing = [k for k in required if k not in self.content]
+        }.get(kind, ()) if isinstance(kind, SourceKind) else ()
+        missing = [k for k in required if k not in content]
         if missing:
             raise ValueError(
-                f"{self.source_kind.value} content needs {', '.join(required)}; "
+                f"{kind.value if kind else ''} content needs {', '.join(required)}; "
                 f"missing: {', '.join(missing)}"
             )
-        return self
+        return content
 
 
 class ExpandOptions(Frozen):

@@ -107,6 +107,25 @@ def query_identifiers(query: str | None) -> list[tuple[str, str]]:
 _WORD = re.compile(r"\w")
 
 
+def read_filter(req: RetrieveRequest, policy: TrustPolicy, now: datetime) -> reads.ReadFilter:
+    """RFC 8.1, 7.3, 5.6: the SQL predicates of a request under the caller's narrowed policy."""
+    return reads.ReadFilter(
+        scopes=None if policy.reads_all else sorted(policy.read_scopes),
+        max_rank=policy.max_sensitivity.rank,
+        types=[t.value for t in req.memory_types] if req.memory_types else None,
+        tags=list(req.tags) if req.tags else None,
+        include_retracted=req.include_retracted, include_contested=req.include_contested,
+        min_salience=req.min_salience, now=now, as_of=req.as_of, valid_at=req.valid_at,
+    )
+
+
+def arm_counts(pool: list[reads.PoolRow], query: str | None) -> dict[str, int]:
+    """RFC 8.6: how many pool candidates each arm proposed."""
+    return {"vector": sum(p.in_vector for p in pool), "text": sum(p.in_text for p in pool),
+            "entity": sum(p.in_entity for p in pool),
+            "salience": len(pool) if query is None else 0}
+
+
 class Retriever:
     """RFC 8: candidates in SQL, fused, then trust, status and budgets re-applied in Python.
 
@@ -180,14 +199,7 @@ class Retriever:
         """RFC 8.1-8.6: hybrid candidates filtered in SQL, fused, bounded, re-checked, expanded."""
         policy = trust.narrow(req.scopes, req.max_sensitivity)
         now = self.clock()
-        f = reads.ReadFilter(
-            scopes=None if policy.reads_all else sorted(policy.read_scopes),
-            max_rank=policy.max_sensitivity.rank,
-            types=[t.value for t in req.memory_types] if req.memory_types else None,
-            tags=list(req.tags) if req.tags else None,
-            include_retracted=req.include_retracted, include_contested=req.include_contested,
-            min_salience=req.min_salience, now=now, as_of=req.as_of, valid_at=req.valid_at,
-        )
+        f = read_filter(req, policy, now)
         query = req.query if req.query and req.query.strip() else None
         qvec, vector_state = self._embed(query)
         # RFC 8.1: the lexical and entity arms are cheap and get a wide window; the vector
@@ -231,13 +243,10 @@ class Retriever:
             {p.id: p.vector_score for p in pool}, now, threshold=self.selector_threshold,
         )
         diagnostics: dict[str, Any] = {
-            "candidates": len(pool),
-            "arms": {"vector": sum(p.in_vector for p in pool), "text": sum(p.in_text for p in pool),
-                     "entity": sum(p.in_entity for p in pool),
-                     "salience": len(pool) if query is None else 0},
-            "vector": vector_state, "fusion": self.fusion_method,
-            "returned": len(root_views), "neighbors": len(neighbor_views), "edges": len(edges),
-            "bytes": used, "row_limit": req.limit, "max_bytes": req.max_bytes,
+            "candidates": len(pool), "arms": arm_counts(pool, query), "vector": vector_state,
+            "fusion": self.fusion_method, "returned": len(root_views),
+            "neighbors": len(neighbor_views), "edges": len(edges), "bytes": used,
+            "row_limit": req.limit, "max_bytes": req.max_bytes,
             "row_limit_applied": len(ranked) > req.limit,
             "byte_limit_applied": any(not s.fits for s in sized) or cut_py,
             "filtered_in_python": dropped,

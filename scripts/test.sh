@@ -27,4 +27,8 @@ if ! command -v redis-server >/dev/null 2>&1; then
   fi
 fi
 
-exec .venv/bin/python -m pytest "$@"
+# A private temp root: concurrent pytest sessions on one machine otherwise prune
+# each other's numbered folders (and the embedded Postgres inside them).
+basetemp=$(mktemp -d -t membrane-tests.XXXXXX)
+trap 'rm -rf "$basetemp"' EXIT
+.venv/bin/python -m pytest --basetemp="$basetemp" "$@"

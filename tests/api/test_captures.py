@@ -103,8 +103,9 @@ def test_idempotency_key_same_body_same_operation_other_body_409(client: httpx.C
     first = client.post("/v1/captures", json=EVENT, headers=key)
     again = client.post("/v1/captures", json=EVENT, headers=key)
     assert first.status_code == 202
-    assert again.status_code in (200, 202)
+    assert again.status_code == 200  # a replay of a finished operation answers it finished
     assert again.json()["operation_id"] == first.json()["operation_id"]
+    assert again.json()["status"] == "succeeded"
 
     other = client.post("/v1/captures", json=dict(EVENT, summary="another body"), headers=key)
     assert other.status_code == 409
@@ -115,3 +116,22 @@ def test_operation_of_unknown_id_is_404(client: httpx.Client) -> None:
     resp = client.get(f"/v1/operations/{uuid.uuid4()}")
     assert resp.status_code == 404
     assert resp.json()["error"]["code"] == "not_found"
+
+
+def test_batch_idempotency_key_replays_the_same_operations(client: httpx.Client) -> None:
+    key = {"Idempotency-Key": f"b-{uuid.uuid4()}"}
+    body = {"captures": [EVENT, FACT]}
+    first = client.post("/v1/captures:batch", json=body, headers=key)
+    again = client.post("/v1/captures:batch", json=body, headers=key)
+    ids = [op["operation_id"] for op in first.json()["operations"]]
+    assert [op["operation_id"] for op in again.json()["operations"]] == ids
+    other = client.post("/v1/captures:batch", json={"captures": [FACT, EVENT]}, headers=key)
+    assert other.status_code == 409
+
+
+def test_batch_of_only_invalid_items_is_answered_finished(client: httpx.Client) -> None:
+    resp = client.post("/v1/captures:batch", json={"captures": [{"scope": "a"}, {"source_kind": "event"}]})
+    assert resp.status_code == 200
+    ops = resp.json()["operations"]
+    assert [op["status"] for op in ops] == ["failed", "failed"]
+    assert all(op["error"]["code"] == "invalid_input" for op in ops)

@@ -92,10 +92,10 @@ def test_unknown_route_and_method_use_the_error_shape(client: httpx.Client) -> N
     assert resp.json()["error"]["code"] == "method_not_allowed"
 
 
-def test_content_shape_errors_name_the_body_and_the_missing_keys(client: httpx.Client) -> None:
+def test_content_shape_errors_name_the_content_and_the_missing_keys(client: httpx.Client) -> None:
     resp = client.post("/v1/captures", json={"source_kind": "observation", "scope": "a",
                                              "content": {"subject": "user"}})
     assert resp.status_code == 422
     err = resp.json()["error"]
-    assert err["details"][0]["field"] == "body"
+    assert err["details"][0]["field"] == "content"
     assert "predicate" in err["message"]

@@ -76,9 +76,10 @@ def test_capture_validation_names_fields() -> None:
 
 
 def test_observation_requires_triple() -> None:
-    with pytest.raises(errors.InvalidInput, match="missing: predicate, object"):
+    with pytest.raises(errors.InvalidInput, match="missing: predicate, object") as info:
         parse(CaptureRequest, {"source_kind": "observation", "scope": "s",
                                "content": {"subject": "x"}})
+    assert [d["field"] for d in info.value.details] == ["content"]
 
 
 @pytest.mark.parametrize(
