@@ -67,6 +67,31 @@ def _payload(req: CaptureRequest, memory_type: MemoryType) -> EpisodicPayload | 
     )
 
 
+def check_content(req: CaptureRequest) -> None:
+    """RFC 2.4, 3.1: validate the payloads a capture would produce, without building records.
+
+    Raises pydantic ``ValidationError`` naming each invalid field, exactly as
+    :func:`plan_capture` would for the same request.
+    """
+    _payload(req, classify(req.source_kind))
+    if req.source_kind is SourceKind.OBSERVATION:
+        _fact_payload(req, source_id=uuid.UUID(int=0))
+
+
+def _fact_payload(req: CaptureRequest, *, source_id: uuid.UUID) -> SemanticPayload:
+    c = req.content
+    valid_from, valid_to = c.get("valid_from"), c.get("valid_to")
+    validity = Validity(
+        mode=ValidityMode.TIMEBOXED if (valid_from or valid_to) else ValidityMode.GLOBAL,
+        valid_from=valid_from, valid_to=valid_to,
+    )
+    return SemanticPayload(
+        subject=str(c["subject"]), predicate=str(c["predicate"]), object=str(c["object"]),
+        evidence=[ProvenanceRef(kind=ProvenanceKind.OBSERVATION, ref=str(source_id))],
+        validity=validity,
+    )
+
+
 def _search_summary(req: CaptureRequest) -> str | None:
     if req.summary:
         return req.summary
@@ -120,17 +145,8 @@ def plan_capture(
 def _derived_fact(
     req: CaptureRequest, source: MemoryRecord, policy: Policy, now: datetime
 ) -> MemoryRecord:
-    c = req.content
-    valid_from, valid_to = c.get("valid_from"), c.get("valid_to")
-    validity = Validity(
-        mode=ValidityMode.TIMEBOXED if (valid_from or valid_to) else ValidityMode.GLOBAL,
-        valid_from=valid_from, valid_to=valid_to,
-    )
-    payload = SemanticPayload(
-        subject=str(c["subject"]), predicate=str(c["predicate"]), object=str(c["object"]),
-        evidence=[ProvenanceRef(kind=ProvenanceKind.OBSERVATION, ref=str(source.id))],
-        validity=validity,
-    )
+    payload = _fact_payload(req, source_id=source.id)
+    validity = payload.validity
     return MemoryRecord(
         id=new_id(), type=MemoryType.SEMANTIC, scope=source.scope,
         sensitivity=source.sensitivity, confidence=policy.confidence(req.source_kind),

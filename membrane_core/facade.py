@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -11,7 +12,7 @@ from pydantic import ValidationError
 
 from membrane_core import audit as audit_log
 from membrane_core import errors, metrics
-from membrane_core.capture import CapturePlan, plan_capture
+from membrane_core.capture import CapturePlan, check_content, plan_capture
 from membrane_core.embedding import EmbeddingService
 from membrane_core.enums import MemoryType, Sensitivity
 from membrane_core.extraction import ExtractionService
@@ -65,6 +66,18 @@ def parse(model: type[M], data: M | Mapping[str, Any]) -> M:
         raise errors.InvalidInput(f"invalid {model.__name__}: {summary}", details=details) from exc
 
 
+@contextlib.contextmanager
+def _content_errors() -> Iterator[None]:
+    """Payload validation errors as ``InvalidInput`` with fields under ``content`` (RFC 2.4)."""
+    try:
+        yield
+    except ValidationError as exc:
+        details = [{**d, "field": f"content.{d['field']}" if d["field"] else "content"}
+                   for d in errors.field_errors(exc)]
+        summary = "; ".join(f"{d['field']}: {d['message']}" for d in details[:5])
+        raise errors.InvalidInput(f"invalid capture content: {summary}", details=details) from exc
+
+
 def _record_id(value: uuid.UUID | str) -> uuid.UUID:
     try:
         return uuid.UUID(str(value))
@@ -115,11 +128,8 @@ class Membrane:
 
     # -- capture (RFC 3) ------------------------------------------------------
 
-    def plan(
-        self, request: CaptureRequest | Mapping[str, Any], trust: TrustPolicy = DEVELOPMENT_POLICY,
-        *, record_id: uuid.UUID | None = None, operation_id: uuid.UUID | None = None,
-    ) -> CapturePlan:
-        """Validate and authorise one capture without writing it (RFC 3.3, 7.1)."""
+    def _authorised(self, request: CaptureRequest | Mapping[str, Any], trust: TrustPolicy
+                    ) -> CaptureRequest:
         req = parse(CaptureRequest, request)
         trust.require_write(req.scope)
         if req.sensitivity and req.sensitivity.rank > trust.max_sensitivity.rank:
@@ -127,13 +137,30 @@ class Membrane:
                 f"sensitivity {req.sensitivity.value!r} is above the caller's maximum",
                 details=[{"field": "sensitivity", "message": "above policy", "type": "forbidden"}],
             )
-        try:
+        return req
+
+    def check(
+        self, request: CaptureRequest | Mapping[str, Any], trust: TrustPolicy = DEVELOPMENT_POLICY
+    ) -> CaptureRequest:
+        """Validate and authorise one capture without building its records (RFC 2.4, 7.1).
+
+        Accepts exactly what :meth:`plan` accepts; the cheap check the inbox runs at
+        accept time (RFC 9.1).
+        """
+        req = self._authorised(request, trust)
+        with _content_errors():
+            check_content(req)
+        return req
+
+    def plan(
+        self, request: CaptureRequest | Mapping[str, Any], trust: TrustPolicy = DEVELOPMENT_POLICY,
+        *, record_id: uuid.UUID | None = None, operation_id: uuid.UUID | None = None,
+    ) -> CapturePlan:
+        """Validate and authorise one capture without writing it (RFC 3.3, 7.1)."""
+        req = self._authorised(request, trust)
+        with _content_errors():
             return plan_capture(req, self.policy, now=self.clock(), actor=trust.actor,
                                 record_id=record_id, operation_id=operation_id)
-        except ValidationError as exc:
-            raise errors.InvalidInput(
-                "invalid capture content", details=errors.field_errors(exc)
-            ) from exc
 
     def capture(
         self, request: CaptureRequest | Mapping[str, Any], trust: TrustPolicy = DEVELOPMENT_POLICY

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pydantic import Field
 
 from membrane_core import budget, errors, processing, revision
-from membrane_core.capture import CapturePlan, new_id
+from membrane_core.capture import new_id
 from membrane_core.enums import OperationKind, OperationStatus, Sensitivity
 from membrane_core.models import Frozen
 from membrane_core.processing import MAX_ATTEMPTS, as_uuid, worker_name
@@ -142,12 +142,12 @@ def _new_view(row: store.NewOperation) -> OperationView:
 
 
 class _Prepared:
-    """A validated capture ready to insert."""
+    """A validated capture ready to insert, with its pre-assigned primary record id."""
 
-    __slots__ = ("hash", "plan", "request")
+    __slots__ = ("hash", "record_id", "request")
 
-    def __init__(self, plan: CapturePlan, request: str, hash_: str) -> None:
-        self.plan, self.request, self.hash = plan, request, hash_
+    def __init__(self, record_id: uuid.UUID, request: str, hash_: str) -> None:
+        self.record_id, self.request, self.hash = record_id, request, hash_
 
 
 class Operations(processing.OperationProcessing):
@@ -160,22 +160,14 @@ class Operations(processing.OperationProcessing):
 
     def _prepare_capture(self, body: CaptureRequest | Mapping[str, Any], trust: TrustPolicy,
                          op_id: uuid.UUID, now: datetime) -> _Prepared:
-        req = body if isinstance(body, CaptureRequest) else self._parse_capture(body)
-        plan = self._m.plan(req, trust, record_id=new_id(), operation_id=op_id)
-        dumped = req.model_dump(mode="json")
-        hash_ = request_hash(OperationKind.CAPTURE, None, dumped)
-        if dumped.get("occurred_at") is None:
+        req = self._m.check(body, trust)
+        hash_ = request_hash(OperationKind.CAPTURE, None, req.model_dump(mode="json"))
+        if req.occurred_at is None:
             # The event happened when it was accepted, not when a worker got to it.
-            dumped["occurred_at"] = now.isoformat()
-        text = json.dumps(dumped, separators=(",", ":"), ensure_ascii=False)
+            req = req.model_copy(update={"occurred_at": now})
+        text = req.model_dump_json()
         _check_nul(text, "body")
-        return _Prepared(plan, text, hash_)
-
-    @staticmethod
-    def _parse_capture(body: Mapping[str, Any]) -> CaptureRequest:
-        from membrane_core.facade import parse  # the facade imports this module
-
-        return parse(CaptureRequest, body)
+        return _Prepared(new_id(), text, hash_)
 
     def submit_capture(
         self, body: CaptureRequest | Mapping[str, Any], trust: TrustPolicy, *,
@@ -191,7 +183,7 @@ class Operations(processing.OperationProcessing):
         op_id = new_id()
         prep = self._prepare_capture(body, trust, op_id, now)
         row = self._new_row(op_id, OperationKind.CAPTURE, trust, prep.hash, prep.request, now,
-                            key=idempotency_key, record_id=prep.plan.primary.id)
+                            key=idempotency_key, record_id=prep.record_id)
         return self._insert([row], trust)[0]
 
     def submit_captures(
@@ -221,7 +213,7 @@ class Operations(processing.OperationProcessing):
                 rows.append(self._failed_row(op_id, trust, body, exc, now, key))
                 continue
             rows.append(self._new_row(op_id, OperationKind.CAPTURE, trust, prep.hash,
-                                      prep.request, now, key=key, record_id=prep.plan.primary.id))
+                                      prep.request, now, key=key, record_id=prep.record_id))
         return self._insert(rows, trust)
 
     def submit_revision(
