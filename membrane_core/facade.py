@@ -116,6 +116,7 @@ class Membrane:
         self.work = work or records.WorkOptions(
             embed=self.settings.embedding_provider != "none",
             extract=self.settings.llm_provider != "none",
+            policy=self.policy,
         )
         self.retriever = Retriever(self.db, clock=clock, settings=self.settings,
                                    embedder=lambda: self.embedding.provider)
@@ -182,7 +183,8 @@ class Membrane:
             return []
         with self.db.transaction() as conn:
             outcomes = records.write_captures(conn, plans, now=self.clock(), opts=self.work)
-        return [CaptureResult(record_ids=o.record_ids, fact=o.fact) for o in outcomes]
+        return [CaptureResult(record_ids=o.record_ids, fact=o.fact, entities=o.entities)
+                for o in outcomes]
 
     # -- reads (RFC 8) --------------------------------------------------------
 

@@ -99,3 +99,4 @@ class CaptureResult(Frozen):
 
     record_ids: list[UUID]
     fact: str | None = None
+    entities: dict[str, Any] | None = None

@@ -17,6 +17,7 @@ from membrane_core import budget
 from membrane_core.capture import CapturePlan
 from membrane_core.enums import AuditAction, MemoryType, OutcomeStatus, WorkKind
 from membrane_core.models import EpisodicPayload, MemoryRecord, SemanticPayload
+from membrane_core.policy import Policy
 from membrane_core.providers.base import normalise_predicate
 from membrane_core.storage import entities as entity_store
 from membrane_core.storage.queries import q
@@ -153,11 +154,12 @@ class RowBatch:
 
 @dataclass(frozen=True)
 class WorkOptions:
-    """Which background work a capture schedules (RFC 9.3)."""
+    """Which background work a capture schedules (RFC 9.3), and the policy for records it derives."""
 
     embed: bool = False
     extract: bool = False
     compress_after: timedelta = timedelta(hours=24)
+    policy: Policy = field(default_factory=Policy)
 
 
 @dataclass(frozen=True)
@@ -199,7 +201,8 @@ def write_captures(
         batch.add_record(plan.primary, actor=plan.actor, rationale="captured")
         _schedule(batch, plan.primary, now, opts)
     fact_results = _resolve_facts(conn, plans, batch, now, opts)
-    resolved = entity_store.resolve_mentions(conn, plans, batch, now=now, embed=opts.embed)
+    resolved = entity_store.resolve_mentions(conn, plans, batch, now=now, embed=opts.embed,
+                                             policy=opts.policy)
     batch.flush(conn)
     resolved.flush(conn)
     out = []
