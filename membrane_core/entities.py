@@ -65,7 +65,10 @@ _IDENT_IN_TEXT = re.compile(
 _HANDLE = re.compile(r"^@([A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,37}[A-Za-z0-9_])?)$")
 _HANDLE_IN_TEXT = re.compile(r"(?<![\w.@])@([A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,37}[A-Za-z0-9_])?)")
 _NOT_NAMESPACES = frozenset({"http", "https", "ftp", "file", "data", "mailto", "javascript", "urn"})
-_WORD = re.compile(r"[A-Za-z0-9][\w'\u2019-]*")
+_CAP_RUN = re.compile(
+    r"(?<![\w'\u2019-])[A-Z\u00c0-\u00d6\u00d8-\u00de][\w'\u2019-]*"
+    r"(?: [A-Z\u00c0-\u00d6\u00d8-\u00de][\w'\u2019-]*)*"
+)
 _PREDICATE = re.compile(r"[^0-9a-z]+")
 
 # Capitalised words that start sentences or name times, not entities (RFC 3.5.1).
@@ -243,31 +246,24 @@ def _capitalised(token: str) -> bool:
 
 def _name_spans(text: str) -> Iterator[tuple[int, str]]:
     """Runs of capitalised words separated by single spaces; a possessive ends a run."""
-    run: list[re.Match[str]] = []
-    prev_end = 0
-    for m in _WORD.finditer(text):
-        token = m.group()
-        if not token[:1].isupper():
-            yield from _close(run)
-            run = []
-        else:
-            if run and text[prev_end:m.start()] != " ":
-                yield from _close(run)
-                run = []
-            run.append(m)
-            if _strip_possessive(token) != token:  # "Mel's sister"
-                yield from _close(run)
-                run = []
-        prev_end = m.end()
-    yield from _close(run)
+    for m in _CAP_RUN.finditer(text):
+        words: list[tuple[int, str]] = []
+        pos = m.start()
+        for token in m.group().split(" "):
+            stripped = _strip_possessive(token)
+            words.append((pos, stripped))
+            pos += len(token) + 1
+            if stripped != token:  # "Mel's sister"
+                yield from _close(words)
+                words = []
+        yield from _close(words)
 
 
-def _close(run: list[re.Match[str]]) -> Iterator[tuple[int, str]]:
-    words = [(m.start(), _strip_possessive(m.group())) for m in run]
+def _close(words: list[tuple[int, str]]) -> Iterator[tuple[int, str]]:
     while words and not _capitalised(words[0][1]):
-        words.pop(0)
+        words = words[1:]
     while words and not _capitalised(words[-1][1]):
-        words.pop()
+        words = words[:-1]
     if words and len(words) <= MAX_NAME_WORDS:
         yield words[0][0], " ".join(w for _, w in words)
 

@@ -21,6 +21,9 @@ RRF_K = 60.0
 #: Default weight of each feature (RFC 8.2); salience breaks near-ties, it does not lead.
 DEFAULT_WEIGHTS: Mapping[str, float] = {"vector": 1.0, "text": 1.0, "entity": 1.0, "salience": 0.25}
 FEATURES = ("vector", "text", "entity", "salience")
+#: Smallest standard deviation a feature is scaled by in ``zsum`` (RFC 8.2): salience lives in
+#: [0, 1], and a pool captured within minutes differs by a hair that must not become a z of 1.
+SD_FLOOR: Mapping[str, float] = {"salience": 0.1}
 
 
 @dataclass(frozen=True)
@@ -75,7 +78,8 @@ def zsum(
     """RFC 8.2: ``sum_f w_f * z_f`` with z-scores over the pool.
 
     A missing text or entity score counts as 0 (no match); a missing vector similarity
-    (no embedding yet) as the pool's lowest similarity. A constant feature contributes 0.
+    (no embedding yet) as the pool's lowest similarity. A constant feature contributes 0;
+    the spread is floored per feature (``SD_FLOOR``) so noise is not magnified.
     """
     scores = {c.id: 0.0 for c in cands}
     for name in FEATURES:
@@ -88,6 +92,7 @@ def zsum(
         values = [fill if v is None else v for v in raw]
         mean = sum(values) / len(values)
         sd = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
+        sd = max(sd, SD_FLOOR.get(name, 0.0))
         if sd <= 1e-12:
             continue
         for c, v in zip(cands, values, strict=True):

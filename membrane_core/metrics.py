@@ -50,6 +50,7 @@ def shape(raw: dict[str, Any]) -> dict[str, Any]:
         "total_audit_entries": raw["audit_entries"],
         "revision_rate": _round(_ratio(int(rec.get("revised_records") or 0),
                                        int(rec.get("all_records") or 0))),
+        "retrieval_usefulness": _round(_ratio(int(rec.get("reinforced_records") or 0), total)),
         "competence_success_rate": _round(_ratio(successes, successes + failures)),
         "plan_reuse_frequency": _round(proc.get("plan_executions")),
         "memory_growth_rate": _round(_ratio(created, total - created)),

@@ -85,23 +85,17 @@ def write_facts(
     """
     if not facts:
         return DerivedOutcome([], [], 0)
-    keys = [records._fact_key(f.record) for f in facts]
-    cols = {"scopes": [k[0] for k in keys], "subjects": [k[1] for k in keys],
-            "predicates": [k[2] for k in keys], "objects": [k[3] for k in keys]}
-    cur = conn.cursor()
-    cur.execute(q("lock_fact_keys"), cols)
-    cur.execute(q("match_facts"), {"idx": list(range(len(facts))), **cols})
-    matches = {row[0]: (row[1], row[2]) for row in cur.fetchall()}
+    matches = records.lock_and_match_facts(conn, [records._fact_key(f.record) for f in facts])
     batch = records.RowBatch()
     created: list[uuid.UUID] = []
     existing: list[tuple[uuid.UUID, DerivedFact]] = []
     tombstoned = 0
-    for n, fact in enumerate(facts):
-        is_tombstoned, live = matches[n]
-        if is_tombstoned:
+    for fact, match in zip(facts, matches, strict=True):
+        if match.live_id is not None:
+            if match.live_status == "active":  # a contested fact is settled by revision (RFC 5.1)
+                existing.append((match.live_id, fact))
+        elif match.blocked:
             tombstoned += 1
-        elif live is not None:
-            existing.append((live, fact))
         else:
             r = fact.record
             batch.add_record(r, actor=fact.actor, rationale="extracted from episode")
@@ -141,12 +135,12 @@ def _reinforce(
                 new_links.append((fact_id, source, derived))
     if not counts:
         return []
-    conn.execute(q("drv_raise_sensitivity"), {
-        "ids": [f for f, _ in existing], "sens": [d.record.sensitivity.value for _, d in existing],
-        "now": now,
-    })
-    cur = conn.execute(q("reinforce_facts"),
-                       {"ids": list(counts), "counts": list(counts.values()), "now": now})
+    ranks: dict[uuid.UUID, int] = {}
+    for fact_id, _, derived in new_links:
+        ranks[fact_id] = max(ranks.get(fact_id, 0), derived.record.sensitivity.rank)
+    # RFC 6.2, 7.4: gain per new source; sensitivity rises to the sources' maximum.
+    cur = conn.execute(q("reinforce_facts"), {"ids": list(counts), "counts": list(counts.values()),
+                                              "ranks": [ranks[f] for f in counts], "now": now})
     labels = {row[0]: (row[1], row[2]) for row in cur.fetchall()}
     for fact_id, source, derived in new_links:
         scope, sens = labels[fact_id]

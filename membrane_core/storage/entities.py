@@ -39,7 +39,8 @@ class Resolution:
     now: datetime
     terms: list[tuple[uuid.UUID, str, str, str]] = field(default_factory=list)
     identifiers: list[tuple[uuid.UUID, str, str, str]] = field(default_factory=list)
-    edges: dict[tuple[uuid.UUID, str, uuid.UUID], None] = field(default_factory=dict)
+    #: ``{(source, predicate, target): sensitivity rank of the observation}``
+    edges: dict[tuple[uuid.UUID, str, uuid.UUID], int] = field(default_factory=dict)
 
     def flush(self, conn: psycopg.Connection) -> None:
         """RFC 3.5.2: one COPY for terms, one for identifiers, one insert for entity edges."""
@@ -54,7 +55,7 @@ class Resolution:
             sources, predicates, targets = zip(*self.edges, strict=True)
             cur.execute(q("insert_entity_relations"), {
                 "sources": list(sources), "predicates": list(predicates),
-                "targets": list(targets), "now": self.now,
+                "targets": list(targets), "ranks": list(self.edges.values()), "now": self.now,
             })
 
 
@@ -163,7 +164,8 @@ def _resolve_capture(
     for rc in ms.relations:
         s, o = targets.get(rc.subject), targets.get(rc.object)
         if s is not None and o is not None and s != o:
-            out.edges[(s, rc.predicate, o)] = None
+            edge = (s, rc.predicate, o)
+            out.edges[edge] = max(out.edges.get(edge, 0), rank)
             edges += 1
     return {**ms.report(), "linked": linked, "created": new, "relations": edges}
 

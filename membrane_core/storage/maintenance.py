@@ -16,6 +16,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
+from membrane_core.storage import records
 from membrane_core.storage.queries import q
 
 #: A connection of the primary pool, for callers outside the storage package.
@@ -91,28 +92,8 @@ def lock_sources(conn: psycopg.Connection, ids: Sequence[uuid.UUID]) -> dict[uui
     return {row["id"]: row for row in cur.fetchall()}
 
 
-@dataclass(frozen=True)
-class FactMatch:
-    """What a candidate fact key meets in its scope (RFC 5.4)."""
-
-    blocked: bool
-    live_id: uuid.UUID | None
-    live_status: str | None
-
-
-def lock_and_match_facts(
-    conn: psycopg.Connection, keys: Sequence[tuple[str, str, str, str]]
-) -> list[FactMatch]:
-    """Serialise writers of ``keys`` (advisory locks) and match each against live and dead facts."""
-    if not keys:
-        return []
-    cols = {"scopes": [k[0] for k in keys], "subjects": [k[1] for k in keys],
-            "predicates": [k[2] for k in keys], "objects": [k[3] for k in keys]}
-    cur = conn.cursor()
-    cur.execute(q("lock_fact_keys"), cols)
-    cur.execute(q("maint_match_facts"), {"idx": list(range(len(keys))), **cols})
-    found = {row[0]: FactMatch(row[1], row[2], row[3]) for row in cur.fetchall()}
-    return [found[i] for i in range(len(keys))]
+FactMatch = records.FactMatch
+lock_and_match_facts = records.lock_and_match_facts
 
 
 def new_sources(

@@ -213,6 +213,33 @@ def write_captures(
     return out
 
 
+@dataclass(frozen=True)
+class FactMatch:
+    """What a candidate fact key meets in its scope (RFC 5.4)."""
+
+    blocked: bool  #: tombstoned, or only retracted facts carry the key
+    live_id: uuid.UUID | None  #: the live fact with the key, active before contested
+    live_status: str | None
+
+
+def lock_and_match_facts(conn: psycopg.Connection, keys: Sequence[FactKey]) -> list[FactMatch]:
+    """RFC 3.4, 5.4: serialise every writer of ``keys`` (advisory locks), then match each.
+
+    The one rule every path that derives facts follows (capture, extraction,
+    consolidation): a live active fact is reinforced, a live contested one is left for
+    revision to settle, a blocked key is not re-created, anything else is created.
+    """
+    if not keys:
+        return []
+    cols = {"scopes": [k[0] for k in keys], "subjects": [k[1] for k in keys],
+            "predicates": [k[2] for k in keys], "objects": [k[3] for k in keys]}
+    cur = conn.cursor()
+    cur.execute(q("lock_fact_keys"), cols)
+    cur.execute(q("match_facts"), {"idx": list(range(len(keys))), **cols})
+    found = {row[0]: FactMatch(row[1], row[2], row[3]) for row in cur.fetchall()}
+    return [found[i] for i in range(len(keys))]
+
+
 def _fact_key(r: MemoryRecord) -> FactKey:
     p = r.payload
     assert isinstance(p, SemanticPayload)
@@ -227,33 +254,31 @@ def _resolve_facts(
     if not idx:
         return {}
     keys = [_fact_key(plans[i].fact.record) for i in idx]  # type: ignore[union-attr]
-    cols = {"scopes": [k[0] for k in keys], "subjects": [k[1] for k in keys],
-            "predicates": [k[2] for k in keys], "objects": [k[3] for k in keys]}
-    cur = conn.cursor()
-    cur.execute(q("lock_fact_keys"), cols)
-    cur.execute(q("match_facts"), {"idx": list(range(len(idx))), **cols})
-    matches = {row[0]: (row[1], row[2]) for row in cur.fetchall()}
+    matches = lock_and_match_facts(conn, keys)
     results: dict[int, tuple[uuid.UUID | None, str]] = {}
-    created: dict[tuple[str, str, str, str], uuid.UUID] = {}
+    created: dict[FactKey, uuid.UUID] = {}
     reinforce: list[tuple[uuid.UUID, uuid.UUID, int]] = []
-    for n, i in enumerate(idx):
-        plan, key = plans[i], keys[n]
+    for i, key, match in zip(idx, keys, matches, strict=True):
+        plan = plans[i]
         assert plan.fact is not None
-        tombstoned, existing = matches[n]
-        if tombstoned:
+        if match.live_id is not None and match.live_status != "active":
+            results[i] = (None, "contested")  # RFC 5.1: settled by revision, not by evidence
+        elif match.live_id is not None:
+            reinforce.append((match.live_id, plan.primary.id, i))
+            results[i] = (match.live_id, "reinforced")
+        elif match.blocked:
             results[i] = (None, "tombstoned")
-            continue
-        target = existing or created.get(key)
-        if target is None:
+        elif key in created:
+            reinforce_new = created[key]
+            batch.relations.append((reinforce_new, "derived_from", plan.primary.id, None, now))
+            results[i] = (reinforce_new, "created")
+        else:
             fact = plan.fact.record
             batch.add_record(fact, actor=plan.actor, rationale="derived from observation")
             batch.relations.append((fact.id, "derived_from", plan.primary.id, None, now))
             _schedule(batch, fact, now, opts)
             created[key] = fact.id
             results[i] = (fact.id, "created")
-        else:
-            reinforce.append((target, plan.primary.id, i))
-            results[i] = (target, "reinforced")
     if reinforce:
         _reinforce_from_sources(conn, batch, reinforce, plans, now)
     return results
@@ -263,13 +288,15 @@ def _reinforce_from_sources(
     conn: psycopg.Connection, batch: RowBatch, items: list[tuple[uuid.UUID, uuid.UUID, int]],
     plans: Sequence[CapturePlan], now: datetime,
 ) -> None:
-    """RFC 6.2: one reinforcement per distinct new source of an existing fact."""
+    """RFC 6.2, 7.4: one reinforcement per new source; sensitivity rises to the sources' maximum."""
     counts: dict[uuid.UUID, int] = {}
-    for target, _, _ in items:
+    ranks: dict[uuid.UUID, int] = {}
+    for target, _, i in items:
         counts[target] = counts.get(target, 0) + 1
+        ranks[target] = max(ranks.get(target, 0), plans[i].primary.sensitivity.rank)
     cur = conn.cursor()
-    cur.execute(q("reinforce_facts"),
-                {"ids": list(counts), "counts": list(counts.values()), "now": now})
+    cur.execute(q("reinforce_facts"), {"ids": list(counts), "counts": list(counts.values()),
+                                       "ranks": [ranks[t] for t in counts], "now": now})
     labels = {row[0]: (row[1], row[2]) for row in cur.fetchall()}
     for target, source, i in items:
         scope, sens = labels[target]

@@ -133,6 +133,12 @@ def test_name_match_respects_sensitivity_and_status(membrane: Membrane, database
     assert mentioned(database_url, secret.record_ids[0]) == {high}
     assert mentioned(database_url, low.record_ids[0]) == {low_entity}  # not linked to the high one
     assert mentioned(database_url, also_high.record_ids[0]) == {high}  # oldest visible match
+    # an identifier is unique per scope: it links across levels (positive control for the rule above)
+    tagged = membrane.capture({**ev("proj", entities=["Nightingale | jira:NIGHT"]), "sensitivity": "high"})
+    (jira,) = entities_named(database_url, "proj", "nightingale")
+    by_ident = membrane.capture(ev("proj", "Filed under jira:night today."))
+    assert mentioned(database_url, tagged.record_ids[0]) == mentioned(database_url, by_ident.record_ids[0])
+    assert mentioned(database_url, by_ident.record_ids[0]) == {jira}
     with psycopg.connect(database_url) as conn:
         conn.execute("UPDATE memory_records SET status = 'retracted', retracted_at = now() WHERE id = %s",
                      (low_entity,))

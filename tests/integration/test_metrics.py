@@ -7,7 +7,7 @@ import pytest
 
 from membrane_core import Membrane
 from membrane_core.enums import Sensitivity
-from membrane_core.trust import TrustPolicy
+from membrane_core.trust import DEVELOPMENT_POLICY, TrustPolicy
 
 
 def execute(url: str, sql: str, *params: object) -> None:
@@ -43,11 +43,14 @@ def test_metrics_respect_trust(membrane: Membrane, clock, database_url: str) -> 
     assert m["revision_rate"] == pytest.approx(1 / 3)
     assert m["total_audit_entries"] == 3  # create entries of a1, the episode and the fact
     assert m["memory_growth_rate"] is None  # nothing older than 24 h yet
+    assert m["retrieval_usefulness"] == 0.0  # nothing reinforced yet
     assert m["records_created_24h"] == 2
     # positive control: the full policy sees every scope and level
     full = membrane.metrics()
     assert full["total_records"] == 4 and full["total_audit_entries"] == 5
     assert full["records_by_status"] == {"active": 4, "retracted": 1}
+    membrane.revisions.reinforce(a1, {"rationale": "it helped"}, DEVELOPMENT_POLICY)
+    assert membrane.metrics(narrow)["retrieval_usefulness"] == pytest.approx(1 / 2)
     # queues: operations by kind and status, backlog by kind with the oldest due age
     assert full["operations"] == {}
     backlog = full["work_backlog"]
@@ -60,7 +63,6 @@ def test_metrics_respect_trust(membrane: Membrane, clock, database_url: str) -> 
     clock.advance(days=2)
     assert membrane.metrics(narrow)["memory_growth_rate"] == 0.0
     # an accepted, not yet processed write shows as a queued operation
-    from membrane_core.trust import DEVELOPMENT_POLICY
     membrane.operations.submit_capture(event("a"), DEVELOPMENT_POLICY)
     assert membrane.metrics()["operations"] == {"capture": {"queued": 1}}
 

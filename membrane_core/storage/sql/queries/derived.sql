@@ -16,13 +16,6 @@ SELECT source_id, target_id FROM relations
  WHERE predicate = 'derived_from' AND source_id = ANY(%(facts)s::uuid[])
    AND target_id = ANY(%(sources)s::uuid[])
 
--- name: drv_raise_sensitivity
--- A fact derived from a more sensitive source takes that source's sensitivity (RFC 7.4).
-UPDATE memory_records r SET sensitivity = u.sens, updated_at = %(now)s
-  FROM unnest(%(ids)s::uuid[], %(sens)s::text[]) AS u(id, sens)
- WHERE r.id = u.id
-   AND r.sensitivity_rank < array_position(ARRAY['public','low','medium','high','hyper'], u.sens) - 1
-
 -- name: emb_texts
 -- The indexed text of records to embed (RFC 12.1).
 SELECT id, search_text FROM memory_records WHERE id = ANY(%(ids)s::uuid[])

@@ -39,10 +39,11 @@ COPY entity_terms (record_id, scope, term, term_kind) FROM STDIN
 COPY entity_identifiers (record_id, scope, namespace, value) FROM STDIN
 
 -- name: insert_entity_relations
--- Typed edges between entities from observations; an edge that exists is kept as is (RFC 3.5.4).
+-- Typed edges between entities from observations, only where both entities are at least as sensitive as the observation; existing edges kept (RFC 3.5.4, 7.4).
 INSERT INTO relations (source_id, predicate, target_id, created_at)
 SELECT s, p, t, %(now)s
-  FROM unnest(%(sources)s::uuid[], %(predicates)s::text[], %(targets)s::uuid[]) AS e(s, p, t)
- WHERE EXISTS (SELECT 1 FROM memory_records r WHERE r.id = e.s)
-   AND EXISTS (SELECT 1 FROM memory_records r WHERE r.id = e.t)
+  FROM unnest(%(sources)s::uuid[], %(predicates)s::text[], %(targets)s::uuid[],
+              %(ranks)s::int[]) AS e(s, p, t, rank)
+ WHERE EXISTS (SELECT 1 FROM memory_records r WHERE r.id = e.s AND r.sensitivity_rank >= e.rank)
+   AND EXISTS (SELECT 1 FROM memory_records r WHERE r.id = e.t AND r.sensitivity_rank >= e.rank)
 ON CONFLICT (source_id, predicate, target_id) DO NOTHING

@@ -87,24 +87,6 @@ SELECT r.id, r.type, r.scope, r.sensitivity, r.sensitivity_rank, r.status, r.con
  ORDER BY r.id
    FOR SHARE OF r
 
--- name: maint_match_facts
--- Per candidate key: blocked (tombstone or a retracted fact with no live one) and the live fact, if any (RFC 5.4).
-SELECT f.i,
-       (EXISTS (SELECT 1 FROM fact_tombstones t
-                 WHERE t.scope = f.s AND t.subject = f.su AND t.predicate = f.pr AND t.object = f.ob)
-        OR EXISTS (SELECT 1 FROM memory_records r
-                    WHERE r.type = 'semantic' AND r.scope = f.s AND r.fact_subject = f.su
-                      AND r.fact_predicate = f.pr AND r.fact_object = f.ob
-                      AND r.status = 'retracted')) AS blocked,
-       live.id AS live_id, live.status AS live_status
-  FROM unnest(%(idx)s::int[], %(scopes)s::text[], %(subjects)s::text[], %(predicates)s::text[],
-              %(objects)s::text[]) AS f(i, s, su, pr, ob)
-  LEFT JOIN LATERAL (
-        SELECT r.id, r.status FROM memory_records r
-         WHERE r.type = 'semantic' AND r.scope = f.s AND r.fact_subject = f.su
-           AND r.fact_predicate = f.pr AND r.fact_object = f.ob AND r.status <> 'retracted'
-         ORDER BY (r.status = 'active') DESC, r.created_at LIMIT 1) live ON true
-
 -- name: maint_new_sources
 -- The (record, source) pairs not yet linked by derived_from: each source reinforces once (RFC 6.2).
 SELECT u.rid, u.src

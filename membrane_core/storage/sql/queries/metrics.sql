@@ -8,6 +8,8 @@ SELECT count(*) FILTER (WHERE r.status <> 'retracted') AS total_records,
        avg(r.confidence) FILTER (WHERE r.status <> 'retracted') AS avg_confidence,
        count(*) AS all_records,
        count(*) FILTER (WHERE r.status <> 'active') AS revised_records,
+       count(*) FILTER (WHERE r.status <> 'retracted' AND r.reinforced_at > r.created_at)
+           AS reinforced_records,
        count(*) FILTER (WHERE r.status <> 'retracted'
                           AND r.created_at > %(now)s - interval '24 hours') AS created_24h
   FROM memory_records r

@@ -47,28 +47,37 @@ SELECT pg_advisory_xact_lock(k) FROM (
     ORDER BY 1) keys
 
 -- name: match_facts
--- For each candidate fact key: whether it is tombstoned and the live fact it matches, if any.
+-- Per candidate key: blocked (tombstone, or a retracted fact with no live one) and the live fact, active first (RFC 5.4).
 SELECT f.i,
-       EXISTS (SELECT 1 FROM fact_tombstones t
-                WHERE t.scope = f.s AND t.subject = f.su AND t.predicate = f.pr
-                  AND t.object = f.ob) AS tombstoned,
-       (SELECT r.id FROM memory_records r
+       (EXISTS (SELECT 1 FROM fact_tombstones t
+                 WHERE t.scope = f.s AND t.subject = f.su AND t.predicate = f.pr AND t.object = f.ob)
+        OR (live.id IS NULL AND EXISTS (
+                SELECT 1 FROM memory_records r
+                 WHERE r.type = 'semantic' AND r.scope = f.s AND r.fact_subject = f.su
+                   AND r.fact_predicate = f.pr AND r.fact_object = f.ob
+                   AND r.status = 'retracted'))) AS blocked,
+       live.id AS live_id, live.status AS live_status
+  FROM unnest(%(idx)s::int[], %(scopes)s::text[], %(subjects)s::text[], %(predicates)s::text[],
+              %(objects)s::text[]) AS f(i, s, su, pr, ob)
+  LEFT JOIN LATERAL (
+        SELECT r.id, r.status FROM memory_records r
          WHERE r.type = 'semantic' AND r.scope = f.s AND r.fact_subject = f.su
            AND r.fact_predicate = f.pr AND r.fact_object = f.ob AND r.status <> 'retracted'
-         ORDER BY r.created_at LIMIT 1) AS existing_id
-FROM unnest(%(idx)s::int[], %(scopes)s::text[], %(subjects)s::text[], %(predicates)s::text[],
-            %(objects)s::text[]) AS f(i, s, su, pr, ob)
+         ORDER BY (r.status = 'active') DESC, r.created_at LIMIT 1) live ON true
 
 -- name: reinforce_facts
--- Reinforce facts by gain x number of new sources, from the closed-form salience; clock restarted (RFC 6.2).
+-- Reinforce facts by gain x new sources from the closed-form salience, clock restarted (RFC 6.2); sensitivity rises to the sources' maximum (RFC 7.4).
 UPDATE memory_records r
    SET base_salience = greatest(c.cur, least(1.0, c.cur + r.reinforcement_gain * c.n)),
        salience = greatest(c.cur, least(1.0, c.cur + r.reinforcement_gain * c.n)),
+       sensitivity = CASE WHEN c.src_rank > r.sensitivity_rank
+                          THEN (ARRAY['public','low','medium','high','hyper'])[c.src_rank + 1]
+                          ELSE r.sensitivity END,
        reinforced_at = %(now)s,
        updated_at = %(now)s
-  FROM (SELECT m.id, u.n, current_salience(m.base_salience, m.reinforced_at,
+  FROM (SELECT m.id, u.n, u.src_rank, current_salience(m.base_salience, m.reinforced_at,
                  m.half_life_seconds, m.min_salience, m.pinned, %(now)s) AS cur
-          FROM unnest(%(ids)s::uuid[], %(counts)s::int[]) AS u(id, n)
+          FROM unnest(%(ids)s::uuid[], %(counts)s::int[], %(ranks)s::int[]) AS u(id, n, src_rank)
           JOIN memory_records m ON m.id = u.id) c
  WHERE r.id = c.id
 RETURNING r.id, r.scope, r.sensitivity
