@@ -171,6 +171,7 @@ class Figures:
     neighbours: list[int] = field(default_factory=list)
     load: dict[str, float] = field(default_factory=dict)
     loadavg: list[str] = field(default_factory=list)
+    shared_buffers: str = "?"
 
 
 def loadavg() -> str:
@@ -249,7 +250,8 @@ def report(f: Figures, size: int, argv: str, hw: str) -> str:
     lines = [MARK_START, f"Command: `{argv}`  ", f"Hardware: {hw}  ",
              f"Run: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {size:,} records, "
              f"{len(f.bare)} measured queries (after warm-up), one scope filter per query, "
-             f"load average {' -> '.join(f.loadavg)} on the shared machine  ", "",
+             f"load average {' -> '.join(f.loadavg)} on the shared machine, "
+             f"shared_buffers {f.shared_buffers}  ", "",
              "| variant | p50 | p99 | p99 / bare p99 | target |", "| --- | --- | --- | --- | --- |",
              f"| bare pgvector top-10 (same filter, iterative scan) | {bare50:.2f} ms | "
              f"{bare99:.2f} ms | 1.0 | baseline |"]
@@ -300,8 +302,14 @@ def retrieve(
             assert folder is not None
             with console.status("starting the embedded Postgres"):
                 admin = embedded.dsn(folder)
+                if benchload.shared_buffers(admin, enlarge=False) != "1GB":
+                    # our own server: room for the HNSW index, as a production server has
+                    benchload.shared_buffers(admin, enlarge=True)
+                    embedded.stop(folder)
+                    admin = embedded.dsn(folder)
         else:
             admin = database_url
+        figures.shared_buffers = benchload.shared_buffers(admin, enlarge=False)
         name = f"membrane_bench_retrieve_{size}_{dim}"
         dsn = benchload.create_database(admin, name, drop=not reuse)
         db = Database(dsn, embedding_dim=dim, min_size=1, max_size=2)

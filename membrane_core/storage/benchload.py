@@ -92,3 +92,12 @@ def create_database(admin_dsn: str, name: str, *, drop: bool) -> str:
     info = psycopg.conninfo.conninfo_to_dict(admin_dsn)
     info["dbname"] = name
     return psycopg.conninfo.make_conninfo("", **info)
+
+
+def shared_buffers(admin_dsn: str, *, enlarge: bool) -> str:
+    """The server's ``shared_buffers``; with ``enlarge``, ask for 1 GB at the next restart."""
+    with psycopg.connect(admin_dsn, autocommit=True) as conn:
+        if enlarge:
+            conn.execute(q("bench_shared_buffers"))
+        row = conn.execute(q("bench_show_shared_buffers")).fetchone()
+        return str(row[0]) if row else "?"

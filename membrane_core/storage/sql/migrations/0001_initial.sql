@@ -253,6 +253,31 @@ CREATE TABLE tool_signatures (
     PRIMARY KEY (scope, signature_key)
 );
 
+-- RFC 5.4: the database itself refuses to create a fact under a committed tombstone
+-- and to revive a retracted record, whichever writer tries (a backstop behind the
+-- advisory key locks that serialise concurrent writers).
+CREATE FUNCTION memory_records_guard() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'UPDATE' THEN
+        IF OLD.status = 'retracted' AND NEW.status <> 'retracted' THEN
+            RAISE EXCEPTION 'record % is retracted; retraction is final (re-assert it with a revision)',
+                OLD.id USING ERRCODE = 'check_violation';
+        END IF;
+        RETURN NEW;
+    END IF;
+    IF NEW.type = 'semantic' AND NEW.status <> 'retracted' THEN
+        IF EXISTS (SELECT 1 FROM fact_tombstones t
+                    WHERE t.scope = NEW.scope AND t.subject = NEW.fact_subject
+                      AND t.predicate = NEW.fact_predicate AND t.object = NEW.fact_object) THEN
+            RAISE EXCEPTION 'fact (%, %, %) is tombstoned in scope %', NEW.fact_subject,
+                NEW.fact_predicate, NEW.fact_object, NEW.scope USING ERRCODE = 'check_violation';
+        END IF;
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER memory_records_guard BEFORE INSERT OR UPDATE OF status ON memory_records
+    FOR EACH ROW EXECUTE FUNCTION memory_records_guard();
+
 CREATE TABLE schema_migrations (
     version    integer PRIMARY KEY,
     name       text NOT NULL,

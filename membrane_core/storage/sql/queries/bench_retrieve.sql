@@ -59,3 +59,11 @@ ANALYZE
 -- name: bench_database_exists
 -- Whether a database of this name exists on the server.
 SELECT 1 FROM pg_database WHERE datname = %(name)s
+
+-- name: bench_shared_buffers
+-- Give the benchmark's own embedded server room for the HNSW index (applies after a restart).
+ALTER SYSTEM SET shared_buffers = '1GB'
+
+-- name: bench_show_shared_buffers
+-- The server's current shared_buffers.
+SELECT current_setting('shared_buffers')
