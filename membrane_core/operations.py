@@ -246,7 +246,8 @@ class Operations(processing.OperationProcessing):
                             target_id=target)
         return self._insert([row], trust)[0]
 
-    def submit_maintenance(self, jobs: Sequence[str], trust: TrustPolicy) -> OperationView:
+    def submit_maintenance(self, jobs: Sequence[str], trust: TrustPolicy, *,
+                           idempotency_key: str | None = None) -> OperationView:
         """RFC 6.5: queue one batch of each named job; needs write access to every scope."""
         if ALL_SCOPES not in trust.write_scopes:
             raise errors.Forbidden("maintenance needs a policy that writes every scope")
@@ -262,7 +263,7 @@ class Operations(processing.OperationProcessing):
         body = {"jobs": wanted}
         row = self._new_row(new_id(), OperationKind.MAINTENANCE, trust,
                             request_hash(OperationKind.MAINTENANCE, None, body),
-                            json.dumps(body), now)
+                            json.dumps(body), now, key=idempotency_key)
         return self._insert([row], trust)[0]
 
     def _authorise_targets(self, kind: OperationKind, target: uuid.UUID | None,

@@ -39,7 +39,7 @@ TASK_ROUTES: dict[str, dict[str, str]] = {
 }
 
 #: Worker processes per pool by default; the local embedding model wants one.
-DEFAULT_CONCURRENCY = {"ingest": 2, "revision": 1, "embedding": 1, "llm": 2, "maintenance": 1}
+DEFAULT_CONCURRENCY = {"ingest": 2, "revision": 1, "embedding": 1, "llm": 1, "maintenance": 1}
 
 #: RSS (KiB) after which a pool process is replaced between tasks; the embedding pool
 #: with the local model is exempt (RFC 13.1).

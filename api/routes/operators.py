@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from api import writes
 from api.deps import Svc, Trust
-from api.routes.captures import ACCEPTED, Wait
+from api.routes.captures import ACCEPTED, IdemKey, Wait
 from membrane_core import errors
 from membrane_core.enums import OperationKind
 
@@ -27,9 +27,10 @@ class MaintenanceRun(BaseModel):
 
 @router.post("/v1/maintenance/run", status_code=202, responses=ACCEPTED)
 def run_maintenance(svc: Svc, policy: Trust, body: MaintenanceRun,
-                    wait: Wait = None) -> JSONResponse:
+                    wait: Wait = None, idempotency_key: IdemKey = None) -> JSONResponse:
     """Queue one batch of each maintenance job (RFC 6.5)."""
-    view = svc.membrane.operations.submit_maintenance(body.jobs, policy)
+    view = svc.membrane.operations.submit_maintenance(body.jobs, policy,
+                                                      idempotency_key=idempotency_key)
     return writes.answer_one(svc, OperationKind.MAINTENANCE, view, wait, policy)
 
 

@@ -297,16 +297,18 @@ def retrieve(
     temp = data_dir is None and database_url is None
     folder = Path(tempfile.mkdtemp(prefix="membrane-bench-retrieve-")) if temp else data_dir
     figures = Figures()
+    server: Any = None
     try:
         if database_url is None:
             assert folder is not None
             with console.status("starting the embedded Postgres"):
+                server = embedded.start(folder)
                 admin = embedded.dsn(folder)
                 if benchload.shared_buffers(admin, enlarge=False) != "1GB":
                     # our own server: room for the HNSW index, as a production server has
                     benchload.shared_buffers(admin, enlarge=True)
-                    embedded.stop(folder)
-                    admin = embedded.dsn(folder)
+                    server.stop()
+                    server.start()
         else:
             admin = database_url
         figures.shared_buffers = benchload.shared_buffers(admin, enlarge=False)
@@ -327,8 +329,9 @@ def retrieve(
         console.print(f"[red]{exc.message}[/red]")
         raise typer.Exit(1) from exc
     finally:
+        if server is not None:  # the embedded server this command started
+            server.stop()
         if temp and folder is not None:
-            embedded.stop(folder)
             shutil.rmtree(folder, ignore_errors=True)
     argv = (f"membrane bench retrieve --size {size} --queries {queries} --dim {dim} "
             f"--scopes {scopes} --clusters {clusters}")

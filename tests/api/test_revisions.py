@@ -72,6 +72,13 @@ def test_maintenance_run_and_json_metrics(client: httpx.Client) -> None:
     assert resp.json()["status"] == "succeeded"
     bad = client.post("/v1/maintenance/run", json={"jobs": ["defrag"]})
     assert bad.status_code == 422
+    # RFC 9.2: the Idempotency-Key header holds for maintenance runs too
+    key = {"Idempotency-Key": "nightly-1"}
+    first = client.post("/v1/maintenance/run", json={"jobs": ["decay"]}, headers=key)
+    again = client.post("/v1/maintenance/run", json={"jobs": ["decay"]}, headers=key)
+    assert first.json()["operation_id"] == again.json()["operation_id"]
+    other = client.post("/v1/maintenance/run", json={"jobs": ["prune"]}, headers=key)
+    assert other.status_code == 409
     metrics = client.get("/v1/metrics")
     assert metrics.status_code == 200
     body = metrics.json()
