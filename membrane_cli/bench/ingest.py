@@ -273,8 +273,10 @@ def ingest(
             with console.status("encoding the captures"):
                 batches, rows = _batches(count, batch, rng)
             with httpx.Client(base_url=url, headers=headers, timeout=30) as client:
-                for _ in range(20):  # warm-up: connections, caches
-                    client.post("/v1/captures", json=make_capture(0, rng))
+                warm = [client.post("/v1/captures", json=make_capture(0, rng)).json()["operation_id"]
+                        for _ in range(20)]  # warm-up: connections, caches
+                # Time nothing before the ingest pool has booted and committed the warm-up.
+                lib.operations.wait(warm, 120)
                 with console.status(f"{single} sequential single captures"):
                     res.single_ms, errs = _single_latency(client, single, rng)
                 res.errors += errs

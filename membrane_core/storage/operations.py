@@ -127,6 +127,12 @@ def views(conn: psycopg.Connection, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID,
     return {row[0]: OperationRow(*row) for row in cur.fetchall()}
 
 
+def count_unfinished(conn: psycopg.Connection, ids: Sequence[uuid.UUID]) -> int:
+    """How many of ``ids`` are still queued or running (RFC 9.1)."""
+    row = conn.execute(q("op_count_unfinished"), {"ids": list(ids)}).fetchone()
+    return int(row[0]) if row else 0
+
+
 def lock_captures(
     conn: psycopg.Connection, ids: Sequence[uuid.UUID], *, drain: int, now: datetime
 ) -> list[LockedCapture]:

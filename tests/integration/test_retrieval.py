@@ -5,10 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-import psycopg
 import pytest
 
+from membrane_cli.bench import retrieve as bench
 from membrane_core import Membrane, Settings, errors
+from membrane_core.requests import RetrieveRequest
+from membrane_core.retrieval import Retriever
+from membrane_core.storage import benchload
 from membrane_core.storage.db import Database
 from membrane_core.trust import DEVELOPMENT_POLICY
 from tests.conftest import EMBEDDING_DIM, FakeClock
@@ -66,16 +69,26 @@ def test_vector_arm_finds_what_full_text_cannot(hashing: Membrane) -> None:
     assert other.record_ids[0] not in ids(got)
 
 
-def test_filtered_vector_scan_does_not_starve(hashing: Membrane, database_url: str) -> None:
-    hashing.capture_many([ev("big", f"crowd record {i} about topic {i % 7}") for i in range(400)])
-    small = hashing.capture_many([ev("small", f"tiny record {i}") for i in range(5)])
-    while hashing.embedding.run_batch()["claimed"]:
-        pass
-    with psycopg.connect(database_url) as conn:
-        conn.execute("ANALYZE")
-    got = hashing.retrieve({"query": "to be or not", "scopes": ["small"], "limit": 10})
-    assert sorted(map(str, ids(got))) == sorted(str(c.record_ids[0]) for c in small)
-    assert got.diagnostics["arms"]["vector"] == 5
+def test_filtered_vector_scan_does_not_starve(db: Database, database_url: str,
+                                              clock: FakeClock) -> None:
+    # 20,000 records, half in the caller's scope: large enough that the planner walks the
+    # HNSW index; the scan must keep going (iterative scan) until the window is full
+    # instead of filtering one ef_search batch down to about half of it
+    corpus = bench.Corpus(dim=EMBEDDING_DIM, clusters=20, scopes=2, seed=3)
+    benchload.drop_indexes(database_url)
+    for chunk in bench._chunks(corpus, 20_000, 10_000, clock.now):
+        benchload.copy_chunk(database_url, records=chunk["records"], payloads=chunk["payloads"],
+                             embeddings=chunk["embeddings"], relations=chunk["relations"],
+                             entity_terms=chunk["terms"])
+    benchload.build_indexes(database_url)
+    embedder = bench.FixedEmbedder(EMBEDDING_DIM)
+    embedder.vectors["to be or not"] = corpus.centres[0].tolist()
+    retriever = Retriever(db, clock=clock, embedder=embedder)
+    req = RetrieveRequest(query="to be or not", scopes=["scope-1"], limit=200,
+                          max_bytes=16 * 1024 * 1024)
+    got = retriever.retrieve(req, DEVELOPMENT_POLICY)
+    assert got.diagnostics["arms"]["vector"] == 200
+    assert len(got.records) == 200 and {r.scope for r in got.records} == {"scope-1"}
 
 
 def test_entity_arm_links_mentions(membrane: Membrane) -> None:

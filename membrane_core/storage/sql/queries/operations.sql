@@ -23,6 +23,11 @@ SELECT idempotency_key, id, request_hash FROM operations
 SELECT id, kind, status, principal, record_id, record_ids, error, result, created_at, finished_at
   FROM operations WHERE id = ANY(%(ids)s::uuid[])
 
+-- name: op_count_unfinished
+-- How many of the given operations are still queued or running: the cheap poll of a wait (RFC 9.1).
+SELECT count(*) FROM operations
+ WHERE id = ANY(%(ids)s::uuid[]) AND status IN ('queued', 'running')
+
 -- name: op_lock_captures_by_id
 -- Lock the given capture operations that are still to do, skipping those another worker holds (RFC 9.1).
 SELECT id, request::text, trust::text, record_id FROM operations

@@ -81,8 +81,9 @@ WITH qlex AS MATERIALIZED (
 ), avgdl AS (
     SELECT coalesce(avg(dl), 1.0) AS v FROM fts_all
 ), fts AS MATERIALIZED (
-    -- BM25 with term frequency 1 (k1 = 1.2, b = 0.75)
-    SELECT f.id, f.s * 2.2 / (1.0 + 1.2 * (0.25 + 0.75 * f.dl / greatest(a.v, 1.0))) AS score
+    -- BM25 with term frequency 1 (k1 = 1.2, b = 0.1: turns and notes are short, and
+    -- normalising length favours the shortest, emptiest ones)
+    SELECT f.id, f.s * 2.2 / (1.0 + 1.2 * (0.9 + 0.1 * f.dl / greatest(a.v, 1.0))) AS score
       FROM fts_all f, avgdl a
      ORDER BY score DESC, f.id
      LIMIT %(arm_k)s
@@ -173,7 +174,7 @@ SELECT r.id, r.type, r.scope, r.sensitivity,
            AS vector_score,
        CASE WHEN r.search_tsv @@ qq.tsq THEN
             (SELECT sum(i.idf) FROM idf i WHERE r.search_tsv @@ i.tsq) * 2.2
-            / (1.0 + 1.2 * (0.25 + 0.75 * length(r.search_tsv) / greatest(a.v, 1.0))) END AS text_score,
+            / (1.0 + 1.2 * (0.9 + 0.1 * length(r.search_tsv) / greatest(a.v, 1.0))) END AS text_score,
        n.score AS entity_score,
        current_salience(r.base_salience, r.reinforced_at, r.half_life_seconds, r.min_salience,
                         r.pinned, %(now)s) AS salience,
@@ -226,12 +227,21 @@ SELECT b.ord, b.bytes, b.running, (b.running <= %(max_bytes)s) AS fits,
 
 -- name: retrieval_graph_hop
 -- One breadth-first hop over relations in both directions, neighbours trust- and status-filtered (RFC 8.4).
-WITH e AS (
-    SELECT l.source_id, l.predicate, l.target_id, l.target_id AS other, l.weight, l.created_at
-      FROM relations l WHERE l.source_id = ANY(%(frontier)s::uuid[])
+WITH f AS (
+    SELECT DISTINCT unnest(%(frontier)s::uuid[]) AS id
+), e AS (
+    -- at most max_rows edges per frontier node and direction, so a hub costs no more
+    SELECT o.* FROM f, LATERAL (
+           SELECT l.source_id, l.predicate, l.target_id, l.target_id AS other, l.weight,
+                  l.created_at
+             FROM relations l WHERE l.source_id = f.id
+            ORDER BY l.predicate, l.target_id LIMIT %(max_rows)s) o
     UNION ALL
-    SELECT l.source_id, l.predicate, l.target_id, l.source_id AS other, l.weight, l.created_at
-      FROM relations l WHERE l.target_id = ANY(%(frontier)s::uuid[])
+    SELECT i.* FROM f, LATERAL (
+           SELECT l.source_id, l.predicate, l.target_id, l.source_id AS other, l.weight,
+                  l.created_at
+             FROM relations l WHERE l.target_id = f.id
+            LIMIT %(max_rows)s) i
 )
 SELECT e.source_id, e.predicate, e.target_id, e.other, r.scope, r.sensitivity,
        status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) AS status
