@@ -188,13 +188,14 @@ class Membrane:
 
     # -- reads (RFC 8) --------------------------------------------------------
 
-    def get(self, record_id: uuid.UUID | str, trust: TrustPolicy = DEVELOPMENT_POLICY) -> RecordView:
-        """RFC 5.1: one record by id with its status; redacted or ``NotFound`` per trust."""
+    def get(self, record_id: uuid.UUID | str, trust: TrustPolicy = DEVELOPMENT_POLICY, *,
+            as_of: datetime | None = None, valid_at: datetime | None = None) -> RecordView:
+        """RFC 5.1, 5.6: one record by id with its status; redacted or ``NotFound`` per trust."""
         try:
             rid = uuid.UUID(str(record_id))
         except ValueError as exc:
             raise errors.InvalidInput(f"record id {record_id!r} is not a UUID") from exc
-        return self.retriever.get(rid, trust)
+        return self.retriever.get(rid, trust, as_of=as_of, valid_at=valid_at)
 
     def retrieve(
         self, request: RetrieveRequest | Mapping[str, Any], trust: TrustPolicy = DEVELOPMENT_POLICY

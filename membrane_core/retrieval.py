@@ -370,17 +370,29 @@ class Retriever:
             for v in views
         ]
 
-    def get(self, record_id: uuid.UUID, trust: TrustPolicy) -> RecordView:
-        """RFC 5.1, 7.3: one record by id, status shown, redacted or hidden per trust."""
-        with self.db.reader() as conn:
+    def get(self, record_id: uuid.UUID, trust: TrustPolicy, *, as_of: datetime | None = None,
+            valid_at: datetime | None = None) -> RecordView:
+        """RFC 5.1, 5.6, 7.3: one record by id, status shown, redacted or hidden per trust.
+
+        Reads the primary so that a client reads its own writes (RFC 13.2). ``as_of``
+        answers with the record as the memory believed it then (404 if it was not yet
+        recorded; its status at that moment); ``valid_at`` answers 404 unless the record
+        was valid then.
+        """
+        missing = errors.NotFound(f"record {record_id} not found")
+        with self.db.transaction() as conn:
             acc = reads.access(conn, [record_id]).get(record_id)
             if acc is None or trust.visibility(acc[0], Sensitivity(acc[1])) == "hidden":
-                raise errors.NotFound(f"record {record_id} not found")
+                raise missing
             rec = records.hydrate(conn, [record_id]).get(record_id)
             if rec is None:
-                raise errors.NotFound(f"record {record_id} not found")
+                raise missing
             visibility = trust.visibility(rec.scope, rec.sensitivity)
-            if visibility == "hidden":
-                raise errors.NotFound(f"record {record_id} not found")
-            v = self._view(rec, visibility, rec.status.value, self.clock())
+            probe = RetrieveRequest(as_of=as_of, valid_at=valid_at)
+            if visibility == "hidden" or not in_time(rec, probe):
+                raise missing
+            status = rec.status.value
+            if as_of is not None:
+                status = status_as_of(rec, reads.status_at(conn, record_id, as_of), as_of)
+            v = self._view(rec, visibility, status, self.clock())
             return self._with_visible_relations(conn, trust, [v])[0]
