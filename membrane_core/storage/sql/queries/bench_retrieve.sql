@@ -14,7 +14,7 @@ CREATE INDEX IF NOT EXISTS record_embeddings_hnsw ON record_embeddings USING hns
 
 -- name: bench_build_settings
 -- Memory and parallelism for index builds in this session.
-SELECT set_config('maintenance_work_mem', '1GB', false),
+SELECT set_config('maintenance_work_mem', '4GB', false),
        set_config('max_parallel_maintenance_workers', '2', false)
 
 -- name: bench_copy_records
