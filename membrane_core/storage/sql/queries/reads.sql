@@ -28,6 +28,9 @@ WITH qlex AS MATERIALIZED (
                   SELECT 1 FROM memory_records r
                    WHERE r.search_tsv @@ l.tsq
                      AND (%(all_scopes)s OR r.scope = ANY(%(scopes)s::text[]))
+                     -- only what the caller may see counts: hidden records must not move ranks
+                     AND r.sensitivity_rank <= %(max_rank)s + 1
+                     AND r.status <> 'retracted'
                    LIMIT %(df_cap)s) x) d
      WHERE d.df > 0
 ), qq AS (
