@@ -8,6 +8,7 @@ a redirect, a malformed URL or a body that is not JSON is permanent.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Self
 
 import httpx
 
@@ -80,3 +81,19 @@ def post_json(client: httpx.Client, url: str, payload: Mapping[str, object]) -> 
         raise ProviderError(
             f"POST {url} returned a body that is not JSON: {_excerpt(response)}"
         ) from exc
+
+
+class ClientOwner:
+    """Owns one reused ``httpx.Client``; closes it on ``close()`` or leaving a ``with``."""
+
+    _client: httpx.Client
+
+    def close(self) -> None:
+        """Close the underlying HTTP client."""
+        self._client.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

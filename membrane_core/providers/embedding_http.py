@@ -9,7 +9,6 @@ floats. Errors are mapped as described in ``membrane_core.providers._http``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from types import TracebackType
 
 import httpx
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -31,7 +30,7 @@ class _Answer(BaseModel):
     data: list[_Item]
 
 
-class OpenAIEmbeddingProvider:
+class OpenAIEmbeddingProvider(_http.ClientOwner):
     """Embeddings from an OpenAI-compatible ``/embeddings`` endpoint (RFC 12.1)."""
 
     name = "http"
@@ -89,18 +88,3 @@ class OpenAIEmbeddingProvider:
                     f"expected {self.dim}, got {len(vector)} (item {i})"
                 )
         return vectors
-
-    def close(self) -> None:
-        """Close the underlying HTTP client."""
-        self._client.close()
-
-    def __enter__(self) -> OpenAIEmbeddingProvider:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

@@ -20,7 +20,6 @@ import logging
 import math
 import re
 from collections.abc import Sequence
-from types import TracebackType
 
 import httpx
 from pydantic import ValidationError
@@ -133,7 +132,7 @@ def parse_triples(content: str, *, max_triples: int = 32) -> list[Triple]:
     return list(best.values())[:max_triples]
 
 
-class OpenAIChatExtractor:
+class OpenAIChatExtractor(_http.ClientOwner):
     """Triples from an OpenAI-compatible ``/chat/completions`` endpoint (RFC 12.2)."""
 
     name = "http"
@@ -203,18 +202,3 @@ class OpenAIChatExtractor:
                 f"(got {type(content).__name__})"
             )
         return content
-
-    def close(self) -> None:
-        """Close the underlying HTTP client."""
-        self._client.close()
-
-    def __enter__(self) -> OpenAIChatExtractor:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
