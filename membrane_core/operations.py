@@ -159,9 +159,10 @@ class Operations(processing.OperationProcessing):
     # -- submit (API side) ----------------------------------------------------
 
     def _prepare_capture(self, body: CaptureRequest | Mapping[str, Any], trust: TrustPolicy,
-                         op_id: uuid.UUID, now: datetime) -> _Prepared:
+                         op_id: uuid.UUID, now: datetime, *, keyed: bool) -> _Prepared:
         req = self._m.check(body, trust)
-        hash_ = request_hash(OperationKind.CAPTURE, None, req.model_dump(mode="json"))
+        # RFC 9.2: the hash binds an idempotency key to its body; without a key it is unused.
+        hash_ = request_hash(OperationKind.CAPTURE, None, req.model_dump(mode="json")) if keyed else ""
         if req.occurred_at is None:
             # The event happened when it was accepted, not when a worker got to it.
             req = req.model_copy(update={"occurred_at": now})
@@ -181,7 +182,7 @@ class Operations(processing.OperationProcessing):
         """
         now = self._m.clock()
         op_id = new_id()
-        prep = self._prepare_capture(body, trust, op_id, now)
+        prep = self._prepare_capture(body, trust, op_id, now, keyed=idempotency_key is not None)
         row = self._new_row(op_id, OperationKind.CAPTURE, trust, prep.hash, prep.request, now,
                             key=idempotency_key, record_id=prep.record_id)
         return self._insert([row], trust)[0]
@@ -208,7 +209,7 @@ class Operations(processing.OperationProcessing):
             op_id = new_id()
             key = f"{idempotency_key}#{i}" if idempotency_key is not None else None
             try:
-                prep = self._prepare_capture(body, trust, op_id, now)
+                prep = self._prepare_capture(body, trust, op_id, now, keyed=idempotency_key is not None)
             except errors.MembraneError as exc:
                 rows.append(self._failed_row(op_id, trust, body, exc, now, key))
                 continue
