@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import Field
 
-from membrane_core import budget, errors, processing, revision
+from membrane_core import budget, errors, processing, revision_rules
 from membrane_core.capture import new_id
 from membrane_core.enums import OperationKind, OperationStatus, Sensitivity
 from membrane_core.models import Frozen
@@ -237,7 +237,7 @@ class Operations(processing.OperationProcessing):
             raise errors.InvalidInput("the revision body must be a JSON object")
         budget.check_json_budget(dict(body), field="body", max_bytes=budget.MAX_PAYLOAD_BYTES,
                                  max_depth=budget.MAX_PAYLOAD_DEPTH)
-        revision.parse_body(op_kind, body)
+        revision_rules.parse_body(op_kind, body)
         self._authorise_targets(op_kind, target, body, trust)
         text = json.dumps(dict(body), separators=(",", ":"), ensure_ascii=False, default=str)
         _check_nul(text, "body")

@@ -11,10 +11,10 @@ import contextlib
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Annotated, Any
+from typing import Any
 
 import psycopg
-from pydantic import BaseModel, Field, StringConstraints, ValidationError, model_validator
+from pydantic import ValidationError
 
 from membrane_core import decay, errors
 from membrane_core.capture import new_id
@@ -30,189 +30,35 @@ from membrane_core.enums import (
 )
 from membrane_core.models import (
     DecayProfile,
-    Frozen,
-    JSONDict,
     Lifecycle,
     MemoryRecord,
-    Name,
     ProvenanceRef,
     ProvenanceSource,
     Relation,
     SemanticPayload,
-    Tag,
     Validity,
 )
 from membrane_core.policy import Policy
+from membrane_core.revision_rules import (
+    ASSERTED_CONFIDENCE,
+    ContestBody,
+    ForkBody,
+    MergeBody,
+    PenalizeBody,
+    ReinforceBody,
+    RetractBody,
+    RevisedRecord,
+    SupersedeBody,
+    is_inferred,
+    is_inferring_actor,
+    parse_body,
+    revised_content,
+    revised_validity,
+)
 from membrane_core.storage import records
 from membrane_core.storage import revision as store
 from membrane_core.storage.db import Database
 from membrane_core.trust import TrustPolicy
-
-#: RFC 5.2: a record below this confidence is inferred, not asserted.
-ASSERTED_CONFIDENCE = 0.6
-#: RFC 5.2: actors whose writes are inferred (first ``:``-separated segment of the actor name).
-INFERRING_ACTORS = frozenset({"consolidation", "consolidator", "extraction", "extractor"})
-#: RFC 5.2.7: salience removed by a penalty that names no amount.
-DEFAULT_PENALTY = 0.1
-
-Rationale = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=4096)]
-
-
-# -- request bodies (api.md "Revision") -------------------------------------------
-
-
-class RevisedRecord(Frozen):
-    """The new content of a supersede, fork or merge (RFC 5.2.1-5.2.3)."""
-
-    subject: Name | None = None
-    predicate: Name | None = None
-    object: Name | None = None
-    payload: JSONDict | None = None  #: non-semantic targets: the full payload of the same kind
-    evidence: list[ProvenanceRef] = Field(default_factory=list, max_length=256)
-    provenance: list[ProvenanceSource] = Field(default_factory=list, max_length=256)
-    validity: Validity | None = None
-    valid_from: datetime | None = None
-    valid_to: datetime | None = None
-    sensitivity: Sensitivity | None = None
-    confidence: float | None = Field(default=None, ge=0, le=1)
-    summary: str | None = Field(default=None, max_length=4096)
-    tags: list[Tag] | None = Field(default=None, max_length=64)
-    metadata: JSONDict | None = None
-
-    @model_validator(mode="after")
-    def _window(self) -> RevisedRecord:
-        if self.valid_from and self.valid_to and self.valid_to <= self.valid_from:
-            raise ValueError("valid_to must be after valid_from")
-        return self
-
-
-class SupersedeBody(Frozen):
-    """RFC 5.2.1."""
-
-    record: RevisedRecord
-    rationale: Rationale
-    evidence: list[ProvenanceRef] = Field(default_factory=list, max_length=256)
-    force: bool = False
-
-
-class ForkBody(Frozen):
-    """RFC 5.2.2."""
-
-    record: RevisedRecord = Field(default_factory=RevisedRecord)
-    rationale: Rationale
-    condition: JSONDict | str | None = None
-    evidence: list[ProvenanceRef] = Field(default_factory=list, max_length=256)
-
-
-class MergeBody(Frozen):
-    """RFC 5.2.3."""
-
-    record_ids: list[uuid.UUID] = Field(min_length=2, max_length=100)
-    record: RevisedRecord = Field(default_factory=RevisedRecord)
-    rationale: Rationale
-    evidence: list[ProvenanceRef] = Field(default_factory=list, max_length=256)
-    force: bool = False
-
-
-class RetractBody(Frozen):
-    """RFC 5.2.4."""
-
-    rationale: Rationale
-
-
-class ContestBody(Frozen):
-    """RFC 5.2.5."""
-
-    rationale: Rationale
-    contesting_record_id: uuid.UUID | None = None
-
-
-class ReinforceBody(Frozen):
-    """RFC 5.2.6."""
-
-    rationale: Rationale = "reinforced"
-
-
-class PenalizeBody(Frozen):
-    """RFC 5.2.7."""
-
-    amount: float = Field(default=DEFAULT_PENALTY, gt=0, le=1)
-    rationale: Rationale = "penalized"
-
-
-BODIES: dict[OperationKind, type[BaseModel]] = {
-    OperationKind.SUPERSEDE: SupersedeBody, OperationKind.FORK: ForkBody,
-    OperationKind.MERGE: MergeBody, OperationKind.RETRACT: RetractBody,
-    OperationKind.CONTEST: ContestBody, OperationKind.REINFORCE: ReinforceBody,
-    OperationKind.PENALIZE: PenalizeBody,
-}
-
-
-def parse_body(kind: OperationKind | str, body: Mapping[str, Any] | BaseModel) -> BaseModel:
-    """Validate a revision body before anything is written; ``InvalidInput`` names each field (RFC 2.4)."""
-    try:
-        model = BODIES[OperationKind(kind)]
-    except (KeyError, ValueError) as exc:
-        raise errors.InvalidInput(f"{kind!r} is not a revision operation") from exc
-    if isinstance(body, model):
-        return body
-    try:
-        return model.model_validate(body if isinstance(body, Mapping) else body.model_dump())
-    except ValidationError as exc:
-        raise errors.InvalidInput(f"invalid {kind} body", details=errors.field_errors(exc)) from exc
-
-
-def is_inferring_actor(actor: str | None) -> bool:
-    """RFC 5.2: consolidators and extractors write inferred records."""
-    return bool(actor) and str(actor).split(":", 1)[0].strip().casefold() in INFERRING_ACTORS
-
-
-def is_inferred(confidence: float, creators: Sequence[str | None]) -> bool:
-    """RFC 5.2: inferred = confidence below the asserted threshold or written by an inferring actor."""
-    return confidence < ASSERTED_CONFIDENCE or any(is_inferring_actor(c) for c in creators)
-
-
-def _key(scope: str, subject: str, predicate: str, obj: str) -> store.FactKey:
-    return records.fact_key(scope, subject, predicate, obj)
-
-
-def _validity(base: Validity, rec: RevisedRecord) -> Validity:
-    """RFC 5.2: ``record.valid_from``/``valid_to`` override the window; global becomes timeboxed."""
-    if not (rec.valid_from or rec.valid_to):
-        return base
-    mode = ValidityMode.TIMEBOXED if base.mode is ValidityMode.GLOBAL else base.mode
-    return base.model_copy(update={"mode": mode, "valid_from": rec.valid_from or base.valid_from,
-                                   "valid_to": rec.valid_to or base.valid_to})
-
-
-def _content(
-    op: OperationKind, template: MemoryRecord, rec: RevisedRecord, cited: list[ProvenanceRef],
-    sources: Sequence[MemoryRecord], validity: Validity,
-) -> tuple[Any, str | None]:
-    """RFC 5.2: payload and summary of a new record; semantic ones need evidence or provenance."""
-    tp = template.payload
-    if not isinstance(tp, SemanticPayload):
-        if rec.payload is None or rec.subject or rec.predicate or rec.object:
-            raise errors.InvalidInput(f"a {template.type.value} revision needs record.payload",
-                                      details=[{"field": "record.payload", "message": "required",
-                                                "type": "missing"}])
-        return {**rec.payload, "kind": template.type.value}, rec.summary or template.summary
-    if rec.payload is not None:
-        raise errors.InvalidInput("semantic revisions take subject, predicate and object",
-                                  details=[{"field": "record.payload", "message": "not allowed",
-                                            "type": "extra_forbidden"}])
-    if op is OperationKind.MERGE:
-        inherited = [e for s in sources if isinstance(s.payload, SemanticPayload)
-                     for e in s.payload.evidence]
-        cited = list(dict.fromkeys([*cited, *inherited]))
-    if not cited and not rec.provenance:
-        raise errors.RevisionRefused("a semantic revision needs evidence or provenance", details=[
-            {"field": "evidence", "message": "empty", "type": "revision_refused"}])
-    payload = SemanticPayload(
-        subject=rec.subject or tp.subject, predicate=rec.predicate or tp.predicate,
-        object=rec.object or tp.object, evidence=cited, validity=validity,
-        supersedes=template.id if op is OperationKind.SUPERSEDE else None)
-    return payload, rec.summary or f"{payload.subject} {payload.predicate} {payload.object}"
 
 
 class Revisions:
@@ -503,7 +349,7 @@ class Revisions:
         if template is None:
             return None
         scope, s, p, o = template
-        return _key(scope, rec.subject or s, rec.predicate or p, rec.object or o)
+        return records.fact_key(scope, rec.subject or s, rec.predicate or p, rec.object or o)
 
     def _build(
         self, op: OperationKind, template: MemoryRecord, rec: RevisedRecord,
@@ -517,7 +363,7 @@ class Revisions:
                 {"field": "record.sensitivity", "message": "above policy", "type": "forbidden"}])
         rank = max([s.sensitivity.rank for s in sources]
                    + [rec.sensitivity.rank if rec.sensitivity else 0])
-        validity = _validity(validity or rec.validity or Validity(), rec)
+        validity = revised_validity(validity or rec.validity or Validity(), rec)
         cited = list(dict.fromkeys([*evidence, *rec.evidence]))
         provenance = [ProvenanceSource(kind=e.kind, ref=e.ref, created_by=trust.actor,
                                        timestamp=now) for e in cited]
@@ -531,7 +377,7 @@ class Revisions:
             if not is_inferring_actor(trust.actor):
                 confidence = max(confidence, ASSERTED_CONFIDENCE)
         try:
-            payload, summary = _content(op, template, rec, cited, sources, validity)
+            payload, summary = revised_content(op, template, rec, cited, sources, validity)
             return MemoryRecord.model_validate({
                 "id": new_id(), "type": template.type, "scope": template.scope,
                 "sensitivity": Sensitivity.from_rank(rank), "confidence": confidence,
@@ -575,7 +421,7 @@ class Revisions:
         p = new.payload
         if not isinstance(p, SemanticPayload):
             return False
-        key = _key(new.scope, p.subject, p.predicate, p.object)
+        key = records.fact_key(new.scope, p.subject, p.predicate, p.object)
         if key == same_as:
             return False
         return bool(store.clear_tombstones(conn, [key]))
@@ -589,7 +435,7 @@ class Revisions:
         keep = None
         if new is not None and isinstance(new.payload, SemanticPayload):
             p = new.payload
-            keep = _key(new.scope, p.subject, p.predicate, p.object)
+            keep = records.fact_key(new.scope, p.subject, p.predicate, p.object)
         rows = [(t.key, t.id, actor, rationale) for t in targets if t.key and t.key != keep]
         store.insert_tombstones(conn, rows, now)
 

@@ -1,0 +1,195 @@
+"""Revision rules: request bodies, the inferred/asserted test, new-record content (RFC 5.2).
+
+What :mod:`membrane_core.revision` applies in its transactions; kept apart so the
+operation code reads as one transaction per operation.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Annotated, Any
+
+from pydantic import BaseModel, Field, StringConstraints, ValidationError, model_validator
+
+from membrane_core import errors
+from membrane_core.enums import (
+    OperationKind,
+    Sensitivity,
+    ValidityMode,
+)
+from membrane_core.models import (
+    Frozen,
+    JSONDict,
+    MemoryRecord,
+    Name,
+    ProvenanceRef,
+    ProvenanceSource,
+    SemanticPayload,
+    Tag,
+    Validity,
+)
+
+#: RFC 5.2: a record below this confidence is inferred, not asserted.
+ASSERTED_CONFIDENCE = 0.6
+#: RFC 5.2: actors whose writes are inferred (first ``:``-separated segment of the actor name).
+INFERRING_ACTORS = frozenset({"consolidation", "consolidator", "extraction", "extractor"})
+#: RFC 5.2.7: salience removed by a penalty that names no amount.
+DEFAULT_PENALTY = 0.1
+
+Rationale = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=4096)]
+
+
+# -- request bodies (api.md "Revision") -------------------------------------------
+
+
+class RevisedRecord(Frozen):
+    """The new content of a supersede, fork or merge (RFC 5.2.1-5.2.3)."""
+
+    subject: Name | None = None
+    predicate: Name | None = None
+    object: Name | None = None
+    payload: JSONDict | None = None  #: non-semantic targets: the full payload of the same kind
+    evidence: list[ProvenanceRef] = Field(default_factory=list, max_length=256)
+    provenance: list[ProvenanceSource] = Field(default_factory=list, max_length=256)
+    validity: Validity | None = None
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
+    sensitivity: Sensitivity | None = None
+    confidence: float | None = Field(default=None, ge=0, le=1)
+    summary: str | None = Field(default=None, max_length=4096)
+    tags: list[Tag] | None = Field(default=None, max_length=64)
+    metadata: JSONDict | None = None
+
+    @model_validator(mode="after")
+    def _window(self) -> RevisedRecord:
+        if self.valid_from and self.valid_to and self.valid_to <= self.valid_from:
+            raise ValueError("valid_to must be after valid_from")
+        return self
+
+
+class SupersedeBody(Frozen):
+    """RFC 5.2.1."""
+
+    record: RevisedRecord
+    rationale: Rationale
+    evidence: list[ProvenanceRef] = Field(default_factory=list, max_length=256)
+    force: bool = False
+
+
+class ForkBody(Frozen):
+    """RFC 5.2.2."""
+
+    record: RevisedRecord = Field(default_factory=RevisedRecord)
+    rationale: Rationale
+    condition: JSONDict | str | None = None
+    evidence: list[ProvenanceRef] = Field(default_factory=list, max_length=256)
+
+
+class MergeBody(Frozen):
+    """RFC 5.2.3."""
+
+    record_ids: list[uuid.UUID] = Field(min_length=2, max_length=100)
+    record: RevisedRecord = Field(default_factory=RevisedRecord)
+    rationale: Rationale
+    evidence: list[ProvenanceRef] = Field(default_factory=list, max_length=256)
+    force: bool = False
+
+
+class RetractBody(Frozen):
+    """RFC 5.2.4."""
+
+    rationale: Rationale
+
+
+class ContestBody(Frozen):
+    """RFC 5.2.5."""
+
+    rationale: Rationale
+    contesting_record_id: uuid.UUID | None = None
+
+
+class ReinforceBody(Frozen):
+    """RFC 5.2.6."""
+
+    rationale: Rationale = "reinforced"
+
+
+class PenalizeBody(Frozen):
+    """RFC 5.2.7."""
+
+    amount: float = Field(default=DEFAULT_PENALTY, gt=0, le=1)
+    rationale: Rationale = "penalized"
+
+
+BODIES: dict[OperationKind, type[BaseModel]] = {
+    OperationKind.SUPERSEDE: SupersedeBody, OperationKind.FORK: ForkBody,
+    OperationKind.MERGE: MergeBody, OperationKind.RETRACT: RetractBody,
+    OperationKind.CONTEST: ContestBody, OperationKind.REINFORCE: ReinforceBody,
+    OperationKind.PENALIZE: PenalizeBody,
+}
+
+
+def parse_body(kind: OperationKind | str, body: Mapping[str, Any] | BaseModel) -> BaseModel:
+    """Validate a revision body before anything is written; ``InvalidInput`` names each field (RFC 2.4)."""
+    try:
+        model = BODIES[OperationKind(kind)]
+    except (KeyError, ValueError) as exc:
+        raise errors.InvalidInput(f"{kind!r} is not a revision operation") from exc
+    if isinstance(body, model):
+        return body
+    try:
+        return model.model_validate(body if isinstance(body, Mapping) else body.model_dump())
+    except ValidationError as exc:
+        raise errors.InvalidInput(f"invalid {kind} body", details=errors.field_errors(exc)) from exc
+
+
+def is_inferring_actor(actor: str | None) -> bool:
+    """RFC 5.2: consolidators and extractors write inferred records."""
+    return bool(actor) and str(actor).split(":", 1)[0].strip().casefold() in INFERRING_ACTORS
+
+
+def is_inferred(confidence: float, creators: Sequence[str | None]) -> bool:
+    """RFC 5.2: inferred = confidence below the asserted threshold or written by an inferring actor."""
+    return confidence < ASSERTED_CONFIDENCE or any(is_inferring_actor(c) for c in creators)
+
+
+
+def revised_validity(base: Validity, rec: RevisedRecord) -> Validity:
+    """RFC 5.2: ``record.valid_from``/``valid_to`` override the window; global becomes timeboxed."""
+    if not (rec.valid_from or rec.valid_to):
+        return base
+    mode = ValidityMode.TIMEBOXED if base.mode is ValidityMode.GLOBAL else base.mode
+    return base.model_copy(update={"mode": mode, "valid_from": rec.valid_from or base.valid_from,
+                                   "valid_to": rec.valid_to or base.valid_to})
+
+
+def revised_content(
+    op: OperationKind, template: MemoryRecord, rec: RevisedRecord, cited: list[ProvenanceRef],
+    sources: Sequence[MemoryRecord], validity: Validity,
+) -> tuple[Any, str | None]:
+    """RFC 5.2: payload and summary of a new record; semantic ones need evidence or provenance."""
+    tp = template.payload
+    if not isinstance(tp, SemanticPayload):
+        if rec.payload is None or rec.subject or rec.predicate or rec.object:
+            raise errors.InvalidInput(f"a {template.type.value} revision needs record.payload",
+                                      details=[{"field": "record.payload", "message": "required",
+                                                "type": "missing"}])
+        return {**rec.payload, "kind": template.type.value}, rec.summary or template.summary
+    if rec.payload is not None:
+        raise errors.InvalidInput("semantic revisions take subject, predicate and object",
+                                  details=[{"field": "record.payload", "message": "not allowed",
+                                            "type": "extra_forbidden"}])
+    if op is OperationKind.MERGE:
+        inherited = [e for s in sources if isinstance(s.payload, SemanticPayload)
+                     for e in s.payload.evidence]
+        cited = list(dict.fromkeys([*cited, *inherited]))
+    if not cited and not rec.provenance:
+        raise errors.RevisionRefused("a semantic revision needs evidence or provenance", details=[
+            {"field": "evidence", "message": "empty", "type": "revision_refused"}])
+    payload = SemanticPayload(
+        subject=rec.subject or tp.subject, predicate=rec.predicate or tp.predicate,
+        object=rec.object or tp.object, evidence=cited, validity=validity,
+        supersedes=template.id if op is OperationKind.SUPERSEDE else None)
+    return payload, rec.summary or f"{payload.subject} {payload.predicate} {payload.object}"
