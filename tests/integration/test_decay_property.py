@@ -2,7 +2,8 @@
 
 The batches run against the real store (the decay batch is SQL); the expected value
 is the pure Python closed form ``membrane_core.decay.salience_at`` evaluated from the
-stored ``base_salience`` and ``reinforced_at``. A compounding sweep (Membrane's
+stored ``base_salience`` and ``reinforced_at``, and the baseline of records nobody
+reinforced must stay exactly what capture wrote (a batch rewriting it would fail). A compounding sweep (Membrane's
 defect) would drift below it after the second batch.
 """
 
@@ -62,7 +63,12 @@ def test_any_sequence_of_decay_batches_gives_closed_form(
                           "content": {"thread_id": "t", "task_state": "executing",
                                       "context_summary": "c"}},
     }
-    ids = [rid for kind in kinds for rid in membrane.capture(bodies[kind]).record_ids]
+    results = [membrane.capture(bodies[kind]) for kind in kinds]
+    ids = [rid for res in results for rid in res.record_ids]
+    # episodes and working records are never reinforced here: their decay baseline must
+    # stay exactly what capture wrote, whatever the batches do
+    untouched = [res.record_ids[0] for res in results]
+    captured_at = clock()
     times = {clock()}
     for advance, reobserve, limit in steps:
         clock.advance(seconds=advance)
@@ -71,9 +77,12 @@ def test_any_sequence_of_decay_batches_gives_closed_form(
             membrane.capture(obs)
         membrane.maintenance.run("decay", limit=limit)
         # every stored checkpoint is the closed form at one of the moments something ran
-        for row in snapshot(database_url, ids).values():
+        rows = snapshot(database_url, ids)
+        for row in rows.values():
             assert any(row[0] == pytest.approx(closed_form(row, t), rel=1e-9, abs=1e-12)
                        for t in times if t >= row[2]), row
+        for rid in untouched:
+            assert rows[rid][1:3] == (1.0, captured_at), rows[rid]
     # force every checkpoint of this example due, run batches until none is left
     with psycopg.connect(database_url) as conn:
         conn.execute("UPDATE work_items SET due_at = %s WHERE kind = 'decay' AND target_id = ANY(%s)",
