@@ -3,8 +3,8 @@
 The batches run against the real store (the decay batch is SQL); the expected value
 is the pure Python closed form ``membrane_core.decay.salience_at`` evaluated from the
 stored ``base_salience`` and ``reinforced_at``, and the baseline of records nobody
-reinforced must stay exactly what capture wrote (a batch rewriting it would fail). A compounding sweep (Membrane's
-defect) would drift below it after the second batch.
+reinforced must stay exactly what capture wrote (a batch rewriting it would fail).
+A compounding sweep (Membrane's defect) would drift below it after the second batch.
 """
 
 from __future__ import annotations
