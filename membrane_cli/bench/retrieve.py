@@ -123,7 +123,7 @@ def _chunks(corpus: Corpus, size: int, chunk: int, now: datetime) -> Iterator[di
             out["records"].append(_row(rid, "episodic", _scope(s), full_text, body,
                                        now - timedelta(minutes=float(rng.integers(0, 10_000))), 30))
             out["payloads"].append((rid, "episodic", json.dumps(body)))
-            out["embeddings"].append((rid, _scope(s), "bench", vectors[k]))
+            out["embeddings"].append((rid, "bench", vectors[k]))
             if mentions:
                 out["relations"].append((rid, "mentions", entity_ids[(c, s)]))
             prev = last.get((c, s))

@@ -36,10 +36,10 @@ def drop_indexes(dsn: str) -> None:
 
 def copy_chunk(
     dsn: str, *, records: Iterable[tuple[Any, ...]], payloads: Iterable[tuple[Any, ...]],
-    embeddings: Iterable[tuple[uuid.UUID, str, str, Any]], relations: Iterable[tuple[Any, ...]],
+    embeddings: Iterable[tuple[uuid.UUID, str, Any]], relations: Iterable[tuple[Any, ...]],
     entity_terms: Iterable[tuple[Any, ...]],
 ) -> None:
-    """One transaction, one COPY per table (embeddings as binary COPY: id, scope, model, vector)."""
+    """One transaction, one COPY per table (embeddings as binary COPY)."""
     with psycopg.connect(dsn) as conn:
         register_vector(conn)
         cur = conn.cursor()
@@ -48,9 +48,9 @@ def copy_chunk(
                 for row in rows:
                     copy.write_row(row)
         with cur.copy(q("bench_copy_embeddings")) as copy:
-            copy.set_types(["uuid", "text", "text", "vector"])
-            for rid, scope, model, vec in embeddings:
-                copy.write_row((rid, scope, model, Vector(vec)))
+            copy.set_types(["uuid", "text", "vector"])
+            for rid, model, vec in embeddings:
+                copy.write_row((rid, model, Vector(vec)))
         for name, rows in (("bench_copy_relations", relations),
                            ("bench_copy_entity_terms", entity_terms)):
             with cur.copy(q(name)) as copy:

@@ -128,34 +128,13 @@ CREATE TABLE entity_identifiers (
 );
 CREATE INDEX entity_identifiers_record ON entity_identifiers (record_id);
 
--- Partitioned by scope (RFC 13.2): a one-scope vector search walks one partition's HNSW graph,
--- not the graph of every scope. scope copies memory_records.scope, which never changes.
 CREATE TABLE record_embeddings (
-    record_id  uuid NOT NULL REFERENCES memory_records (id) ON DELETE CASCADE,
-    scope      text NOT NULL,
+    record_id  uuid PRIMARY KEY REFERENCES memory_records (id) ON DELETE CASCADE,
     model      text NOT NULL,
     embedding  vector(__EMBEDDING_DIM__) NOT NULL,
-    created_at timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (scope, record_id)
-) PARTITION BY HASH (scope);
-CREATE TABLE record_embeddings_p0 PARTITION OF record_embeddings FOR VALUES WITH (MODULUS 16, REMAINDER 0);
-CREATE TABLE record_embeddings_p1 PARTITION OF record_embeddings FOR VALUES WITH (MODULUS 16, REMAINDER 1);
-CREATE TABLE record_embeddings_p2 PARTITION OF record_embeddings FOR VALUES WITH (MODULUS 16, REMAINDER 2);
-CREATE TABLE record_embeddings_p3 PARTITION OF record_embeddings FOR VALUES WITH (MODULUS 16, REMAINDER 3);
-CREATE TABLE record_embeddings_p4 PARTITION OF record_embeddings FOR VALUES WITH (MODULUS 16, REMAINDER 4);
-CREATE TABLE record_embeddings_p5 PARTITION OF record_embeddings FOR VALUES WITH (MODULUS 16, REMAINDER 5);
-CREATE TABLE record_embeddings_p6 PARTITION OF record_embeddings FOR VALUES WITH (MODULUS 16, REMAINDER 6);
-CREATE TABLE record_embeddings_p7 PARTITION OF record_embeddings FOR VALUES WITH (MODULUS 16, REMAINDER 7);
-CREATE TABLE record_embeddings_p8 PARTITION OF record_embeddings FOR VALUES WITH (MODULUS 16, REMAINDER 8);
-CREATE TABLE record_embeddings_p9 PARTITION OF record_embeddings FOR VALUES WITH (MODULUS 16, REMAINDER 9);
-CREATE TABLE record_embeddings_p10 PARTITION OF record_embeddings FOR VALUES WITH (MODULUS 16, REMAINDER 10);
-CREATE TABLE record_embeddings_p11 PARTITION OF record_embeddings FOR VALUES WITH (MODULUS 16, REMAINDER 11);
-CREATE TABLE record_embeddings_p12 PARTITION OF record_embeddings FOR VALUES WITH (MODULUS 16, REMAINDER 12);
-CREATE TABLE record_embeddings_p13 PARTITION OF record_embeddings FOR VALUES WITH (MODULUS 16, REMAINDER 13);
-CREATE TABLE record_embeddings_p14 PARTITION OF record_embeddings FOR VALUES WITH (MODULUS 16, REMAINDER 14);
-CREATE TABLE record_embeddings_p15 PARTITION OF record_embeddings FOR VALUES WITH (MODULUS 16, REMAINDER 15);
+    created_at timestamptz NOT NULL DEFAULT now()
+);
 CREATE INDEX record_embeddings_hnsw ON record_embeddings USING hnsw (embedding vector_cosine_ops);
-CREATE INDEX record_embeddings_record ON record_embeddings (record_id);
 
 -- Append-only, hash-chained per record, no foreign key: survives deletion (RFC 5.5).
 CREATE TABLE audit_log (

@@ -28,8 +28,8 @@ COPY memory_records (id, type, scope, sensitivity, confidence, salience, half_li
 COPY record_payloads (record_id, kind, body) FROM STDIN
 
 -- name: bench_copy_embeddings
--- Bulk load of synthetic embeddings (binary COPY), with each record's scope (the partition key).
-COPY record_embeddings (record_id, scope, model, embedding) FROM STDIN WITH (FORMAT BINARY)
+-- Bulk load of synthetic embeddings (binary COPY).
+COPY record_embeddings (record_id, model, embedding) FROM STDIN WITH (FORMAT BINARY)
 
 -- name: bench_copy_relations
 -- Bulk load of synthetic relations.
@@ -49,7 +49,6 @@ SELECT e.record_id
   FROM record_embeddings e
   JOIN memory_records r ON r.id = e.record_id
  WHERE r.scope = %(scope)s
-   AND e.scope = %(scope)s  -- prunes record_embeddings to the scope's partition (RFC 13.2)
  ORDER BY e.embedding <=> %(qvec)s::vector
  LIMIT %(k)s
 

@@ -3,13 +3,10 @@
 -- (valid_at) and revision status in SQL; the service checks each hydrated row again.
 
 -- name: retrieval_scan_settings
--- Per-transaction HNSW settings so that filtered vector scans do not starve (RFC 8.1), and
--- custom plans for the prepared retrieval query: a generic plan cannot prune record_embeddings'
--- partitions on `scope = ANY($n)` and would search every partition's graph (RFC 13.2).
+-- Per-transaction HNSW settings so that filtered vector scans do not starve (RFC 8.1).
 SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true),
        set_config('hnsw.ef_search', %(ef_search)s::text, true),
-       set_config('hnsw.max_scan_tuples', %(max_scan_tuples)s::text, true),
-       set_config('plan_cache_mode', 'force_custom_plan', true)
+       set_config('hnsw.max_scan_tuples', %(max_scan_tuples)s::text, true)
 
 -- name: retrieval_pool
 -- Hybrid candidate pool: vector, full-text (BM25), entity and salience arms with per-candidate features (RFC 8.1).
@@ -46,8 +43,6 @@ WITH qlex AS MATERIALIZED (
       FROM record_embeddings e
       JOIN memory_records r ON r.id = e.record_id
      WHERE %(qvec)s::vector IS NOT NULL
-       -- on e.scope too, so Postgres prunes record_embeddings to the scopes' partitions (RFC 13.2)
-       AND (%(all_scopes)s OR e.scope = ANY(%(scopes)s::text[]))
        AND (%(all_scopes)s OR r.scope = ANY(%(scopes)s::text[]))
        AND r.sensitivity_rank <= %(max_rank)s + 1
        AND (%(types)s::text[] IS NULL OR r.type = ANY(%(types)s::text[]))
@@ -178,8 +173,7 @@ WITH qlex AS MATERIALIZED (
 SELECT r.id, r.type, r.scope, r.sensitivity,
        status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) AS status,
        1.0 - coalesce(v.dist, (SELECT e.embedding <=> %(qvec)s::vector FROM record_embeddings e
-                                WHERE e.scope = r.scope AND e.record_id = r.id
-                                  AND %(qvec)s::vector IS NOT NULL))
+                                WHERE e.record_id = r.id AND %(qvec)s::vector IS NOT NULL))
            AS vector_score,
        CASE WHEN r.search_tsv @@ qq.tsq THEN
             (SELECT sum(i.idf) FROM idf i WHERE r.search_tsv @@ i.tsq) * 2.2
