@@ -29,6 +29,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from membrane_cli import bench
 from membrane_cli.stack import Stack, StackOptions, free_port, process_tree, rss_kib
 from membrane_core import Membrane, Settings
 from membrane_core.storage import db as storage_db
@@ -214,13 +215,8 @@ def report(res: Result, argv: str, hw: str) -> str:
 
 def write_markdown(path: Path, block: str) -> None:
     """Replace the ingest block of ``path`` (or append it under an Ingest heading)."""
-    text = path.read_text() if path.exists() else "# Benchmarks\n"
-    if MARK_START in text and MARK_END in text:
-        head, rest = text.split(MARK_START, 1)
-        text = head + block + rest.split(MARK_END, 1)[1]
-    else:
-        text = text.rstrip("\n") + "\n\n## Ingest (`membrane bench ingest`)\n\n" + block + "\n"
-    path.write_text(text)
+    bench.write_markdown(path, block, start=MARK_START, end=MARK_END,
+                         heading="Ingest (`membrane bench ingest`)")
 
 
 def _batches(count: int, size: int, rng: random.Random) -> tuple[list[bytes], list[tuple[Any, ...]]]:

@@ -29,6 +29,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from membrane_cli import bench
 from membrane_cli.bench.ingest import hardware
 from membrane_core import errors
 from membrane_core.facade import parse
@@ -270,13 +271,8 @@ def report(f: Figures, size: int, argv: str, hw: str) -> str:
 
 def write_markdown(path: Path, block: str) -> None:
     """Replace the retrieve block of ``path`` (or append it under a Retrieval heading)."""
-    text = path.read_text() if path.exists() else "# Benchmarks\n"
-    if MARK_START in text and MARK_END in text:
-        head, rest = text.split(MARK_START, 1)
-        text = head + block + rest.split(MARK_END, 1)[1]
-    else:
-        text = text.rstrip("\n") + "\n\n## Retrieval (`membrane bench retrieve`)\n\n" + block + "\n"
-    path.write_text(text)
+    bench.write_markdown(path, block, start=MARK_START, end=MARK_END,
+                         heading="Retrieval (`membrane bench retrieve`)")
 
 
 def retrieve(
