@@ -4,24 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-import psycopg
 import pytest
 
 from membrane_core import Membrane
 from membrane_core.trust import DEVELOPMENT_POLICY
+from tests.support.sql import execute, rows
 
 FACT = {"subject": "billing-service", "predicate": "depends_on", "object": "postgres 16"}
 FRESH = {"subject": "billing-service", "predicate": "deployed_to", "object": "eu-west-1"}
-
-
-def rows(url: str, sql: str, *params: object) -> list[tuple]:
-    with psycopg.connect(url) as conn:
-        return conn.execute(sql, params).fetchall()  # type: ignore[arg-type]
-
-
-def execute(url: str, sql: str, *params: object) -> None:
-    with psycopg.connect(url) as conn:
-        conn.execute(sql, params)  # type: ignore[arg-type]
 
 
 def episode(scope: str = "proj", *, outcome: str = "success", facts: list[dict] | None = None,

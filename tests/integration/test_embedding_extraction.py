@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import psycopg
 import pytest
 
 from membrane_core import Membrane, Settings
@@ -16,6 +15,7 @@ from membrane_core.storage.db import Database
 from membrane_core.storage.records import WorkOptions
 from membrane_core.trust import DEVELOPMENT_POLICY
 from tests.conftest import EMBEDDING_DIM, FakeClock
+from tests.support.sql import rows
 
 
 @pytest.fixture
@@ -31,11 +31,6 @@ def extraction(m: Membrane, extractor: object | None = None) -> ExtractionServic
 def episode(text: str, sensitivity: str = "low", scope: str = "team") -> dict[str, object]:
     return {"source_kind": "event", "scope": scope, "sensitivity": sensitivity,
             "content": {"text": text}}
-
-
-def rows(url: str, sql: str, *args: object) -> list[tuple]:
-    with psycopg.connect(url) as conn:
-        return conn.execute(sql, args).fetchall()  # type: ignore[arg-type]
 
 
 FACTS = ("SELECT fact_subject, fact_predicate, fact_object, status, sensitivity FROM memory_records "

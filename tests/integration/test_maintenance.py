@@ -5,24 +5,14 @@ from __future__ import annotations
 import uuid
 from datetime import timedelta
 
-import psycopg
 import pytest
 
 from membrane_core import Membrane, errors
 from membrane_core.enums import MemoryType
 from membrane_core.facade import policy_from_settings
+from tests.support.sql import execute, rows
 
 EVENT = {"source_kind": "event", "scope": "proj", "content": {"text": "ran the build"}}
-
-
-def rows(url: str, sql: str, *params: object) -> list[tuple]:
-    with psycopg.connect(url) as conn:
-        return conn.execute(sql, params).fetchall()  # type: ignore[arg-type]
-
-
-def execute(url: str, sql: str, *params: object) -> None:
-    with psycopg.connect(url) as conn:
-        conn.execute(sql, params)  # type: ignore[arg-type]
 
 
 def stored(url: str, rid: uuid.UUID) -> tuple[float, float]:

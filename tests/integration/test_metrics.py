@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-import psycopg
 import pytest
 
 from membrane_core import Membrane
 from membrane_core.enums import Sensitivity
 from membrane_core.trust import DEVELOPMENT_POLICY, TrustPolicy
-
-
-def execute(url: str, sql: str, *params: object) -> None:
-    with psycopg.connect(url) as conn:
-        conn.execute(sql, params)  # type: ignore[arg-type]
+from tests.support.sql import execute
 
 
 def event(scope: str, sensitivity: str = "low", **content: object) -> dict:

@@ -5,13 +5,13 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-import psycopg
 import pytest
 
 from membrane_core import Membrane, errors
 from membrane_core.enums import Sensitivity
 from membrane_core.policy import Policy
 from membrane_core.trust import TrustPolicy
+from tests.support.sql import row, rows
 
 EVIDENCE = [{"kind": "observation", "ref": "user said so"}]
 
@@ -21,18 +21,6 @@ def observe(m: Membrane, s: str, p: str, o: str, scope: str = "proj", **extra: A
                      "content": {"subject": s, "predicate": p, "object": o}, **extra})
     assert res.fact == "created"
     return res.record_ids[1]
-
-
-def row(url: str, sql: str, *args: Any) -> tuple[Any, ...]:
-    with psycopg.connect(url) as conn:
-        found = conn.execute(sql, args).fetchone()
-        assert found is not None
-        return tuple(found)
-
-
-def rows(url: str, sql: str, *args: Any) -> list[tuple[Any, ...]]:
-    with psycopg.connect(url) as conn:
-        return [tuple(r) for r in conn.execute(sql, args).fetchall()]
 
 
 def tombstones(url: str) -> set[tuple[str, str, str, str]]:

@@ -1,0 +1,26 @@
+"""One-statement SQL helpers for assertions against a test database."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+
+
+def rows(url: str, sql: str, *args: Any) -> list[tuple[Any, ...]]:
+    """Every row of ``sql`` run with ``args``."""
+    with psycopg.connect(url) as conn:
+        return [tuple(r) for r in conn.execute(sql, args).fetchall()]  # type: ignore[arg-type]
+
+
+def row(url: str, sql: str, *args: Any) -> tuple[Any, ...]:
+    """The one row ``sql`` must return."""
+    found = rows(url, sql, *args)
+    assert found, f"no row for {sql!r}"
+    return found[0]
+
+
+def execute(url: str, sql: str, *args: Any) -> None:
+    """Run one statement and commit."""
+    with psycopg.connect(url) as conn:
+        conn.execute(sql, args)  # type: ignore[arg-type]
