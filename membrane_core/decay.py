@@ -24,13 +24,6 @@ def salience_at(
     return max(min(base, profile.min_salience), decayed) if base >= 0 else 0.0
 
 
-def seconds_until(base: float, profile: DecayProfile, target: float) -> float | None:
-    """Seconds after reinforcement at which salience falls to ``target``; ``None`` if never."""
-    if target <= 0 or base <= target:
-        return 0.0 if base <= target else None
-    return profile.half_life_seconds * math.log2(base / target)
-
-
 def reinforced(current: float, gain: float, cap: float = 1.0) -> float:
     """RFC 6.2: new base salience after a reinforcement: ``min(cap, current + gain)``."""
     return max(current, min(cap, current + gain))

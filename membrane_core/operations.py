@@ -28,7 +28,7 @@ from membrane_core.models import Frozen
 from membrane_core.processing import MAX_ATTEMPTS, as_uuid, worker_name
 from membrane_core.requests import CaptureRequest
 from membrane_core.storage import operations as store
-from membrane_core.storage import records
+from membrane_core.storage import reads
 from membrane_core.trust import ALL_SCOPES, TrustPolicy
 
 if TYPE_CHECKING:
@@ -282,7 +282,7 @@ class Operations(processing.OperationProcessing):
         elif target is None:
             raise errors.InvalidInput(f"{kind.value} needs a target record id")
         with self._m.db.reader() as conn:
-            found = records.access(conn, ids)
+            found = reads.access(conn, ids)
         for rid in ids:
             got = found.get(rid)
             if got is None or trust.visibility(got[0], Sensitivity(got[1])) != "full":

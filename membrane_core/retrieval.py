@@ -37,12 +37,6 @@ def current_salience(record: MemoryRecord, at: datetime) -> float:
     return decay.salience_at(lc.base_salience, lc.reinforced_at, lc.decay, at, pinned=lc.pinned)
 
 
-def check_status(record: MemoryRecord, req: RetrieveRequest) -> bool:
-    """RFC 5.1: revision status is enforced on every hydrated record."""
-    return graph.status_allowed(record.status.value, include_retracted=req.include_retracted,
-                                include_contested=req.include_contested)
-
-
 def status_as_of(record: MemoryRecord, sql_status: str, as_of: datetime | None) -> str:
     """RFC 5.6: the record's status at ``as_of`` (now when ``None``), re-derived in Python.
 
@@ -381,7 +375,7 @@ class Retriever:
         """
         missing = errors.NotFound(f"record {record_id} not found")
         with self.db.transaction() as conn:
-            acc = reads.access(conn, [record_id]).get(record_id)
+            acc = reads.access(conn, [record_id], as_of=as_of).get(record_id)
             if acc is None or trust.visibility(acc[0], Sensitivity(acc[1])) == "hidden":
                 raise missing
             rec = records.hydrate(conn, [record_id]).get(record_id)
@@ -393,6 +387,6 @@ class Retriever:
                 raise missing
             status = rec.status.value
             if as_of is not None:
-                status = status_as_of(rec, reads.status_at(conn, record_id, as_of), as_of)
+                status = status_as_of(rec, acc[2], as_of)
             v = self._view(rec, visibility, status, self.clock())
             return self._with_visible_relations(conn, trust, [v])[0]

@@ -168,9 +168,3 @@ def access(
     cur = conn.cursor()
     cur.execute(q("retrieval_access"), {"ids": list(ids), "as_of": as_of})
     return {row[0]: (row[1], row[2], row[3]) for row in cur.fetchall()}
-
-
-def status_at(conn: psycopg.Connection, record_id: uuid.UUID, at: datetime) -> str:
-    """RFC 5.6: the record's revision status at transaction time ``at``."""
-    row = conn.execute(q("record_status_at"), {"id": record_id, "at": at}).fetchone()
-    return str(row[0]) if row else "retracted"

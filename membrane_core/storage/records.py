@@ -15,7 +15,7 @@ from psycopg.rows import dict_row
 
 from membrane_core import budget
 from membrane_core.capture import CapturePlan
-from membrane_core.enums import AuditAction, MemoryType, OutcomeStatus, WorkKind
+from membrane_core.enums import AuditAction, OutcomeStatus, WorkKind
 from membrane_core.models import EpisodicPayload, MemoryRecord, SemanticPayload
 from membrane_core.policy import Policy
 from membrane_core.providers.base import normalise_predicate
@@ -346,11 +346,4 @@ def hydrate(conn: psycopg.Connection, ids: Iterable[uuid.UUID]) -> dict[uuid.UUI
     return {row["id"]: _row_to_record(row) for row in cur.fetchall()}
 
 
-def access(conn: psycopg.Connection, ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, tuple[str, str, str]]:
-    """``{id: (scope, sensitivity, status)}`` for trust checks before hydration (RFC 7.3)."""
-    cur = conn.cursor()
-    cur.execute(q("record_access"), {"ids": list(ids)})
-    return {row[0]: (row[1], row[2], row[3]) for row in cur.fetchall()}
-
-
-__all__ = ["CaptureOutcome", "MemoryType", "WorkOptions", "access", "hydrate", "write_captures"]
+__all__ = ["CaptureOutcome", "WorkOptions", "hydrate", "write_captures"]

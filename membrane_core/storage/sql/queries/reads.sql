@@ -269,7 +269,3 @@ SELECT e.source_id, e.predicate, e.target_id, e.other, r.scope, r.sensitivity,
 SELECT id, scope, sensitivity,
        status_at(status, retracted_at, contested_at, %(as_of)s::timestamptz) AS status
   FROM memory_records WHERE id = ANY(%(ids)s::uuid[])
-
--- name: record_status_at
--- One record's revision status at a transaction time (RFC 5.6).
-SELECT status_at(status, retracted_at, contested_at, %(at)s) FROM memory_records WHERE id = %(id)s

@@ -102,7 +102,3 @@ SELECT r.id, r.type, r.scope, r.sensitivity, r.confidence, r.salience, r.status,
   FROM memory_records r
   JOIN record_payloads p ON p.record_id = r.id
  WHERE r.id = ANY(%(ids)s::uuid[])
-
--- name: record_access
--- Scope, sensitivity and status of records by id, for trust checks before hydration (RFC 7.3).
-SELECT id, scope, sensitivity, status FROM memory_records WHERE id = ANY(%(ids)s::uuid[])
