@@ -106,7 +106,13 @@ def test_neighbours_only(membrane: Membrane, planted: Planted) -> None:
     assert planted.neighbour in rel_targets and planted.high not in rel_targets
 
 
-def test_entity_lookup(membrane: Membrane, planted: Planted) -> None:
+def test_entity_lookup(membrane: Membrane, planted: Planted, database_url: str) -> None:
+    quokka = next(r.id for r in membrane.retrieve(
+        {"query": "Quokka", "memory_types": ["entity"], "scopes": ["a"]}, CALLER).records)
+    # the retracted fact mentions the entity too, so only the status filter keeps it out
+    link(database_url, (planted.retracted, "mentions", quokka))
+    wide = membrane.retrieve({"query": "Quokka", "limit": 50, "include_retracted": True})
+    assert planted.retracted in {r.id for r in wide.records}  # the arm does reach it
     got = membrane.retrieve({"query": "Quokka", "limit": 50}, CALLER)
     assert got.diagnostics["arms"]["entity"] >= 1
     ids = {r.id for r in got.records}
