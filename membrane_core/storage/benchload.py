@@ -7,6 +7,7 @@ captures are written.
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from collections.abc import Iterable, Sequence
@@ -36,10 +37,10 @@ def drop_indexes(dsn: str) -> None:
 
 def copy_chunk(
     dsn: str, *, records: Iterable[tuple[Any, ...]], payloads: Iterable[tuple[Any, ...]],
-    embeddings: Iterable[tuple[uuid.UUID, str, Any]], relations: Iterable[tuple[Any, ...]],
+    embeddings: Iterable[tuple[uuid.UUID, str, str, Any]], relations: Iterable[tuple[Any, ...]],
     entity_terms: Iterable[tuple[Any, ...]],
 ) -> None:
-    """One transaction, one COPY per table (embeddings as binary COPY)."""
+    """One transaction, one COPY per table (embeddings as binary COPY: id, scope, model, vector)."""
     with psycopg.connect(dsn) as conn:
         register_vector(conn)
         cur = conn.cursor()
@@ -48,9 +49,9 @@ def copy_chunk(
                 for row in rows:
                     copy.write_row(row)
         with cur.copy(q("bench_copy_embeddings")) as copy:
-            copy.set_types(["uuid", "text", "vector"])
-            for rid, model, vec in embeddings:
-                copy.write_row((rid, model, Vector(vec)))
+            copy.set_types(["uuid", "text", "text", "vector"])
+            for rid, scope, model, vec in embeddings:
+                copy.write_row((rid, scope, model, Vector(vec)))
         for name, rows in (("bench_copy_relations", relations),
                            ("bench_copy_entity_terms", entity_terms)):
             with cur.copy(q(name)) as copy:
@@ -94,10 +95,12 @@ def create_database(admin_dsn: str, name: str, *, drop: bool) -> str:
     return psycopg.conninfo.make_conninfo("", **info)
 
 
-def shared_buffers(admin_dsn: str, *, enlarge: bool) -> str:
-    """The server's ``shared_buffers``; with ``enlarge``, ask for 1 GB at the next restart."""
+def shared_buffers(admin_dsn: str, *, enlarge: str | None = None) -> str:
+    """The server's ``shared_buffers``; with ``enlarge`` (``"4GB"``), ask for it at the next restart."""
     with psycopg.connect(admin_dsn, autocommit=True) as conn:
         if enlarge:
-            conn.execute(q("bench_shared_buffers"))
+            if not re.fullmatch(r"\d+[MG]B", enlarge):
+                raise ValueError(f"shared_buffers must look like 1GB or 512MB, got {enlarge!r}")
+            conn.execute(sql.SQL(q("bench_shared_buffers")).format(size=sql.Literal(enlarge)))
         row = conn.execute(q("bench_show_shared_buffers")).fetchone()
         return str(row[0]) if row else "?"

@@ -3,6 +3,20 @@
 
 CREATE EXTENSION IF NOT EXISTS vector;
 
+-- The lexeme that tags a record's text with its scope (RFC 8.1.2): the full-text arm ANDs it
+-- with the query's lexemes, so the GIN index returns only the caller's scopes instead of every
+-- scope's matches for a heap recheck. The parser never emits a lexeme with a space in it.
+CREATE FUNCTION scope_lexeme(scope text) RETURNS tsvector
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    SELECT array_to_tsvector(ARRAY['scope ' || md5(scope)])
+$$;
+
+-- The scopes' lexemes OR-ed, to AND with a full-text query (RFC 8.1.2).
+CREATE FUNCTION scopes_tsquery(scopes text[]) RETURNS tsquery
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    SELECT string_agg(quote_literal('scope ' || md5(s)), ' | ')::tsquery FROM unnest(scopes) AS s
+$$;
+
 CREATE TABLE memory_records (
     id                 uuid PRIMARY KEY,
     type               text NOT NULL CHECK (type IN ('episodic','working','semantic','competence','plan_graph','entity')),
@@ -44,7 +58,8 @@ CREATE TABLE memory_records (
     -- projected size of the hydrated record, for the byte budget (RFC 8.3)
     projected_bytes    integer NOT NULL CHECK (projected_bytes >= 0),
     search_text        text NOT NULL DEFAULT '',
-    search_tsv         tsvector GENERATED ALWAYS AS (to_tsvector('english', search_text)) STORED,
+    -- the text's lexemes and the scope's (RFC 8.1.2)
+    search_tsv         tsvector GENERATED ALWAYS AS (to_tsvector('english', search_text) || scope_lexeme(scope)) STORED,
     CHECK (valid_to IS NULL OR valid_from IS NULL OR valid_to > valid_from),
     CHECK ((type = 'semantic') = (fact_subject IS NOT NULL))
 );
@@ -128,13 +143,34 @@ CREATE TABLE entity_identifiers (
 );
 CREATE INDEX entity_identifiers_record ON entity_identifiers (record_id);
 
+-- Partitioned by scope (RFC 13.2): a one-scope vector search walks one partition's HNSW graph,
+-- not the graph of every scope. scope copies memory_records.scope, which never changes.
 CREATE TABLE record_embeddings (
-    record_id  uuid PRIMARY KEY REFERENCES memory_records (id) ON DELETE CASCADE,
+    record_id  uuid NOT NULL REFERENCES memory_records (id) ON DELETE CASCADE,
+    scope      text NOT NULL,
     model      text NOT NULL,
     embedding  vector(__EMBEDDING_DIM__) NOT NULL,
-    created_at timestamptz NOT NULL DEFAULT now()
-);
+    created_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (scope, record_id)
+) PARTITION BY HASH (scope);
+CREATE TABLE record_embeddings_p0 PARTITION OF record_embeddings FOR VALUES WITH (MODULUS 16, REMAINDER 0);
+CREATE TABLE record_embeddings_p1 PARTITION OF record_embeddings FOR VALUES WITH (MODULUS 16, REMAINDER 1);
+CREATE TABLE record_embeddings_p2 PARTITION OF record_embeddings FOR VALUES WITH (MODULUS 16, REMAINDER 2);
+CREATE TABLE record_embeddings_p3 PARTITION OF record_embeddings FOR VALUES WITH (MODULUS 16, REMAINDER 3);
+CREATE TABLE record_embeddings_p4 PARTITION OF record_embeddings FOR VALUES WITH (MODULUS 16, REMAINDER 4);
+CREATE TABLE record_embeddings_p5 PARTITION OF record_embeddings FOR VALUES WITH (MODULUS 16, REMAINDER 5);
+CREATE TABLE record_embeddings_p6 PARTITION OF record_embeddings FOR VALUES WITH (MODULUS 16, REMAINDER 6);
+CREATE TABLE record_embeddings_p7 PARTITION OF record_embeddings FOR VALUES WITH (MODULUS 16, REMAINDER 7);
+CREATE TABLE record_embeddings_p8 PARTITION OF record_embeddings FOR VALUES WITH (MODULUS 16, REMAINDER 8);
+CREATE TABLE record_embeddings_p9 PARTITION OF record_embeddings FOR VALUES WITH (MODULUS 16, REMAINDER 9);
+CREATE TABLE record_embeddings_p10 PARTITION OF record_embeddings FOR VALUES WITH (MODULUS 16, REMAINDER 10);
+CREATE TABLE record_embeddings_p11 PARTITION OF record_embeddings FOR VALUES WITH (MODULUS 16, REMAINDER 11);
+CREATE TABLE record_embeddings_p12 PARTITION OF record_embeddings FOR VALUES WITH (MODULUS 16, REMAINDER 12);
+CREATE TABLE record_embeddings_p13 PARTITION OF record_embeddings FOR VALUES WITH (MODULUS 16, REMAINDER 13);
+CREATE TABLE record_embeddings_p14 PARTITION OF record_embeddings FOR VALUES WITH (MODULUS 16, REMAINDER 14);
+CREATE TABLE record_embeddings_p15 PARTITION OF record_embeddings FOR VALUES WITH (MODULUS 16, REMAINDER 15);
 CREATE INDEX record_embeddings_hnsw ON record_embeddings USING hnsw (embedding vector_cosine_ops);
+CREATE INDEX record_embeddings_record ON record_embeddings (record_id);
 
 -- Append-only, hash-chained per record, no foreign key: survives deletion (RFC 5.5).
 CREATE TABLE audit_log (

@@ -28,8 +28,8 @@ COPY memory_records (id, type, scope, sensitivity, confidence, salience, half_li
 COPY record_payloads (record_id, kind, body) FROM STDIN
 
 -- name: bench_copy_embeddings
--- Bulk load of synthetic embeddings (binary COPY).
-COPY record_embeddings (record_id, model, embedding) FROM STDIN WITH (FORMAT BINARY)
+-- Bulk load of synthetic embeddings (binary COPY), with each record's scope (the partition key).
+COPY record_embeddings (record_id, scope, model, embedding) FROM STDIN WITH (FORMAT BINARY)
 
 -- name: bench_copy_relations
 -- Bulk load of synthetic relations.
@@ -44,11 +44,11 @@ COPY entity_terms (record_id, scope, term, term_kind) FROM STDIN
 SELECT count(*) FROM memory_records
 
 -- name: bench_bare_vector
--- Baseline: bare pgvector top-k under the same scope filter and iterative scan.
+-- Baseline: bare pgvector top-k under the same scope filter and iterative scan (the scope is a
+-- column of record_embeddings, its partition key: RFC 13.2).
 SELECT e.record_id
   FROM record_embeddings e
-  JOIN memory_records r ON r.id = e.record_id
- WHERE r.scope = %(scope)s
+ WHERE e.scope = %(scope)s
  ORDER BY e.embedding <=> %(qvec)s::vector
  LIMIT %(k)s
 
@@ -62,7 +62,8 @@ SELECT 1 FROM pg_database WHERE datname = %(name)s
 
 -- name: bench_shared_buffers
 -- Give the benchmark's own embedded server room for the HNSW index (applies after a restart).
-ALTER SYSTEM SET shared_buffers = '1GB'
+-- ALTER SYSTEM takes no bind parameter: {size} is a psycopg.sql.Literal (benchload.shared_buffers).
+ALTER SYSTEM SET shared_buffers = {size}
 
 -- name: bench_show_shared_buffers
 -- The server's current shared_buffers.

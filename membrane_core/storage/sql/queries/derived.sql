@@ -22,9 +22,10 @@ SELECT id, search_text FROM memory_records WHERE id = ANY(%(ids)s::uuid[])
 
 -- name: emb_upsert
 -- Write vectors in one statement for records that still exist; a re-embedding replaces the old vector (RFC 12.1).
-INSERT INTO record_embeddings (record_id, model, embedding, created_at)
-SELECT u.id, %(model)s, u.v::vector, %(now)s
+-- The scope comes from the record: record_embeddings is partitioned by it (RFC 13.2).
+INSERT INTO record_embeddings (record_id, scope, model, embedding, created_at)
+SELECT u.id, m.scope, %(model)s, u.v::vector, %(now)s
   FROM unnest(%(ids)s::uuid[], %(vecs)s::text[]) AS u(id, v)
   JOIN memory_records m ON m.id = u.id
-ON CONFLICT (record_id) DO UPDATE
+ON CONFLICT (scope, record_id) DO UPDATE
    SET model = EXCLUDED.model, embedding = EXCLUDED.embedding, created_at = EXCLUDED.created_at

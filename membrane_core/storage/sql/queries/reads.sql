@@ -3,16 +3,22 @@
 -- (valid_at) and revision status in SQL; the service checks each hydrated row again.
 
 -- name: retrieval_scan_settings
--- Per-transaction HNSW settings so that filtered vector scans do not starve (RFC 8.1).
+-- Per-transaction HNSW settings so that filtered vector scans do not starve (RFC 8.1), and
+-- custom plans for the prepared retrieval statement: its generic plan cannot fold the
+-- `all_scopes OR ...` guards and ran 20x slower at 1M records (RFC 13.2).
 SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true),
        set_config('hnsw.ef_search', %(ef_search)s::text, true),
-       set_config('hnsw.max_scan_tuples', %(max_scan_tuples)s::text, true)
+       set_config('hnsw.max_scan_tuples', %(max_scan_tuples)s::text, true),
+       set_config('plan_cache_mode', 'force_custom_plan', true)
 
 -- name: retrieval_pool
 -- Hybrid candidate pool: vector, full-text (BM25), entity and salience arms with per-candidate features (RFC 8.1).
 WITH qlex AS MATERIALIZED (
     -- the query's lexemes, each with its document frequency in the caller's scopes (capped)
-    SELECT w.lexeme, quote_literal(w.lexeme)::tsquery AS tsq
+    -- stsq: the lexeme AND the caller's scope lexemes, answered inside the GIN index (RFC 8.1.2)
+    SELECT w.lexeme, quote_literal(w.lexeme)::tsquery AS tsq,
+           CASE WHEN %(all_scopes)s THEN quote_literal(w.lexeme)::tsquery
+                ELSE quote_literal(w.lexeme)::tsquery && scopes_tsquery(%(scopes)s::text[]) END AS stsq
       FROM unnest(to_tsvector('english', coalesce(%(query)s::text, ''))) AS w
      LIMIT 32
 ), corpus AS (
@@ -26,8 +32,10 @@ WITH qlex AS MATERIALIZED (
      CROSS JOIN LATERAL (
            SELECT count(*)::float8 AS df FROM (
                   SELECT 1 FROM memory_records r
-                   WHERE r.search_tsv @@ l.tsq
-                     AND (%(all_scopes)s OR r.scope = ANY(%(scopes)s::text[]))
+                   WHERE r.search_tsv @@ l.stsq
+                     -- the GIN match already holds the scope; `|| ''` keeps the planner from
+                     -- ANDing in a bitmap of every record of the scope from the btree
+                     AND (%(all_scopes)s OR (r.scope || '') = ANY(%(scopes)s::text[]))
                      -- only what the caller may see counts: hidden records must not move ranks
                      AND r.sensitivity_rank <= %(max_rank)s + 1
                      AND r.status <> 'retracted'
@@ -38,34 +46,69 @@ WITH qlex AS MATERIALIZED (
     SELECT coalesce((SELECT string_agg(quote_literal(lexeme), ' | ') FROM idf WHERE df < %(df_cap)s),
                     (SELECT string_agg(quote_literal(lexeme), ' | ') FROM idf))::tsquery AS gen,
            (SELECT string_agg(quote_literal(lexeme), ' | ') FROM idf)::tsquery AS tsq
+), qs AS (
+    SELECT CASE WHEN %(all_scopes)s THEN qq.gen ELSE qq.gen && scopes_tsquery(%(scopes)s::text[]) END AS gen
+      FROM qq
 ), vec AS MATERIALIZED (
-    SELECT e.record_id AS id, e.embedding <=> %(qvec)s::vector AS dist
-      FROM record_embeddings e
-      JOIN memory_records r ON r.id = e.record_id
-     WHERE %(qvec)s::vector IS NOT NULL
-       AND (%(all_scopes)s OR r.scope = ANY(%(scopes)s::text[]))
-       AND r.sensitivity_rank <= %(max_rank)s + 1
-       AND (%(types)s::text[] IS NULL OR r.type = ANY(%(types)s::text[]))
-       AND (%(tags)s::text[] IS NULL OR EXISTS (
-                SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY(%(tags)s::text[])))
-       AND (%(as_of)s::timestamptz IS NULL OR r.recorded_at <= %(as_of)s::timestamptz)
-       AND (%(valid_at)s::timestamptz IS NULL
-            OR ((r.valid_from IS NULL OR r.valid_from <= %(valid_at)s::timestamptz)
-                AND (r.valid_to IS NULL OR %(valid_at)s::timestamptz < r.valid_to)))
-       AND (%(include_retracted)s
-            OR status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) <> 'retracted')
-       AND (%(include_contested)s
-            OR status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) <> 'contested')
-       AND (%(min_salience)s <= 0 OR current_salience(r.base_salience, r.reinforced_at,
-                r.half_life_seconds, r.min_salience, r.pinned, %(now)s) >= %(min_salience)s)
-     ORDER BY e.embedding <=> %(qvec)s::vector
+    -- one HNSW search per requested scope, each pruned to the scope's partition when the
+    -- generic plan runs (e.scope = s.scope is a parameter per rescan); or one search over
+    -- every partition for a caller that may read all scopes (RFC 8.1.1, 13.2)
+    SELECT x.id, x.dist FROM (
+        SELECT v.id, v.dist
+          FROM unnest(%(scopes)s::text[]) AS s(scope)
+         CROSS JOIN LATERAL (
+               SELECT e.record_id AS id, e.embedding <=> %(qvec)s::vector AS dist
+                 FROM record_embeddings e
+                 JOIN memory_records r ON r.id = e.record_id
+                WHERE e.scope = s.scope AND r.scope = s.scope
+                  AND r.sensitivity_rank <= %(max_rank)s + 1
+                  AND (%(types)s::text[] IS NULL OR r.type = ANY(%(types)s::text[]))
+                  AND (%(tags)s::text[] IS NULL OR EXISTS (
+                           SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY(%(tags)s::text[])))
+                  AND (%(as_of)s::timestamptz IS NULL OR r.recorded_at <= %(as_of)s::timestamptz)
+                  AND (%(valid_at)s::timestamptz IS NULL
+                       OR ((r.valid_from IS NULL OR r.valid_from <= %(valid_at)s::timestamptz)
+                           AND (r.valid_to IS NULL OR %(valid_at)s::timestamptz < r.valid_to)))
+                  AND (%(include_retracted)s
+                       OR status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) <> 'retracted')
+                  AND (%(include_contested)s
+                       OR status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) <> 'contested')
+                  AND (%(min_salience)s <= 0 OR current_salience(r.base_salience, r.reinforced_at,
+                           r.half_life_seconds, r.min_salience, r.pinned, %(now)s) >= %(min_salience)s)
+                ORDER BY e.embedding <=> %(qvec)s::vector
+                LIMIT %(vec_k)s) v
+         WHERE %(qvec)s::vector IS NOT NULL AND NOT %(all_scopes)s
+        UNION ALL
+        SELECT a.id, a.dist FROM (
+               SELECT e.record_id AS id, e.embedding <=> %(qvec)s::vector AS dist
+                 FROM record_embeddings e
+                 JOIN memory_records r ON r.id = e.record_id
+                WHERE %(qvec)s::vector IS NOT NULL AND %(all_scopes)s
+                  AND r.sensitivity_rank <= %(max_rank)s + 1
+                  AND (%(types)s::text[] IS NULL OR r.type = ANY(%(types)s::text[]))
+                  AND (%(tags)s::text[] IS NULL OR EXISTS (
+                           SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY(%(tags)s::text[])))
+                  AND (%(as_of)s::timestamptz IS NULL OR r.recorded_at <= %(as_of)s::timestamptz)
+                  AND (%(valid_at)s::timestamptz IS NULL
+                       OR ((r.valid_from IS NULL OR r.valid_from <= %(valid_at)s::timestamptz)
+                           AND (r.valid_to IS NULL OR %(valid_at)s::timestamptz < r.valid_to)))
+                  AND (%(include_retracted)s
+                       OR status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) <> 'retracted')
+                  AND (%(include_contested)s
+                       OR status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) <> 'contested')
+                  AND (%(min_salience)s <= 0 OR current_salience(r.base_salience, r.reinforced_at,
+                           r.half_life_seconds, r.min_salience, r.pinned, %(now)s) >= %(min_salience)s)
+                ORDER BY e.embedding <=> %(qvec)s::vector
+                LIMIT %(vec_k)s) a) x
+     ORDER BY x.dist, x.id
      LIMIT %(vec_k)s
 ), fts_all AS MATERIALIZED (
-    SELECT r.id, length(r.search_tsv)::float8 AS dl,
+    -- dl leaves out the scope lexeme every record carries
+    SELECT r.id, (length(r.search_tsv) - 1)::float8 AS dl,
            (SELECT sum(i.idf) FROM idf i WHERE r.search_tsv @@ i.tsq) AS s
-      FROM memory_records r, qq
-     WHERE qq.gen IS NOT NULL AND r.search_tsv @@ qq.gen
-       AND (%(all_scopes)s OR r.scope = ANY(%(scopes)s::text[]))
+      FROM memory_records r, qs
+     WHERE qs.gen IS NOT NULL AND r.search_tsv @@ qs.gen
+       AND (%(all_scopes)s OR (r.scope || '') = ANY(%(scopes)s::text[]))  -- in the GIN match (idf)
        AND r.sensitivity_rank <= %(max_rank)s + 1
        AND (%(types)s::text[] IS NULL OR r.type = ANY(%(types)s::text[]))
        AND (%(tags)s::text[] IS NULL OR EXISTS (
@@ -173,11 +216,12 @@ WITH qlex AS MATERIALIZED (
 SELECT r.id, r.type, r.scope, r.sensitivity,
        status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) AS status,
        1.0 - coalesce(v.dist, (SELECT e.embedding <=> %(qvec)s::vector FROM record_embeddings e
-                                WHERE e.record_id = r.id AND %(qvec)s::vector IS NOT NULL))
+                                WHERE e.scope = r.scope AND e.record_id = r.id
+                                  AND %(qvec)s::vector IS NOT NULL))
            AS vector_score,
        CASE WHEN r.search_tsv @@ qq.tsq THEN
             (SELECT sum(i.idf) FROM idf i WHERE r.search_tsv @@ i.tsq) * 2.2
-            / (1.0 + 1.2 * (0.9 + 0.1 * length(r.search_tsv) / greatest(a.v, 1.0))) END AS text_score,
+            / (1.0 + 1.2 * (0.9 + 0.1 * (length(r.search_tsv) - 1) / greatest(a.v, 1.0))) END AS text_score,
        n.score AS entity_score,
        current_salience(r.base_salience, r.reinforced_at, r.half_life_seconds, r.min_salience,
                         r.pinned, %(now)s) AS salience,
