@@ -101,6 +101,16 @@ def query_identifiers(query: str | None) -> list[tuple[str, str]]:
 _WORD = re.compile(r"\w")
 
 
+#: Candidate windows (RFC 8.1.5): a window is written into the statement's text, so it
+#: takes one of these values (the next one up) and the shapes stay few.
+WINDOWS = (10, 25, 50, 100, 200, 400)
+
+
+def window(n: int) -> int:
+    """The smallest window of :data:`WINDOWS` holding ``n`` rows (at most the largest)."""
+    return next((w for w in WINDOWS if w >= n), WINDOWS[-1])
+
+
 def read_filter(req: RetrieveRequest, policy: TrustPolicy, now: datetime) -> reads.ReadFilter:
     """RFC 8.1, 7.3, 5.6: the SQL predicates of a request under the caller's narrowed policy."""
     return reads.ReadFilter(
@@ -199,11 +209,10 @@ class Retriever:
         # RFC 8.1: the lexical and entity arms are cheap and get a wide window; the vector
         # arm's cost under a selective filter grows with its window, so it gets the limit
         # (the same work as a bare top-k query)
-        arm_k = min(400, max(50, 4 * req.limit))
-        vec_k = min(400, max(self.vector_k, req.limit))
+        arm_k = window(max(50, 4 * req.limit))
+        vec_k = window(max(self.vector_k, req.limit))
         with self.db.reader() as conn:
-            if qvec is not None:
-                reads.configure_scan(conn, ef_search=max(40, vec_k), max_scan_tuples=20_000)
+            reads.configure_scan(conn, ef_search=max(40, vec_k), max_scan_tuples=20_000)
             pool = reads.pool(conn, f, query=query, qvec=qvec, terms=query_terms(query),
                               identifiers=query_identifiers(query), arm_k=arm_k, vec_k=vec_k,
                               fanout=self.entity_max_links)

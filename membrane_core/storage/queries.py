@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import re
 from importlib import resources
+from collections.abc import Collection, Mapping
 from typing import LiteralString
 
 _NAME = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
@@ -47,3 +48,44 @@ def load() -> dict[str, LiteralString]:
 def q(name: str) -> LiteralString:
     """The SQL of query ``name``."""
     return load()[name]
+
+
+_PARAM = re.compile(r"%\((\w+)\)s")
+
+
+def _literal(value: object, *, as_int: bool) -> str | None:
+    """SQL text of a shape value; ``None`` for a value that stays a bound parameter."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if as_int and isinstance(value, int):
+        return str(int(value))
+    return None
+
+
+def shaped(name: str, params: Mapping[str, object], *, ints: Collection[str] = ()
+           ) -> tuple[str, dict[str, object]]:
+    """Query ``name`` with its shape parameters written in as literals (RFC 8.1.5).
+
+    NULLs and booleans decide which filters apply and which arm runs; the integers named
+    in ``ints`` (windows, the caller's sensitivity rank) take a handful of values. Written
+    into the text they let Postgres fold every ``$flag OR ...`` guard away, so the
+    statement's generic plan is as good as a custom one and, prepared, no execution pays
+    for planning; each shape is its own prepared statement. Everything else (strings,
+    floats, timestamps, arrays, vectors, free integers such as byte budgets) stays a bound
+    parameter. Only NULL, true, false and ``str(int)`` are ever written in, so no value a
+    caller controls reaches the SQL text.
+    """
+    sql = q(name)
+    bound: dict[str, object] = {}
+
+    def sub(m: re.Match[str]) -> str:
+        key = m.group(1)
+        lit = _literal(params[key], as_int=key in ints)
+        if lit is None:
+            bound[key] = params[key]
+            return m.group(0)
+        return lit
+
+    return _PARAM.sub(sub, sql), bound

@@ -14,7 +14,7 @@ from psycopg.rows import dict_row
 
 from membrane_core.models import MemoryRecord
 from membrane_core.storage import records
-from membrane_core.storage.queries import q
+from membrane_core.storage.queries import q, shaped
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,7 @@ class ReadFilter:
             "max_rank": self.max_rank, "types": self.types, "tags": self.tags,
             "include_retracted": self.include_retracted,
             "include_contested": self.include_contested, "min_salience": self.min_salience,
+            "salience_floor": self.min_salience > 0,
             "now": self.now, "as_of": self.as_of, "valid_at": self.valid_at,
         }
 
@@ -100,14 +101,15 @@ def pool(
     fanout: int, df_cap: int = 1000, fts_cap: int = 5000,
 ) -> list[PoolRow]:
     """RFC 8.1: candidates of every arm, filtered in SQL, with their features (no hydration)."""
-    cur = conn.cursor()
-    cur.execute(q("retrieval_pool"), {
-        **f.params(), "query": query or None,
-        "qvec": Vector(list(qvec)) if qvec is not None else None,
+    sql, params = shaped("retrieval_pool", {
+        **f.params(), "query": query or None, "has_query": bool(query),
+        "qvec": Vector(list(qvec)) if qvec is not None else None, "has_qvec": qvec is not None,
         "terms": list(terms), "id_namespaces": [i[0] for i in identifiers],
         "id_values": [i[1] for i in identifiers], "arm_k": arm_k, "vec_k": vec_k, "fanout": fanout,
         "df_cap": df_cap, "fts_cap": fts_cap,
-    })
+    }, ints=("max_rank", "arm_k", "vec_k", "fanout", "df_cap", "fts_cap"))
+    cur = conn.cursor()
+    cur.execute(sql, params, prepare=True)  # type: ignore[arg-type]  # RFC 8.1.5
     return [PoolRow(*row) for row in cur.fetchall()]
 
 
@@ -122,11 +124,12 @@ def bounded_hydrate(
     """
     if not ids:
         return []
-    cur = conn.cursor(row_factory=dict_row)
-    cur.execute(q("retrieval_bounded_hydrate"), {
+    sql, params = shaped("retrieval_bounded_hydrate", {
         "ids": list(ids), "limit": limit, "max_bytes": max_bytes, "max_rank": f.max_rank,
         "all_scopes": f.scopes is None, "scopes": f.scopes or [],
-    })
+    }, ints=("max_rank",))
+    cur = conn.cursor(row_factory=dict_row)
+    cur.execute(sql, params, prepare=True)  # type: ignore[arg-type]  # RFC 8.1.5
     out = []
     for row in cur.fetchall():
         rec = None
@@ -152,10 +155,11 @@ def graph_hop(
     """
     if not frontier or max_rows <= 0:
         return []
+    sql, params = shaped("retrieval_graph_hop", {
+        **f.params(), "frontier": list(frontier), "expanded": list(expanded), "max_rows": max_rows,
+    }, ints=("max_rank",))
     cur = conn.cursor()
-    cur.execute(q("retrieval_graph_hop"),
-                {**f.params(), "frontier": list(frontier), "expanded": list(expanded),
-                 "max_rows": max_rows})
+    cur.execute(sql, params, prepare=True)  # type: ignore[arg-type]  # RFC 8.1.5
     return [HopRow(*row) for row in cur.fetchall()]
 
 
@@ -165,6 +169,7 @@ def access(
     """``{id: (scope, sensitivity, status as of)}`` for trust checks (RFC 7.3, 5.6)."""
     if not ids:
         return {}
+    sql, params = shaped("retrieval_access", {"ids": list(ids), "as_of": as_of})
     cur = conn.cursor()
-    cur.execute(q("retrieval_access"), {"ids": list(ids), "as_of": as_of})
+    cur.execute(sql, params, prepare=True)  # type: ignore[arg-type]  # RFC 8.1.5
     return {row[0]: (row[1], row[2], row[3]) for row in cur.fetchall()}

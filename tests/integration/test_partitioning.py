@@ -22,7 +22,8 @@ def _params(scopes: list[str] | None, qvec: list[float], clock: FakeClock) -> di
     return {
         "all_scopes": scopes is None, "scopes": scopes or [], "max_rank": 4, "types": None,
         "tags": None, "include_retracted": False, "include_contested": False,
-        "min_salience": 0.0, "now": clock.now, "as_of": None, "valid_at": None,
+        "min_salience": 0.0, "salience_floor": False, "now": clock.now, "as_of": None,
+        "valid_at": None, "has_query": True, "has_qvec": True,
         "query": "to be or not", "qvec": Vector(qvec), "terms": [], "id_namespaces": [],
         "id_values": [], "arm_k": 50, "vec_k": 50, "fanout": 8, "df_cap": 1000, "fts_cap": 5000,
     }

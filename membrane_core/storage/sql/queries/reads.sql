@@ -3,13 +3,12 @@
 -- (valid_at) and revision status in SQL; the service checks each hydrated row again.
 
 -- name: retrieval_scan_settings
--- Per-transaction HNSW settings so that filtered vector scans do not starve (RFC 8.1), and
--- custom plans for the prepared retrieval statement: its generic plan cannot fold the
--- `all_scopes OR ...` guards and ran 20x slower at 1M records (RFC 13.2).
+-- Per-transaction settings of a retrieval: iterative HNSW scans so that filters do not starve results (RFC 8.1), generic plans, no parallel workers (RFC 8.1.5).
 SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true),
        set_config('hnsw.ef_search', %(ef_search)s::text, true),
        set_config('hnsw.max_scan_tuples', %(max_scan_tuples)s::text, true),
-       set_config('plan_cache_mode', 'force_custom_plan', true)
+       set_config('plan_cache_mode', 'force_generic_plan', true),
+       set_config('max_parallel_workers_per_gather', '0', true)
 
 -- name: retrieval_pool
 -- Hybrid candidate pool: vector, full-text (BM25), entity and salience arms with per-candidate features (RFC 8.1).
@@ -73,17 +72,17 @@ WITH qlex AS MATERIALIZED (
                        OR status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) <> 'retracted')
                   AND (%(include_contested)s
                        OR status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) <> 'contested')
-                  AND (%(min_salience)s <= 0 OR current_salience(r.base_salience, r.reinforced_at,
+                  AND (NOT %(salience_floor)s OR current_salience(r.base_salience, r.reinforced_at,
                            r.half_life_seconds, r.min_salience, r.pinned, %(now)s) >= %(min_salience)s)
                 ORDER BY e.embedding <=> %(qvec)s::vector
                 LIMIT %(vec_k)s) v
-         WHERE %(qvec)s::vector IS NOT NULL AND NOT %(all_scopes)s
+         WHERE %(has_qvec)s AND NOT %(all_scopes)s
         UNION ALL
         SELECT a.id, a.dist FROM (
                SELECT e.record_id AS id, e.embedding <=> %(qvec)s::vector AS dist
                  FROM record_embeddings e
                  JOIN memory_records r ON r.id = e.record_id
-                WHERE %(qvec)s::vector IS NOT NULL AND %(all_scopes)s
+                WHERE %(has_qvec)s AND %(all_scopes)s
                   AND r.sensitivity_rank <= %(max_rank)s + 1
                   AND (%(types)s::text[] IS NULL OR r.type = ANY(%(types)s::text[]))
                   AND (%(tags)s::text[] IS NULL OR EXISTS (
@@ -96,7 +95,7 @@ WITH qlex AS MATERIALIZED (
                        OR status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) <> 'retracted')
                   AND (%(include_contested)s
                        OR status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) <> 'contested')
-                  AND (%(min_salience)s <= 0 OR current_salience(r.base_salience, r.reinforced_at,
+                  AND (NOT %(salience_floor)s OR current_salience(r.base_salience, r.reinforced_at,
                            r.half_life_seconds, r.min_salience, r.pinned, %(now)s) >= %(min_salience)s)
                 ORDER BY e.embedding <=> %(qvec)s::vector
                 LIMIT %(vec_k)s) a) x
@@ -121,7 +120,7 @@ WITH qlex AS MATERIALIZED (
             OR status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) <> 'retracted')
        AND (%(include_contested)s
             OR status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) <> 'contested')
-       AND (%(min_salience)s <= 0 OR current_salience(r.base_salience, r.reinforced_at,
+       AND (NOT %(salience_floor)s OR current_salience(r.base_salience, r.reinforced_at,
                 r.half_life_seconds, r.min_salience, r.pinned, %(now)s) >= %(min_salience)s)
      LIMIT %(fts_cap)s
 ), avgdl AS (
@@ -182,7 +181,7 @@ WITH qlex AS MATERIALIZED (
             OR status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) <> 'retracted')
        AND (%(include_contested)s
             OR status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) <> 'contested')
-       AND (%(min_salience)s <= 0 OR current_salience(r.base_salience, r.reinforced_at,
+       AND (NOT %(salience_floor)s OR current_salience(r.base_salience, r.reinforced_at,
                 r.half_life_seconds, r.min_salience, r.pinned, %(now)s) >= %(min_salience)s)
      GROUP BY x.id
      ORDER BY score DESC, x.id
@@ -191,7 +190,7 @@ WITH qlex AS MATERIALIZED (
     -- without a query, salience alone proposes candidates
     SELECT r.id
       FROM memory_records r
-     WHERE %(query)s::text IS NULL
+     WHERE NOT %(has_query)s
        AND (%(all_scopes)s OR r.scope = ANY(%(scopes)s::text[]))
        AND r.sensitivity_rank <= %(max_rank)s + 1
        AND (%(types)s::text[] IS NULL OR r.type = ANY(%(types)s::text[]))
@@ -205,7 +204,7 @@ WITH qlex AS MATERIALIZED (
             OR status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) <> 'retracted')
        AND (%(include_contested)s
             OR status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) <> 'contested')
-       AND (%(min_salience)s <= 0 OR current_salience(r.base_salience, r.reinforced_at,
+       AND (NOT %(salience_floor)s OR current_salience(r.base_salience, r.reinforced_at,
                 r.half_life_seconds, r.min_salience, r.pinned, %(now)s) >= %(min_salience)s)
      ORDER BY current_salience(r.base_salience, r.reinforced_at, r.half_life_seconds,
                                r.min_salience, r.pinned, %(now)s) DESC, r.created_at DESC, r.id
@@ -217,7 +216,7 @@ SELECT r.id, r.type, r.scope, r.sensitivity,
        status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) AS status,
        1.0 - coalesce(v.dist, (SELECT e.embedding <=> %(qvec)s::vector FROM record_embeddings e
                                 WHERE e.scope = r.scope AND e.record_id = r.id
-                                  AND %(qvec)s::vector IS NOT NULL))
+                                  AND %(has_qvec)s))
            AS vector_score,
        CASE WHEN r.search_tsv @@ qq.tsq THEN
             (SELECT sum(i.idf) FROM idf i WHERE r.search_tsv @@ i.tsq) * 2.2
