@@ -17,7 +17,7 @@ import shutil
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -237,7 +237,7 @@ def _measure(db: Database, retriever: Retriever, queries: list[tuple[str, str, l
                 with db.reader() as conn:
                     return benchload.bare_vector(conn, scope, vec, k=10)
 
-            runs = {"bare": bare,
+            runs: dict[str, Callable[[], Any]] = {"bare": bare,
                     "hybrid": lambda req=req: retriever.retrieve(req, DEVELOPMENT_POLICY),
                     "expand": lambda req_x=req_x: retriever.retrieve(req_x, DEVELOPMENT_POLICY)}
             names = list(runs)

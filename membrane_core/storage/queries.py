@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import functools
 import re
-from importlib import resources
 from collections.abc import Collection, Mapping
+from importlib import resources
 from typing import LiteralString
 
 _NAME = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)

@@ -109,7 +109,7 @@ def pool(
         "df_cap": df_cap, "fts_cap": fts_cap,
     }, ints=("max_rank", "arm_k", "vec_k", "fanout", "df_cap", "fts_cap"))
     cur = conn.cursor()
-    cur.execute(sql, params, prepare=True)  # type: ignore[arg-type]  # RFC 8.1.5
+    cur.execute(sql, params, prepare=True)  # RFC 8.1.5
     return [PoolRow(*row) for row in cur.fetchall()]
 
 
@@ -129,7 +129,7 @@ def bounded_hydrate(
         "all_scopes": f.scopes is None, "scopes": f.scopes or [],
     }, ints=("max_rank",))
     cur = conn.cursor(row_factory=dict_row)
-    cur.execute(sql, params, prepare=True)  # type: ignore[arg-type]  # RFC 8.1.5
+    cur.execute(sql, params, prepare=True)  # RFC 8.1.5
     out = []
     for row in cur.fetchall():
         rec = None
@@ -159,7 +159,7 @@ def graph_hop(
         **f.params(), "frontier": list(frontier), "expanded": list(expanded), "max_rows": max_rows,
     }, ints=("max_rank",))
     cur = conn.cursor()
-    cur.execute(sql, params, prepare=True)  # type: ignore[arg-type]  # RFC 8.1.5
+    cur.execute(sql, params, prepare=True)  # RFC 8.1.5
     return [HopRow(*row) for row in cur.fetchall()]
 
 
@@ -171,5 +171,5 @@ def access(
         return {}
     sql, params = shaped("retrieval_access", {"ids": list(ids), "as_of": as_of})
     cur = conn.cursor()
-    cur.execute(sql, params, prepare=True)  # type: ignore[arg-type]  # RFC 8.1.5
+    cur.execute(sql, params, prepare=True)  # RFC 8.1.5
     return {row[0]: (row[1], row[2], row[3]) for row in cur.fetchall()}
