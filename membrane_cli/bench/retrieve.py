@@ -11,6 +11,7 @@ reported, never asserted.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import shutil
@@ -237,9 +238,10 @@ def _measure(db: Database, retriever: Retriever, queries: list[tuple[str, str, l
                 with db.reader() as conn:
                     return benchload.bare_vector(conn, scope, vec, k=10)
 
-            runs: dict[str, Callable[[], Any]] = {"bare": bare,
-                    "hybrid": lambda req=req: retriever.retrieve(req, DEVELOPMENT_POLICY),
-                    "expand": lambda req_x=req_x: retriever.retrieve(req_x, DEVELOPMENT_POLICY)}
+            runs: dict[str, Callable[[], Any]] = {
+                "bare": bare,
+                "hybrid": functools.partial(retriever.retrieve, req, DEVELOPMENT_POLICY),
+                "expand": functools.partial(retriever.retrieve, req_x, DEVELOPMENT_POLICY)}
             names = list(runs)
             # the three run back to back on the same query; the order rotates so that no
             # variant always finds the pages warmed by another
