@@ -181,6 +181,7 @@ class Figures:
     load: dict[str, float] = field(default_factory=dict)
     loadavg: list[str] = field(default_factory=list)
     shared_buffers: str = "?"
+    warmed: int = 0
 
 
 def loadavg() -> str:
@@ -268,7 +269,10 @@ def report(f: Figures, size: int, argv: str, hw: str) -> str:
              f"Run: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {size:,} records, "
              f"{len(f.bare)} measured queries (after warm-up), one scope filter per query, "
              f"load average {' -> '.join(f.loadavg)} on the shared machine, "
-             f"shared_buffers {f.shared_buffers}  ", "",
+             f"shared_buffers {f.shared_buffers}, "
+             + (f"the database's {f.warmed / 2**30:.1f} GiB of files read once into the OS page "
+                "cache before measuring (a server that has been serving)  " if f.warmed else
+                "OS page cache not warmed (the server's files are not on this machine)  "), "",
              "| variant | p50 | p99 | p99 / bare p99 | target |", "| --- | --- | --- | --- | --- |",
              f"| bare pgvector top-10 (same filter, iterative scan) | {bare50:.2f} ms | "
              f"{bare99:.2f} ms | 1.0 | baseline |"]
@@ -332,6 +336,8 @@ def retrieve(
             corpus = Corpus(dim=dim, clusters=clusters, scopes=scopes, seed=11)
             if benchload.loaded(dsn) == 0:
                 _load(dsn, corpus, size, figures)
+            with console.status("reading the database files into the OS page cache"):
+                figures.warmed = benchload.warm_os_cache(dsn)
             embedder = FixedEmbedder(dim)
             qs = _queries(corpus, queries + warmup, embedder)
             retriever = Retriever(db, clock=lambda: datetime.now(UTC), embedder=embedder)

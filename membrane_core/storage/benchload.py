@@ -11,6 +11,7 @@ import re
 import time
 import uuid
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -104,3 +105,20 @@ def shared_buffers(admin_dsn: str, *, enlarge: str | None = None) -> str:
             conn.execute(sql.SQL(q("bench_shared_buffers")).format(size=sql.Literal(enlarge)))
         row = conn.execute(q("bench_show_shared_buffers")).fetchone()
         return str(row[0]) if row else "?"
+
+
+def warm_os_cache(dsn: str) -> int:
+    """Read every file of the database once, so the OS page cache holds it (a server that
+    has been serving). Returns the bytes read; 0 when the files are not on this machine."""
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(q("bench_database_files")).fetchone()
+    folder = Path(row[0]) if row else None
+    if folder is None or not folder.is_dir():
+        return 0
+    total = 0
+    for path in sorted(folder.iterdir()):
+        if path.is_file():
+            with path.open("rb") as fh:
+                while chunk := fh.read(1 << 20):
+                    total += len(chunk)
+    return total

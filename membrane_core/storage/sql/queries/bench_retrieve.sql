@@ -68,3 +68,8 @@ ALTER SYSTEM SET shared_buffers = {size}
 -- name: bench_show_shared_buffers
 -- The server's current shared_buffers.
 SELECT current_setting('shared_buffers')
+
+-- name: bench_database_files
+-- The folder of the benchmark database's files on the server's disk.
+SELECT current_setting('data_directory') || '/base/' || d.oid::text
+  FROM pg_database d WHERE d.datname = current_database()

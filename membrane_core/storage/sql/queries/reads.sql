@@ -13,8 +13,8 @@ SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true),
 -- name: retrieval_pool
 -- Hybrid candidate pool: vector, full-text (BM25), entity and salience arms with per-candidate features (RFC 8.1).
 WITH qlex AS MATERIALIZED (
-    -- the query's lexemes, each with its document frequency in the caller's scopes (capped)
-    -- stsq: the lexeme AND the caller's scope lexemes, answered inside the GIN index (RFC 8.1.2)
+    -- the query's lexemes; stsq: the lexeme AND the caller's scope lexemes, answered inside
+    -- the GIN index (RFC 8.1.2)
     SELECT w.lexeme, quote_literal(w.lexeme)::tsquery AS tsq,
            CASE WHEN %(all_scopes)s THEN quote_literal(w.lexeme)::tsquery
                 ELSE quote_literal(w.lexeme)::tsquery && scopes_tsquery(%(scopes)s::text[]) END AS stsq
@@ -24,21 +24,54 @@ WITH qlex AS MATERIALIZED (
     SELECT greatest(2.0 * %(df_cap)s,
                     (SELECT c.reltuples FROM pg_class c WHERE c.oid = 'memory_records'::regclass))
                ::float8 AS n
+), anyq AS (
+    SELECT CASE WHEN %(all_scopes)s THEN t.q ELSE t.q && scopes_tsquery(%(scopes)s::text[]) END AS q
+      FROM (SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery AS q FROM qlex) t
+), seen AS MATERIALIZED (
+    -- one pass over the rows that match any query lexeme in the caller's scopes, at most
+    -- fts_cap of them (RFC 8.1.2): `counts` marks what the caller may see (document
+    -- frequencies: hidden records must not move ranks), `eligible` what passes the request's
+    -- filters (candidates). The GIN match already holds the scope; `|| ''` keeps the planner
+    -- from ANDing in a bitmap of every record of the scope from the btree.
+    SELECT r.id, r.search_tsv, (r.status <> 'retracted') AS counts,
+           (true AND (%(types)s::text[] IS NULL OR r.type = ANY(%(types)s::text[]))
+                     AND (%(tags)s::text[] IS NULL OR EXISTS (
+                              SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY(%(tags)s::text[])))
+                     AND (%(as_of)s::timestamptz IS NULL OR r.recorded_at <= %(as_of)s::timestamptz)
+                     AND (%(valid_at)s::timestamptz IS NULL
+                          OR ((r.valid_from IS NULL OR r.valid_from <= %(valid_at)s::timestamptz)
+                              AND (r.valid_to IS NULL OR %(valid_at)s::timestamptz < r.valid_to)))
+                     AND (%(include_retracted)s
+                          OR status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) <> 'retracted')
+                     AND (%(include_contested)s
+                          OR status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) <> 'contested')
+                     AND (NOT %(salience_floor)s OR current_salience(r.base_salience, r.reinforced_at,
+                              r.half_life_seconds, r.min_salience, r.pinned, %(now)s) >= %(min_salience)s)) AS eligible
+      FROM memory_records r, anyq
+     WHERE anyq.q IS NOT NULL AND r.search_tsv @@ anyq.q
+       AND (%(all_scopes)s OR (r.scope || '') = ANY(%(scopes)s::text[]))
+       AND r.sensitivity_rank <= %(max_rank)s + 1
+     LIMIT %(fts_cap)s
+), complete AS (
+    -- every matching row was seen: frequencies and candidates come from `seen`; otherwise
+    -- (a store where the query's words match more than fts_cap rows) from the index again
+    SELECT count(*) < %(fts_cap)s AS yes FROM seen
 ), idf AS MATERIALIZED (
     SELECT l.lexeme, l.tsq, d.df, ln(1.0 + (corpus.n - d.df + 0.5) / (d.df + 0.5)) AS idf
       FROM qlex l
      CROSS JOIN corpus
+     CROSS JOIN complete
      CROSS JOIN LATERAL (
-           SELECT count(*)::float8 AS df FROM (
-                  SELECT 1 FROM memory_records r
-                   WHERE r.search_tsv @@ l.stsq
-                     -- the GIN match already holds the scope; `|| ''` keeps the planner from
-                     -- ANDing in a bitmap of every record of the scope from the btree
-                     AND (%(all_scopes)s OR (r.scope || '') = ANY(%(scopes)s::text[]))
-                     -- only what the caller may see counts: hidden records must not move ranks
-                     AND r.sensitivity_rank <= %(max_rank)s + 1
-                     AND r.status <> 'retracted'
-                   LIMIT %(df_cap)s) x) d
+           SELECT CASE WHEN complete.yes THEN
+                       least(%(df_cap)s, (SELECT count(*) FROM seen s
+                                           WHERE s.counts AND s.search_tsv @@ l.tsq))::float8
+                  ELSE (SELECT count(*)::float8 FROM (
+                        SELECT 1 FROM memory_records r
+                         WHERE r.search_tsv @@ l.stsq
+                           AND (%(all_scopes)s OR (r.scope || '') = ANY(%(scopes)s::text[]))
+                           AND r.sensitivity_rank <= %(max_rank)s + 1
+                           AND r.status <> 'retracted'
+                         LIMIT %(df_cap)s) x) END AS df) d
      WHERE d.df > 0
 ), qq AS (
     -- candidates come from the informative lexemes (under the cap); scoring uses all of them
@@ -103,26 +136,31 @@ WITH qlex AS MATERIALIZED (
      LIMIT %(vec_k)s
 ), fts_all AS MATERIALIZED (
     -- dl leaves out the scope lexeme every record carries
-    SELECT r.id, (length(r.search_tsv) - 1)::float8 AS dl,
-           (SELECT sum(i.idf) FROM idf i WHERE r.search_tsv @@ i.tsq) AS s
-      FROM memory_records r, qs
-     WHERE qs.gen IS NOT NULL AND r.search_tsv @@ qs.gen
-       AND (%(all_scopes)s OR (r.scope || '') = ANY(%(scopes)s::text[]))  -- in the GIN match (idf)
-       AND r.sensitivity_rank <= %(max_rank)s + 1
-       AND (%(types)s::text[] IS NULL OR r.type = ANY(%(types)s::text[]))
-       AND (%(tags)s::text[] IS NULL OR EXISTS (
-                SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY(%(tags)s::text[])))
-       AND (%(as_of)s::timestamptz IS NULL OR r.recorded_at <= %(as_of)s::timestamptz)
-       AND (%(valid_at)s::timestamptz IS NULL
-            OR ((r.valid_from IS NULL OR r.valid_from <= %(valid_at)s::timestamptz)
-                AND (r.valid_to IS NULL OR %(valid_at)s::timestamptz < r.valid_to)))
-       AND (%(include_retracted)s
-            OR status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) <> 'retracted')
-       AND (%(include_contested)s
-            OR status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) <> 'contested')
-       AND (NOT %(salience_floor)s OR current_salience(r.base_salience, r.reinforced_at,
-                r.half_life_seconds, r.min_salience, r.pinned, %(now)s) >= %(min_salience)s)
-     LIMIT %(fts_cap)s
+    SELECT s.id, (length(s.search_tsv) - 1)::float8 AS dl,
+           (SELECT sum(i.idf) FROM idf i WHERE s.search_tsv @@ i.tsq) AS s
+      FROM seen s, qq, complete
+     WHERE complete.yes AND s.eligible AND qq.gen IS NOT NULL AND s.search_tsv @@ qq.gen
+    UNION ALL
+    (SELECT r.id, (length(r.search_tsv) - 1)::float8 AS dl,
+            (SELECT sum(i.idf) FROM idf i WHERE r.search_tsv @@ i.tsq) AS s
+       FROM memory_records r, qs, complete
+      WHERE NOT complete.yes AND qs.gen IS NOT NULL AND r.search_tsv @@ qs.gen
+        AND (%(all_scopes)s OR (r.scope || '') = ANY(%(scopes)s::text[]))
+        AND r.sensitivity_rank <= %(max_rank)s + 1
+        AND (%(types)s::text[] IS NULL OR r.type = ANY(%(types)s::text[]))
+        AND (%(tags)s::text[] IS NULL OR EXISTS (
+                  SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY(%(tags)s::text[])))
+        AND (%(as_of)s::timestamptz IS NULL OR r.recorded_at <= %(as_of)s::timestamptz)
+        AND (%(valid_at)s::timestamptz IS NULL
+              OR ((r.valid_from IS NULL OR r.valid_from <= %(valid_at)s::timestamptz)
+                  AND (r.valid_to IS NULL OR %(valid_at)s::timestamptz < r.valid_to)))
+        AND (%(include_retracted)s
+              OR status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) <> 'retracted')
+        AND (%(include_contested)s
+              OR status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) <> 'contested')
+        AND (NOT %(salience_floor)s OR current_salience(r.base_salience, r.reinforced_at,
+                  r.half_life_seconds, r.min_salience, r.pinned, %(now)s) >= %(min_salience)s)
+      LIMIT %(fts_cap)s)
 ), avgdl AS (
     SELECT coalesce(avg(dl), 1.0) AS v FROM fts_all
 ), fts AS MATERIALIZED (
