@@ -45,7 +45,8 @@ def _tune(uri: str, pgdata: Path) -> None:
 
     with psycopg.connect(uri, autocommit=True) as conn:
         for name in ("embedded_shared_buffers", "embedded_max_wal_size",
-                     "embedded_checkpoint_timeout", "embedded_wal_compression"):
+                     "embedded_checkpoint_timeout", "embedded_wal_compression",
+                     "embedded_autovacuum_naptime"):
             conn.execute(q(name))
     _pg_ctl(pgdata, "restart")
 

@@ -13,3 +13,7 @@ ALTER SYSTEM SET checkpoint_timeout = '15min'
 -- name: embedded_wal_compression
 -- Compress full-page images in the WAL (RFC 11.2).
 ALTER SYSTEM SET wal_compression = 'on'
+
+-- name: embedded_autovacuum_naptime
+-- Look for tables to analyse every 10 s: a store filling from empty gets statistics in its first minute (RFC 11.2).
+ALTER SYSTEM SET autovacuum_naptime = '10s'

@@ -38,13 +38,19 @@ SELECT id, request::text, trust::text, record_id FROM operations
 
 -- name: op_lock_captures_due
 -- Lock up to limit more queued capture operations, oldest first, skipping held ones (RFC 9.1).
-SELECT id, request::text, trust::text, record_id FROM operations
- WHERE kind = 'capture' AND status IN ('queued', 'running')
-   AND (status = 'queued' OR claim_expires_at < %(now)s)
-   AND NOT (id = ANY(%(exclude)s::uuid[]))
- ORDER BY created_at, id
- LIMIT %(limit)s
- FOR UPDATE SKIP LOCKED
+-- The ids are picked in index order first (operations_pending), the wide rows fetched after.
+WITH picked AS (
+    SELECT id, created_at FROM operations
+     WHERE kind = 'capture' AND status IN ('queued', 'running')
+       AND (status = 'queued' OR claim_expires_at < %(now)s)
+       AND NOT (id = ANY(%(exclude)s::uuid[]))
+     ORDER BY created_at, id
+     LIMIT %(limit)s
+     FOR UPDATE SKIP LOCKED
+)
+SELECT o.id, o.request::text, o.trust::text, o.record_id
+  FROM picked p JOIN operations o ON o.id = p.id
+ ORDER BY p.created_at, p.id
 
 -- name: op_finish_many
 -- Record the outcome of many operations at once; record ids travel as uuid[] literals (RFC 9.1).
