@@ -77,15 +77,25 @@ def shaped(name: str, params: Mapping[str, object], *, ints: Collection[str] = (
     parameter. Only NULL, true, false and ``str(int)`` are ever written in, so no value a
     caller controls reaches the SQL text.
     """
-    sql = q(name)
-    bound: dict[str, object] = {}
+    keys = _placeholders(name)
+    shape = tuple(_literal(params[k], as_int=k in ints) for k in keys)
+    bound = {k: params[k] for k, lit in zip(keys, shape, strict=True) if lit is None}
+    return _render(name, keys, shape), bound
+
+
+@functools.cache
+def _placeholders(name: str) -> tuple[str, ...]:
+    """The distinct parameter names of query ``name``, in order of first use."""
+    return tuple(dict.fromkeys(_PARAM.findall(q(name))))
+
+
+@functools.lru_cache(maxsize=512)
+def _render(name: str, keys: tuple[str, ...], shape: tuple[str | None, ...]) -> str:
+    """The text of one shape of query ``name`` (rendered once per shape)."""
+    lits = dict(zip(keys, shape, strict=True))
 
     def sub(m: re.Match[str]) -> str:
-        key = m.group(1)
-        lit = _literal(params[key], as_int=key in ints)
-        if lit is None:
-            bound[key] = params[key]
-            return m.group(0)
-        return lit
+        lit = lits[m.group(1)]
+        return m.group(0) if lit is None else lit
 
-    return _PARAM.sub(sub, sql), bound
+    return _PARAM.sub(sub, q(name))
