@@ -29,7 +29,7 @@ WITH qlex AS MATERIALIZED (
       FROM (SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery AS q FROM qlex) t
 ), seen AS MATERIALIZED (
     -- one pass over the rows that match any query lexeme in the caller's scopes, at most
-    -- fts_cap of them (RFC 8.1.2): `counts` marks what the caller may see (document
+    -- 2 x df_cap of them (RFC 8.1.2): `counts` marks what the caller may see (document
     -- frequencies: hidden records must not move ranks), `eligible` what passes the request's
     -- filters (candidates). The GIN match already holds the scope; `|| ''` keeps the planner
     -- from ANDing in a bitmap of every record of the scope from the btree.
@@ -51,11 +51,11 @@ WITH qlex AS MATERIALIZED (
      WHERE anyq.q IS NOT NULL AND r.search_tsv @@ anyq.q
        AND (%(all_scopes)s OR (r.scope || '') = ANY(%(scopes)s::text[]))
        AND r.sensitivity_rank <= %(max_rank)s + 1
-     LIMIT %(fts_cap)s
+     LIMIT 2 * %(df_cap)s
 ), complete AS (
     -- every matching row was seen: frequencies and candidates come from `seen`; otherwise
-    -- (a store where the query's words match more than fts_cap rows) from the index again
-    SELECT count(*) < %(fts_cap)s AS yes FROM seen
+    -- (the query's words match more than 2 x df_cap rows) from the index again
+    SELECT count(*) < 2 * %(df_cap)s AS yes FROM seen
 ), idf AS MATERIALIZED (
     SELECT l.lexeme, l.tsq, d.df, ln(1.0 + (corpus.n - d.df + 0.5) / (d.df + 0.5)) AS idf
       FROM qlex l
