@@ -95,6 +95,11 @@ def configure_scan(conn: psycopg.Connection, *, ef_search: int, max_scan_tuples:
                  {"ef_search": ef_search, "max_scan_tuples": max_scan_tuples})
 
 
+#: RFC 8.1.1: with a tag filter matching at most this many records, the vector arm ranks
+#: them exactly instead of searching the HNSW graph.
+TAG_CAP = 2000
+
+
 def pool(
     conn: psycopg.Connection, f: ReadFilter, *, query: str | None, qvec: Sequence[float] | None,
     terms: Sequence[str], identifiers: Sequence[tuple[str, str]] = (), arm_k: int, vec_k: int,
@@ -106,8 +111,8 @@ def pool(
         "qvec": Vector(list(qvec)) if qvec is not None else None, "has_qvec": qvec is not None,
         "terms": list(terms), "id_namespaces": [i[0] for i in identifiers],
         "id_values": [i[1] for i in identifiers], "arm_k": arm_k, "vec_k": vec_k, "fanout": fanout,
-        "df_cap": df_cap, "fts_cap": fts_cap,
-    }, ints=("max_rank", "arm_k", "vec_k", "fanout", "df_cap", "fts_cap"))
+        "df_cap": df_cap, "fts_cap": fts_cap, "tag_cap": TAG_CAP,
+    }, ints=("max_rank", "arm_k", "vec_k", "fanout", "df_cap", "fts_cap", "tag_cap"))
     cur = conn.cursor()
     cur.execute(sql, params, prepare=True)  # RFC 8.1.5
     return [PoolRow(*row) for row in cur.fetchall()]

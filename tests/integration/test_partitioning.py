@@ -26,6 +26,7 @@ def _params(scopes: list[str] | None, qvec: list[float], clock: FakeClock) -> di
         "valid_at": None, "has_query": True, "has_qvec": True,
         "query": "to be or not", "qvec": Vector(qvec), "terms": [], "id_namespaces": [],
         "id_values": [], "arm_k": 50, "vec_k": 50, "fanout": 8, "df_cap": 1000, "fts_cap": 5000,
+        "tag_cap": 2000,
     }
 
 

@@ -91,6 +91,22 @@ def test_filtered_vector_scan_does_not_starve(db: Database, database_url: str,
     assert len(got.records) == 200 and {r.scope for r in got.records} == {"scope-1"}
 
 
+def test_tag_filter_ranks_few_tagged_records_exactly(hashing: Membrane) -> None:
+    """RFC 8.1.1: with few tagged records the vector arm ranks exactly those, in scope only."""
+    near = [hashing.capture(ev("s", "to be or not to be")) for _ in range(30)]  # untagged
+    tagged = hashing.capture(ev("s", "to be or not to be, that is it", tags=["ops"]))
+    far_tagged = hashing.capture(ev("s", "quarterly revenue north region", tags=["ops"]))
+    elsewhere = hashing.capture(ev("other", "to be or not to be", tags=["ops"]))
+    assert hashing.embedding.run_batch()["embedded"] >= 33
+    got = hashing.retrieve({"query": "to be or not to be", "scopes": ["s"], "tags": ["ops"],
+                            "limit": 5})
+    assert got.diagnostics["vector"] == "used" and got.diagnostics["arms"]["vector"] == 2
+    assert ids(got)[0] == tagged.record_ids[0]  # positive control: the nearest tagged record
+    assert far_tagged.record_ids[0] in ids(got)
+    assert elsewhere.record_ids[0] not in ids(got)  # tagged, but in a scope not asked for
+    assert not {n.record_ids[0] for n in near} & set(ids(got))  # nearer, but untagged
+
+
 def test_entity_arm_links_mentions(membrane: Membrane) -> None:
     linked = membrane.capture({"source_kind": "event", "scope": "s",
                                "content": {"text": "met her at the conference",

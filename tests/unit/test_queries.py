@@ -31,7 +31,7 @@ def test_shaped_writes_in_only_nulls_booleans_and_named_integers() -> None:
               "as_of": None, "valid_at": None, "query": "1; select", "has_query": True,
               "qvec": None, "has_qvec": False, "terms": ["x"], "id_namespaces": [],
               "id_values": [], "arm_k": 50, "vec_k": 10, "fanout": 25, "df_cap": 1000,
-              "fts_cap": 5000}
+              "fts_cap": 5000, "tag_cap": 2000}
     sql, bound = shaped("retrieval_pool", params, ints=("max_rank", "vec_k"))
     assert "%(all_scopes)s" not in sql and "%(has_qvec)s" not in sql  # booleans written in
     assert "NULL::text[] IS NULL" in sql  # types: None written in, the guard folds

@@ -81,6 +81,15 @@ WITH qlex AS MATERIALIZED (
 ), qs AS (
     SELECT CASE WHEN %(all_scopes)s THEN qq.gen ELSE qq.gen && scopes_tsquery(%(scopes)s::text[]) END AS gen
       FROM qq
+), tagged AS MATERIALIZED (
+    -- with a tag filter, the tagged records (up to tag_cap + 1): when there are at most
+    -- tag_cap, the vector arm ranks them exactly, instead of walking the HNSW graph for
+    -- matches that may be rare or absent (RFC 8.1.1)
+    SELECT DISTINCT t.record_id FROM record_tags t
+     WHERE %(tags)s::text[] IS NOT NULL AND t.tag = ANY(%(tags)s::text[])
+     LIMIT %(tag_cap)s + 1
+), few_tagged AS (
+    SELECT %(tags)s::text[] IS NOT NULL AND count(*) <= %(tag_cap)s AS yes FROM tagged
 ), vec AS MATERIALIZED (
     -- one HNSW search per requested scope, each pruned to the scope's partition when the
     -- generic plan runs (e.scope = s.scope is a parameter per rescan); or one search over
@@ -109,13 +118,13 @@ WITH qlex AS MATERIALIZED (
                            r.half_life_seconds, r.min_salience, r.pinned, %(now)s) >= %(min_salience)s)
                 ORDER BY e.embedding <=> %(qvec)s::vector
                 LIMIT %(vec_k)s) v
-         WHERE %(has_qvec)s AND NOT %(all_scopes)s
+         WHERE %(has_qvec)s AND NOT %(all_scopes)s AND NOT (SELECT yes FROM few_tagged)
         UNION ALL
         SELECT a.id, a.dist FROM (
                SELECT e.record_id AS id, e.embedding <=> %(qvec)s::vector AS dist
                  FROM record_embeddings e
                  JOIN memory_records r ON r.id = e.record_id
-                WHERE %(has_qvec)s AND %(all_scopes)s
+                WHERE %(has_qvec)s AND %(all_scopes)s AND NOT (SELECT yes FROM few_tagged)
                   AND r.sensitivity_rank <= %(max_rank)s + 1
                   AND (%(types)s::text[] IS NULL OR r.type = ANY(%(types)s::text[]))
                   AND (%(tags)s::text[] IS NULL OR EXISTS (
@@ -131,7 +140,32 @@ WITH qlex AS MATERIALIZED (
                   AND (NOT %(salience_floor)s OR current_salience(r.base_salience, r.reinforced_at,
                            r.half_life_seconds, r.min_salience, r.pinned, %(now)s) >= %(min_salience)s)
                 ORDER BY e.embedding <=> %(qvec)s::vector
-                LIMIT %(vec_k)s) a) x
+                LIMIT %(vec_k)s) a
+        UNION ALL
+        SELECT t.id, t.dist FROM (
+               -- few tagged records: rank them exactly (RFC 8.1.1)
+               SELECT r.id, e.embedding <=> %(qvec)s::vector AS dist
+                 FROM tagged g
+                 JOIN memory_records r ON r.id = g.record_id
+                 JOIN record_embeddings e ON e.scope = r.scope AND e.record_id = r.id
+                WHERE %(has_qvec)s AND (SELECT yes FROM few_tagged)
+                  AND (%(all_scopes)s OR r.scope = ANY(%(scopes)s::text[]))
+                  AND r.sensitivity_rank <= %(max_rank)s + 1
+                  AND (%(types)s::text[] IS NULL OR r.type = ANY(%(types)s::text[]))
+                  AND (%(tags)s::text[] IS NULL OR EXISTS (
+                           SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY(%(tags)s::text[])))
+                  AND (%(as_of)s::timestamptz IS NULL OR r.recorded_at <= %(as_of)s::timestamptz)
+                  AND (%(valid_at)s::timestamptz IS NULL
+                       OR ((r.valid_from IS NULL OR r.valid_from <= %(valid_at)s::timestamptz)
+                           AND (r.valid_to IS NULL OR %(valid_at)s::timestamptz < r.valid_to)))
+                  AND (%(include_retracted)s
+                       OR status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) <> 'retracted')
+                  AND (%(include_contested)s
+                       OR status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) <> 'contested')
+                  AND (NOT %(salience_floor)s OR current_salience(r.base_salience, r.reinforced_at,
+                           r.half_life_seconds, r.min_salience, r.pinned, %(now)s) >= %(min_salience)s)
+                ORDER BY 2
+                LIMIT %(vec_k)s) t) x
      ORDER BY x.dist, x.id
      LIMIT %(vec_k)s
 ), fts_all AS MATERIALIZED (
