@@ -12,7 +12,7 @@ from pgvector.psycopg import register_vector
 
 from membrane_cli.bench import retrieve as bench
 from membrane_core.storage import benchload
-from membrane_core.storage.queries import q
+from membrane_core.storage.queries import shaped
 from tests.conftest import EMBEDDING_DIM, FakeClock
 
 PARTITION = re.compile(r"record_embeddings_p\d+")
@@ -45,10 +45,32 @@ def _scanned(plan: Any) -> set[str]:
     return out
 
 
+INTS = ("max_rank", "arm_k", "vec_k", "fanout", "df_cap", "fts_cap", "tag_cap")
+
+
 def _vec_arm_partitions(conn: psycopg.Connection, params: dict[str, Any]) -> set[str]:
-    cur = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + q("retrieval_pool"), params)
+    sql, bound = shaped("retrieval_pool", params, ints=INTS)  # as reads.pool runs it
+    cur = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, bound)
     plan = cur.fetchone()[0]  # type: ignore[index]
     return _scanned(plan if isinstance(plan, list) else json.loads(plan))
+
+
+def _execute_generic(conn: psycopg.Connection, params: dict[str, Any]) -> set[str]:
+    """Partitions scanned by the prepared statement of this shape under its generic plan."""
+    sql, bound = shaped("retrieval_pool", params, ints=INTS)
+    names = list(dict.fromkeys(re.findall(r"%\((\w+)\)s", sql)))
+    text = sql
+    for n, key in enumerate(names, 1):
+        text = text.replace(f"%({key})s", f"${n}")
+    conn.execute("DEALLOCATE ALL")
+    conn.execute("PREPARE pool AS " + text.replace("%%", "%"))
+    args = psycopg.ClientCursor(conn).mogrify(", ".join(f"%({n})s" for n in names), bound)
+    conn.execute("SET plan_cache_mode = force_generic_plan")
+    try:
+        plan = conn.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE pool({args})")
+        return _scanned(plan.fetchone()[0])  # type: ignore[index]
+    finally:
+        conn.execute("RESET plan_cache_mode")
 
 
 def test_one_scope_vector_arm_scans_one_partition(database_url: str, clock: FakeClock) -> None:
@@ -57,32 +79,22 @@ def test_one_scope_vector_arm_scans_one_partition(database_url: str, clock: Fake
         benchload.copy_chunk(database_url, records=chunk["records"], payloads=chunk["payloads"],
                              embeddings=chunk["embeddings"], relations=chunk["relations"],
                              entity_terms=chunk["terms"])
-    with psycopg.connect(database_url) as conn:
+    with psycopg.connect(database_url, autocommit=True) as conn:
         register_vector(conn)
         conn.execute("ANALYZE")
-        conn.execute(q("retrieval_scan_settings"), {"ef_search": 50, "max_scan_tuples": 20_000})
+        conn.execute("SET hnsw.iterative_scan = relaxed_order")
         qvec = corpus.centres[0].tolist()
         # positive control: without a scope filter the arm reads every partition holding rows
         assert len(_vec_arm_partitions(conn, _params(None, qvec, clock))) > 1
         assert len(_vec_arm_partitions(conn, _params(["scope-3"], qvec, clock))) == 1
-        # the retrieval query runs prepared (psycopg prepares after 5 executions) and Postgres
-        # may then keep a generic plan; the per-scope lateral search prunes under it too
-        params = _params(["scope-3"], qvec, clock)
-        conn.execute(q("retrieval_pool"), params, prepare=True)
-        name = conn.execute("SELECT name FROM pg_prepared_statements"
-                            " WHERE statement LIKE '%%qlex%%'").fetchone()[0]  # type: ignore[index]
-        names = list(dict.fromkeys(re.findall(r"%\((\w+)\)s", q("retrieval_pool"))))
-        args = psycopg.ClientCursor(conn).mogrify(", ".join(f"%({n})s" for n in names), params)
-        conn.execute("SET plan_cache_mode = force_generic_plan")
-        plan = conn.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE {name}({args})")
-        got = _scanned(plan.fetchone()[0])  # type: ignore[index]
-        assert got == _vec_arm_partitions(conn, params) and len(got) == 1, got
-        # two scopes in two partitions: exactly those two
+        # the statement runs prepared with its generic plan (RFC 8.1.5); the per-scope
+        # lateral search prunes under it too
+        got = _execute_generic(conn, _params(["scope-3"], qvec, clock))
+        assert got == _vec_arm_partitions(conn, _params(["scope-3"], qvec, clock)), got
+        assert len(got) == 1, got
+        # two scopes in two partitions: exactly those two; every scope: more than one
         two = ["scope-3", next(f"scope-{i}" for i in range(20)
                                if _vec_arm_partitions(conn, _params([f"scope-{i}"], qvec, clock))
                                != got)]
-        plan = conn.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE {name}("
-                            + psycopg.ClientCursor(conn).mogrify(
-                                ", ".join(f"%({n})s" for n in names), _params(two, qvec, clock))
-                            + ")")
-        assert len(_scanned(plan.fetchone()[0])) == 2  # type: ignore[index]
+        assert len(_execute_generic(conn, _params(two, qvec, clock))) == 2
+        assert len(_execute_generic(conn, _params(None, qvec, clock))) > 2

@@ -92,16 +92,18 @@ WITH qlex AS MATERIALIZED (
     SELECT %(tags)s::text[] IS NOT NULL AND count(*) <= %(tag_cap)s AS yes FROM tagged
 ), vec AS MATERIALIZED (
     -- one HNSW search per requested scope, each pruned to the scope's partition when the
-    -- generic plan runs (e.scope = s.scope is a parameter per rescan); or one search over
-    -- every partition for a caller that may read all scopes (RFC 8.1.1, 13.2)
+    -- generic plan runs (e.scope = s.scope is a parameter per rescan); for a caller that may
+    -- read all scopes, one search over every partition (all_scopes is written in as a
+    -- literal, RFC 8.1.5, so either form folds to plain predicates) (RFC 8.1.1, 13.2)
     SELECT x.id, x.dist FROM (
         SELECT v.id, v.dist
-          FROM unnest(%(scopes)s::text[]) AS s(scope)
+          FROM unnest(CASE WHEN %(all_scopes)s THEN ARRAY[NULL]::text[]
+                           ELSE %(scopes)s::text[] END) AS s(scope)
          CROSS JOIN LATERAL (
                SELECT e.record_id AS id, e.embedding <=> %(qvec)s::vector AS dist
                  FROM record_embeddings e
                  JOIN memory_records r ON r.id = e.record_id
-                WHERE e.scope = s.scope AND r.scope = s.scope
+                WHERE (%(all_scopes)s OR (e.scope = s.scope AND r.scope = s.scope))
                   AND r.sensitivity_rank <= %(max_rank)s + 1
                   AND (%(types)s::text[] IS NULL OR r.type = ANY(%(types)s::text[]))
                   AND (%(tags)s::text[] IS NULL OR EXISTS (
@@ -118,29 +120,7 @@ WITH qlex AS MATERIALIZED (
                            r.half_life_seconds, r.min_salience, r.pinned, %(now)s) >= %(min_salience)s)
                 ORDER BY e.embedding <=> %(qvec)s::vector
                 LIMIT %(vec_k)s) v
-         WHERE %(has_qvec)s AND NOT %(all_scopes)s AND NOT (SELECT yes FROM few_tagged)
-        UNION ALL
-        SELECT a.id, a.dist FROM (
-               SELECT e.record_id AS id, e.embedding <=> %(qvec)s::vector AS dist
-                 FROM record_embeddings e
-                 JOIN memory_records r ON r.id = e.record_id
-                WHERE %(has_qvec)s AND %(all_scopes)s AND NOT (SELECT yes FROM few_tagged)
-                  AND r.sensitivity_rank <= %(max_rank)s + 1
-                  AND (%(types)s::text[] IS NULL OR r.type = ANY(%(types)s::text[]))
-                  AND (%(tags)s::text[] IS NULL OR EXISTS (
-                           SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY(%(tags)s::text[])))
-                  AND (%(as_of)s::timestamptz IS NULL OR r.recorded_at <= %(as_of)s::timestamptz)
-                  AND (%(valid_at)s::timestamptz IS NULL
-                       OR ((r.valid_from IS NULL OR r.valid_from <= %(valid_at)s::timestamptz)
-                           AND (r.valid_to IS NULL OR %(valid_at)s::timestamptz < r.valid_to)))
-                  AND (%(include_retracted)s
-                       OR status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) <> 'retracted')
-                  AND (%(include_contested)s
-                       OR status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) <> 'contested')
-                  AND (NOT %(salience_floor)s OR current_salience(r.base_salience, r.reinforced_at,
-                           r.half_life_seconds, r.min_salience, r.pinned, %(now)s) >= %(min_salience)s)
-                ORDER BY e.embedding <=> %(qvec)s::vector
-                LIMIT %(vec_k)s) a
+         WHERE %(has_qvec)s AND NOT (SELECT yes FROM few_tagged)
         UNION ALL
         SELECT t.id, t.dist FROM (
                -- few tagged records: rank them exactly (RFC 8.1.1)
