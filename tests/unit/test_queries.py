@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import pytest
 
+from membrane_core.retrieval import WINDOWS, window
 from membrane_core.storage import queries
 
 
@@ -23,8 +24,6 @@ def test_parser_refuses_missing_description_and_duplicates() -> None:
 
 def test_shaped_writes_in_only_nulls_booleans_and_named_integers() -> None:
     """RFC 8.1.5: shape values become literals; every other value stays a bound parameter."""
-    from membrane_core.storage.queries import shaped
-
     params = {"all_scopes": False, "scopes": ["a'; DROP TABLE x; --"], "max_rank": 2,
               "types": None, "tags": None, "include_retracted": True, "include_contested": False,
               "min_salience": 0.5, "salience_floor": True, "now": "2026-01-01T00:00:00Z",
@@ -32,7 +31,7 @@ def test_shaped_writes_in_only_nulls_booleans_and_named_integers() -> None:
               "qvec": None, "has_qvec": False, "terms": ["x"], "id_namespaces": [],
               "id_values": [], "arm_k": 50, "vec_k": 10, "fanout": 25, "df_cap": 1000,
               "fts_cap": 5000, "tag_cap": 2000}
-    sql, bound = shaped("retrieval_pool", params, ints=("max_rank", "vec_k"))
+    sql, bound = queries.shaped("retrieval_pool", params, ints=("max_rank", "vec_k"))
     assert "%(all_scopes)s" not in sql and "%(has_qvec)s" not in sql  # booleans written in
     assert "NULL::text[] IS NULL" in sql  # types: None written in, the guard folds
     assert "<= 2 + 1" in sql and "LIMIT 10" in sql  # the named integers
@@ -41,14 +40,12 @@ def test_shaped_writes_in_only_nulls_booleans_and_named_integers() -> None:
     assert "%(arm_k)s" in sql and "DROP TABLE" not in sql and "1; select" not in sql
     assert not {"all_scopes", "types", "max_rank", "vec_k", "has_qvec"} & set(bound)
     # a string is never written in, even when named as an integer
-    sql2, bound2 = shaped("retrieval_pool", {**params, "max_rank": "2 OR true"}, ints=("max_rank",))
+    sql2, bound2 = queries.shaped("retrieval_pool", {**params, "max_rank": "2 OR true"}, ints=("max_rank",))
     assert bound2["max_rank"] == "2 OR true" and "2 OR true" not in sql2
 
 
 def test_windows_take_few_values() -> None:
     """RFC 8.1.5: a window is the next one up of six values, capped at the largest."""
-    from membrane_core.retrieval import WINDOWS, window
-
     assert [window(n) for n in (1, 10, 11, 40, 50, 51, 399, 400, 5000)] == \
         [10, 10, 25, 50, 50, 100, 400, 400, 400]
     assert {window(n) for n in range(1, 2000)} == set(WINDOWS)
