@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
 
 from membrane_core.enums import RevisionStatus, Sensitivity
+from membrane_core.models import MemoryRecord
 from membrane_core.requests import ExpandOptions
 from membrane_core.storage import reads
 from membrane_core.trust import TrustPolicy, Visibility
@@ -21,6 +22,9 @@ class Expansion:
 
     neighbors: list[tuple[uuid.UUID, Visibility, str]] = field(default_factory=list)
     edges: list[tuple[uuid.UUID, str, uuid.UUID]] = field(default_factory=list)
+    #: projected bytes of each neighbour, and the neighbours the hops hydrated (RFC 8.3)
+    bytes: dict[uuid.UUID, int] = field(default_factory=dict)
+    records: dict[uuid.UUID, MemoryRecord] = field(default_factory=dict)
     hops_done: int = 0
     node_limit_applied: bool = False
     edge_limit_applied: bool = False
@@ -45,7 +49,8 @@ def status_allowed(status: str, *, include_retracted: bool, include_contested: b
 
 def expand(
     conn: psycopg.Connection, f: reads.ReadFilter, policy: TrustPolicy,
-    roots: Sequence[tuple[uuid.UUID, Visibility]], opts: ExpandOptions,
+    roots: Sequence[tuple[uuid.UUID, Visibility]], opts: ExpandOptions, *, budget: int,
+    target_visible: Callable[[str, str], bool],
 ) -> Expansion:
     """RFC 8.4: breadth-first over relations in both directions from ``roots``.
 
@@ -53,7 +58,8 @@ def expand(
     scope, sensitivity, time and status filters in SQL; each neighbour is checked again
     here. A redacted record (root or neighbour) is returned but never expanded from. The
     expansion stops at ``opts.hops`` hops, ``opts.max_nodes`` neighbours and
-    ``opts.max_edges`` edges, whichever comes first.
+    ``opts.max_edges`` edges, whichever comes first. Each hop also hydrates the neighbours
+    it discovers while their running projected bytes stay within ``budget`` (RFC 8.3).
     """
     out = Expansion()
     known: dict[uuid.UUID, Visibility] = dict(roots)
@@ -66,7 +72,13 @@ def expand(
             out.edge_limit_applied = out.edge_limit_applied or (bool(frontier) and remaining <= 0)
             break
         max_rows = 2 * remaining + 1
-        rows = reads.graph_hop(conn, f, frontier, expanded=sorted(expanded), max_rows=max_rows)
+        hop = reads.graph_hop(
+            conn, f, frontier, expanded=sorted(expanded), known=list(known), max_rows=max_rows,
+            max_edges=remaining, max_new=opts.max_nodes - len(out.neighbors),
+            max_bytes=budget - sum(out.bytes.values()), target_visible=target_visible,
+        )
+        rows = hop.rows
+        out.records.update(hop.records)
         expanded.update(frontier)
         out.hops_done += 1
         if len(rows) >= max_rows:
@@ -92,6 +104,7 @@ def expand(
                     continue
                 known[row.other] = vis
                 out.neighbors.append((row.other, vis, row.status))
+                out.bytes[row.other] = row.bytes
                 if vis == "full":
                     nxt.append(row.other)
             seen_edges.add(key)

@@ -123,13 +123,6 @@ def read_filter(req: RetrieveRequest, policy: TrustPolicy, now: datetime) -> rea
     )
 
 
-def arm_counts(pool: list[reads.PoolRow], query: str | None) -> dict[str, int]:
-    """RFC 8.6: how many pool candidates each arm proposed."""
-    return {"vector": sum(p.in_vector for p in pool), "text": sum(p.in_text for p in pool),
-            "entity": sum(p.in_entity for p in pool),
-            "salience": len(pool) if query is None else 0}
-
-
 class Retriever:
     """RFC 8: candidates in SQL, fused, then trust, status and budgets re-applied in Python.
 
@@ -213,26 +206,28 @@ class Retriever:
         vec_k = window(max(self.vector_k, req.limit))
         with self.db.reader() as conn:
             reads.configure_scan(conn, ef_search=max(40, vec_k), max_scan_tuples=20_000)
-            pool = reads.pool(conn, f, query=query, qvec=qvec, terms=query_terms(query),
-                              identifiers=query_identifiers(query), arm_k=arm_k, vec_k=vec_k,
-                              fanout=self.entity_max_links)
-            ranked, scores = self._rank(pool)
-            full = self._full(policy)
-            sized = reads.bounded_hydrate(conn, [p.id for p in ranked], limit=req.limit,
-                                          max_bytes=req.max_bytes, f=f, target_visible=full)
-            if sized and not sized[0].fits:
+            found = reads.roots(
+                conn, f, query=query, qvec=qvec, terms=query_terms(query),
+                identifiers=query_identifiers(query), arm_k=arm_k, vec_k=vec_k,
+                fanout=self.entity_max_links, limit=req.limit, max_bytes=req.max_bytes,
+                rrf=self.fusion_method == "rrf", weights=self.weights, rrf_k=fusion.RRF_K,
+                sd_floor_salience=fusion.SD_FLOOR["salience"], target_visible=self._full(policy),
+            )
+            ranked = found.ranked
+            if ranked and not ranked[0].fits:
                 raise errors.RecordTooLarge(
-                    f"the best candidate needs {sized[0].bytes} bytes, over max_bytes={req.max_bytes}",
+                    f"the best candidate needs {ranked[0].bytes} bytes, over max_bytes={req.max_bytes}",
                     details=[{"field": "max_bytes", "message": "a single record exceeds the budget",
                               "type": "record_too_large"}],
                 )
-            by_id = {p.id: p for p in pool}
-            roots, used, dropped, cut_py = self._roots(req, policy, sized, by_id, scores, now)
+            roots, used, dropped, cut_py = self._roots(req, policy, ranked, now)
             expansion: graph.Expansion | None = None
             neighbors: list[RecordView] = []
             if req.expand is not None and req.expand.hops > 0 and roots:
                 expansion = graph.expand(conn, f, policy,
-                                         [(v.id, self._vis(v)) for v, _ in roots], req.expand)
+                                         [(v.id, self._vis(v)) for v, _ in roots], req.expand,
+                                         budget=max(0, req.max_bytes - used),
+                                         target_visible=self._full(policy))
                 neighbors, used = self._neighbors(conn, req, policy, f, expansion, used, now)
         root_views = [v for v, _ in roots]
         neighbor_views = neighbors
@@ -243,33 +238,24 @@ class Retriever:
         selection = selector.select(
             [rec for v, rec in roots if rec is not None and not v.redacted
              and v.status is RevisionStatus.ACTIVE],
-            {p.id: p.vector_score for p in pool}, now, threshold=self.selector_threshold,
+            {r.record.id: r.vector_score for r in ranked if r.record is not None}, now,
+            threshold=self.selector_threshold,
         )
         diagnostics: dict[str, Any] = {
-            "candidates": len(pool), "arms": arm_counts(pool, query), "vector": vector_state,
+            "candidates": found.candidates,
+            "arms": {**found.arms, "salience": found.candidates if query is None else 0},
+            "vector": vector_state,
             "fusion": self.fusion_method, "returned": len(root_views),
             "neighbors": len(neighbor_views), "edges": len(edges), "bytes": used,
             "row_limit": req.limit, "max_bytes": req.max_bytes,
-            "row_limit_applied": len(ranked) > req.limit,
-            "byte_limit_applied": any(not s.fits for s in sized) or cut_py,
+            "row_limit_applied": found.candidates > req.limit,
+            "byte_limit_applied": any(not r.fits for r in ranked) or cut_py,
             "filtered_in_python": dropped,
         }
         if expansion is not None:
             diagnostics["expansion"] = expansion.diagnostics()
         return RetrieveResult(records=root_views, neighbors=neighbor_views, edges=edges,
                               diagnostics=diagnostics, selection=selection)
-
-    def _rank(self, pool: list[reads.PoolRow]) -> tuple[list[reads.PoolRow], dict[uuid.UUID, float]]:
-        """RFC 8.2, 5.1: fused score, every active record above every contested one."""
-        scores = fusion.fuse(
-            [fusion.Features(p.id, vector=p.vector_score, text=p.text_score,
-                             entity=p.entity_score, salience=p.salience) for p in pool],
-            self.fusion_method, self.weights,
-        )
-        ranked = sorted(pool, key=lambda p: (p.status != RevisionStatus.ACTIVE.value,
-                                             -scores[p.id], -p.salience,
-                                             -p.created_at.timestamp(), str(p.id)))
-        return ranked, scores
 
     @staticmethod
     def _full(policy: TrustPolicy) -> Callable[[str, str], bool]:
@@ -281,25 +267,24 @@ class Retriever:
         return "redacted" if v.redacted else "full"
 
     def _roots(
-        self, req: RetrieveRequest, policy: TrustPolicy, sized: list[reads.Sized],
-        by_id: dict[uuid.UUID, reads.PoolRow], scores: dict[uuid.UUID, float], now: datetime,
+        self, req: RetrieveRequest, policy: TrustPolicy, ranked: list[reads.Ranked], now: datetime,
     ) -> tuple[list[tuple[RecordView, MemoryRecord | None]], int, int, bool]:
         """RFC 7.3, 8.3: re-check trust, status and time on hydrated rows; re-measure bytes."""
         out: list[tuple[RecordView, MemoryRecord | None]] = []
         used = dropped = 0
-        for s in sized:
-            rec = s.record
-            if not s.fits or rec is None:
+        for r in ranked:
+            rec = r.record
+            if not r.fits or rec is None:
                 continue
             visibility = policy.visibility(rec.scope, rec.sensitivity)
-            status = status_as_of(rec, by_id[rec.id].status, req.as_of)
+            status = status_as_of(rec, r.status, req.as_of)
             if visibility == "hidden" or not in_time(rec, req) or not graph.status_allowed(
                 status, include_retracted=req.include_retracted,
                 include_contested=req.include_contested,
             ):
                 dropped += 1
                 continue
-            v = self._view(rec, visibility, status, now, score=round(scores[rec.id], 6))
+            v = self._view(rec, visibility, status, now, score=round(r.score, 6))
             size = len(v.model_dump_json())
             if used + size > req.max_bytes:
                 if not out:
@@ -325,19 +310,31 @@ class Retriever:
         self, conn: Any, req: RetrieveRequest, policy: TrustPolicy, f: reads.ReadFilter,
         exp: graph.Expansion, used: int, now: datetime,
     ) -> tuple[list[RecordView], int]:
-        """RFC 8.4, 8.3: hydrate neighbours in discovery order within the remaining byte budget."""
+        """RFC 8.4, 8.3: neighbours in discovery order within the remaining byte budget.
+
+        The hops hydrated the neighbours they found (within the same projected budget); any
+        the running projected bytes admit but a hop did not hydrate are hydrated here.
+        """
         if not exp.neighbors:
             return [], used
-        ids = [nid for nid, _, _ in exp.neighbors]
         status = {nid: st for nid, _, st in exp.neighbors}
-        sized = reads.bounded_hydrate(conn, ids, limit=len(ids),
-                                      max_bytes=max(0, req.max_bytes - used), f=f,
-                                      target_visible=self._full(policy))
+        budget, running, fitting = max(0, req.max_bytes - used), 0, []
+        for nid, _, _ in exp.neighbors:
+            running += exp.bytes[nid]
+            if running > budget:
+                exp.node_limit_applied = True
+                break
+            fitting.append(nid)
+        missing = [nid for nid in fitting if nid not in exp.records]
+        if missing:
+            for s in reads.bounded_hydrate(conn, missing, limit=len(missing), max_bytes=budget,
+                                           f=f, target_visible=self._full(policy)):
+                if s.record is not None:
+                    exp.records[s.record.id] = s.record
+        sized = [exp.records.get(nid) for nid in fitting]
         out: list[RecordView] = []
-        for s in sized:
-            rec = s.record
-            if not s.fits or rec is None:
-                exp.node_limit_applied = exp.node_limit_applied or not s.fits
+        for rec in sized:
+            if rec is None:  # gone since the hop
                 break
             visibility = policy.visibility(rec.scope, rec.sensitivity)
             st = status_as_of(rec, status[rec.id], req.as_of)

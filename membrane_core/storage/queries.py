@@ -1,7 +1,10 @@
 """Named SQL blocks loaded once from ``sql/queries/*.sql`` (RFC 11.1).
 
 A block starts with ``-- name: <name>`` followed by a one-line ``-- <description>``;
-it runs to the next ``-- name:`` line. Names are unique across all files.
+it runs to the next ``-- name:`` line. Names are unique across all files. A block may
+include another as a fragment, written ``/*@<name>*/``: the fragment's text replaces the
+marker when the files are loaded (one level deep), so a column list shared by several
+statements is written once.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from importlib import resources
 from typing import LiteralString
 
 _NAME = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
+_FRAGMENT = re.compile(r"/\*@(\w+)\*/")
 
 
 def parse(text: str, origin: str) -> dict[str, str]:
@@ -42,7 +46,21 @@ def load() -> dict[str, LiteralString]:
             if name in out:
                 raise ValueError(f"{entry.name}: query {name} already defined in another file")
             out[name] = sql
-    return out  # type: ignore[return-value,unused-ignore]  # our own package files
+    return {name: _include(out, name) for name in out}  # type: ignore[misc,unused-ignore]  # our own package files
+
+
+def _include(blocks: Mapping[str, str], name: str) -> str:
+    """Query ``name`` with each ``/*@fragment*/`` marker replaced by that block's text."""
+
+    def sub(m: re.Match[str]) -> str:
+        text = blocks.get(m.group(1))
+        if text is None:
+            raise ValueError(f"query {name} includes unknown fragment {m.group(1)}")
+        if _FRAGMENT.search(text):
+            raise ValueError(f"fragment {m.group(1)} includes another fragment")
+        return text
+
+    return _FRAGMENT.sub(sub, blocks[name])
 
 
 def q(name: str) -> LiteralString:

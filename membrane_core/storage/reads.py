@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -12,6 +12,7 @@ import psycopg
 from pgvector import Vector
 from psycopg.rows import dict_row
 
+from membrane_core.fusion import FEATURES
 from membrane_core.models import MemoryRecord
 from membrane_core.storage import records
 from membrane_core.storage.queries import q, shaped
@@ -45,23 +46,33 @@ class ReadFilter:
 
 
 @dataclass(frozen=True)
-class PoolRow:
-    """One hybrid candidate with its ranking features (RFC 8.1, 8.2)."""
+class Ranked:
+    """A fused candidate within the row cap, best first (RFC 8.2, 8.3).
 
-    id: uuid.UUID
-    type: str
-    scope: str
-    sensitivity: str
-    status: str
+    ``bytes`` is its projected size and ``running`` the running total up to it; when it
+    fits the byte budget, ``record`` is the hydrated record.
+    """
+
+    ord: int
+    score: float
+    status: str  # as of the request's as_of (RFC 5.6)
     vector_score: float | None
     text_score: float | None
     entity_score: float | None
-    salience: float
-    confidence: float
-    created_at: datetime
-    in_vector: bool
-    in_text: bool
-    in_entity: bool
+    salience: float  # current (RFC 6.1)
+    bytes: int
+    running: int
+    fits: bool
+    record: MemoryRecord | None
+
+
+@dataclass(frozen=True)
+class Roots:
+    """The ranked candidates within the row cap, and what the pool held (RFC 8.6)."""
+
+    ranked: list[Ranked]
+    candidates: int
+    arms: dict[str, int]
 
 
 @dataclass(frozen=True)
@@ -87,6 +98,15 @@ class HopRow:
     scope: str
     sensitivity: str
     status: str
+    bytes: int  # the neighbour's projected bytes (RFC 8.3)
+
+
+@dataclass(frozen=True)
+class Hop:
+    """One hop's edges, and the new neighbours it hydrated (RFC 8.4, 8.3)."""
+
+    rows: list[HopRow]
+    records: dict[uuid.UUID, MemoryRecord]
 
 
 def configure_scan(conn: psycopg.Connection, *, ef_search: int, max_scan_tuples: int) -> None:
@@ -100,22 +120,52 @@ def configure_scan(conn: psycopg.Connection, *, ef_search: int, max_scan_tuples:
 TAG_CAP = 2000
 
 
-def pool(
+def roots(
     conn: psycopg.Connection, f: ReadFilter, *, query: str | None, qvec: Sequence[float] | None,
     terms: Sequence[str], identifiers: Sequence[tuple[str, str]] = (), arm_k: int, vec_k: int,
-    fanout: int, df_cap: int = 1000, fts_cap: int = 5000,
-) -> list[PoolRow]:
-    """RFC 8.1: candidates of every arm, filtered in SQL, with their features (no hydration)."""
-    sql, params = shaped("retrieval_pool", {
+    fanout: int, limit: int, max_bytes: int, rrf: bool, weights: Mapping[str, float],
+    rrf_k: float, sd_floor_salience: float, target_visible: Callable[[str, str], bool],
+    df_cap: int = 1000, fts_cap: int = 5000,
+) -> Roots:
+    """RFC 8.1-8.3: one statement: candidates of every arm, filtered in SQL, fused, cut by rows
+    and projected bytes, and hydrated where they fit."""
+    sql, params = shaped("retrieval_roots", {
         **f.params(), "query": query or None, "has_query": bool(query),
         "qvec": Vector(list(qvec)) if qvec is not None else None, "has_qvec": qvec is not None,
         "terms": list(terms), "id_namespaces": [i[0] for i in identifiers],
         "id_values": [i[1] for i in identifiers], "arm_k": arm_k, "vec_k": vec_k, "fanout": fanout,
-        "df_cap": df_cap, "fts_cap": fts_cap, "tag_cap": TAG_CAP,
+        "df_cap": df_cap, "fts_cap": fts_cap, "tag_cap": TAG_CAP, "limit": limit,
+        "max_bytes": max_bytes, "rrf": rrf, "rrf_k": rrf_k,
+        "sd_floor_salience": sd_floor_salience,
+        **{f"w_{name}": float(weights.get(name, 0.0)) for name in FEATURES},
     }, ints=("max_rank", "arm_k", "vec_k", "fanout", "df_cap", "fts_cap", "tag_cap"))
-    cur = conn.cursor()
+    cur = conn.cursor(row_factory=dict_row)
     cur.execute(sql, params, prepare=True)  # RFC 8.1.5
-    return [PoolRow(*row) for row in cur.fetchall()]
+    rows = cur.fetchall()
+    first = rows[0] if rows else {}
+    return Roots(
+        ranked=[Ranked(ord=row["ord"], score=row["score"], status=row["status_as_of"],
+                       vector_score=row["vector_score"], text_score=row["text_score"],
+                       entity_score=row["entity_score"], salience=row["salience_now"],
+                       bytes=row["bytes"],
+                       running=row["running"], fits=row["fits"],
+                       record=_record(row, target_visible)
+                       if row["fits"] and row["id"] is not None else None)
+                for row in rows],
+        candidates=first.get("pool_size", 0),
+        arms={"vector": first.get("n_vector", 0), "text": first.get("n_text", 0),
+              "entity": first.get("n_entity", 0)},
+    )
+
+
+def _record(row: dict[str, Any], target_visible: Callable[[str, str], bool]) -> MemoryRecord:
+    """A hydrated row as a record; RFC 2.5: relations only to targets shown in full."""
+    row["relations"] = [
+        {k: v for k, v in rel.items() if not k.startswith("target_") or k == "target_id"}
+        for rel in row["relations"]
+        if target_visible(rel["target_scope"], rel["target_sensitivity"])
+    ]
+    return records._row_to_record(row)
 
 
 def bounded_hydrate(
@@ -137,14 +187,7 @@ def bounded_hydrate(
     cur.execute(sql, params, prepare=True)  # RFC 8.1.5
     out = []
     for row in cur.fetchall():
-        rec = None
-        if row["fits"] and row["id"] is not None:
-            row["relations"] = [
-                {k: v for k, v in rel.items() if not k.startswith("target_") or k == "target_id"}
-                for rel in row["relations"]
-                if target_visible(rel["target_scope"], rel["target_sensitivity"])
-            ]
-            rec = records._row_to_record(row)
+        rec = _record(row, target_visible) if row["fits"] and row["id"] is not None else None
         out.append(Sized(ord=row["ord"], id=ids[row["ord"] - 1], bytes=row["bytes"],
                          running=row["running"], fits=row["fits"], record=rec))
     return out
@@ -152,20 +195,34 @@ def bounded_hydrate(
 
 def graph_hop(
     conn: psycopg.Connection, f: ReadFilter, frontier: Sequence[uuid.UUID], *,
-    expanded: Sequence[uuid.UUID], max_rows: int,
-) -> list[HopRow]:
-    """RFC 8.4: one query per hop: edges touching ``frontier`` whose far end passes the filters.
+    expanded: Sequence[uuid.UUID], known: Sequence[uuid.UUID], max_rows: int, max_edges: int,
+    max_new: int, max_bytes: int, target_visible: Callable[[str, str], bool],
+) -> Hop:
+    """RFC 8.4: one statement per hop: edges touching ``frontier`` whose far end passes the
+    filters, and the neighbours they discover hydrated.
 
-    Edges to nodes expanded at an earlier hop were seen then and are skipped.
+    Edges to nodes expanded at an earlier hop were seen then and are skipped. The first
+    ``max_new`` nodes not in ``known`` that the first ``max_edges`` distinct edges reach are
+    hydrated while their running projected bytes stay within ``max_bytes`` (RFC 8.3), so
+    the expansion needs no statement of its own to hydrate them.
     """
     if not frontier or max_rows <= 0:
-        return []
+        return Hop([], {})
     sql, params = shaped("retrieval_graph_hop", {
-        **f.params(), "frontier": list(frontier), "expanded": list(expanded), "max_rows": max_rows,
+        **f.params(), "frontier": list(frontier), "expanded": list(expanded), "known": list(known),
+        "max_rows": max_rows, "max_edges": max_edges, "max_new": max(0, max_new),
+        "max_bytes": max_bytes,
     }, ints=("max_rank",))
-    cur = conn.cursor()
+    cur = conn.cursor(row_factory=dict_row)
     cur.execute(sql, params, prepare=True)  # RFC 8.1.5
-    return [HopRow(*row) for row in cur.fetchall()]
+    rows, hydrated = [], {}
+    for row in cur.fetchall():
+        rows.append(HopRow(row["source_id"], row["predicate"], row["target_id"], row["other"],
+                           row["other_scope"], row["other_sensitivity"], row["other_status"],
+                           row["bytes"]))
+        if row["hydrated"]:
+            hydrated[row["other"]] = _record(row, target_visible)
+    return Hop(rows, hydrated)
 
 
 def access(

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import uuid
 from datetime import timedelta
+from typing import Any
 
 import psycopg
+import pytest
 
-from membrane_core import Membrane
+from membrane_core import Membrane, retrieval
 from membrane_core.enums import MemoryType, Sensitivity
 from membrane_core.models import (
     CompetencePayload,
@@ -16,7 +18,8 @@ from membrane_core.models import (
     MemoryRecord,
     PerformanceStats,
 )
-from membrane_core.storage import records
+from membrane_core.requests import RetrieveRequest
+from membrane_core.storage import reads, records
 from membrane_core.trust import DEVELOPMENT_POLICY, TrustPolicy
 
 LOW_A = TrustPolicy(read_scopes=frozenset({"a"}), max_sensitivity=Sensitivity.LOW)
@@ -156,3 +159,41 @@ def test_selector_picks_competence_and_reports_gap(membrane: Membrane, clock: ob
     assert after.selection is not None and after.selection.record_id == poor.id
     none = membrane.retrieve({"query": "deploy", "memory_types": ["episodic"]}, LOW_A)
     assert none.selection is None
+
+
+def test_hops_hydrate_what_they_find(membrane: Membrane, database_url: str,
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """RFC 8.4, 8.3: a hop hydrates the neighbours it discovers; a neighbour it did not
+    hydrate is hydrated afterwards, so the result is the same either way."""
+    root = put(membrane, "orbit root nu")
+    moons = [put(membrane, f"moon {i}") for i in range(5)]
+    link(database_url, *[(root, "rel", m) for m in moons])
+    calls: list[int] = []
+    real_hydrate = reads.bounded_hydrate
+
+    def spy(*args: Any, **kw: Any) -> Any:
+        calls.append(1)
+        return real_hydrate(*args, **kw)
+
+    monkeypatch.setattr(reads, "bounded_hydrate", spy)
+    q = {"query": "nu", "scopes": ["a"], "limit": 1, "expand": {"hops": 1}}
+    got = membrane.retrieve(q)
+    assert [r.id for r in got.records] == [root]
+    assert {r.id for r in got.neighbors} == set(moons) and calls == []  # no statement of its own
+    # the hop's own cut: the first max_new unknown neighbours in discovery order
+    f = retrieval.read_filter(RetrieveRequest(scopes=["a"]), DEVELOPMENT_POLICY.narrow(["a"], None),
+                              membrane.retriever.clock())
+    with membrane.retriever.db.reader() as conn:
+        hop = reads.graph_hop(conn, f, [root], expanded=[], known=[root, moons[0]], max_rows=201,
+                              max_edges=100, max_new=2, max_bytes=1 << 20,
+                              target_visible=lambda scope, sens: True)
+    order = [row.other for row in hop.rows]
+    assert set(order) == set(moons)
+    assert list(hop.records) == [m for m in order if m != moons[0]][:2]
+    # without the hop's hydration, the same neighbours come back, hydrated afterwards
+    real_hop = reads.graph_hop
+    monkeypatch.setattr(reads, "graph_hop",
+                        lambda *a, **kw: reads.Hop(real_hop(*a, **kw).rows, {}))
+    again = membrane.retrieve(q)
+    assert [r.model_dump() for r in again.neighbors] == [r.model_dump() for r in got.neighbors]
+    assert calls == [1]

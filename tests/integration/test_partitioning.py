@@ -26,7 +26,9 @@ def _params(scopes: list[str] | None, qvec: list[float], clock: FakeClock) -> di
         "valid_at": None, "has_query": True, "has_qvec": True,
         "query": "to be or not", "qvec": Vector(qvec), "terms": [], "id_namespaces": [],
         "id_values": [], "arm_k": 50, "vec_k": 50, "fanout": 8, "df_cap": 1000, "fts_cap": 5000,
-        "tag_cap": 2000,
+        "tag_cap": 2000, "limit": 10, "max_bytes": 65536, "rrf": False, "rrf_k": 60.0,
+        "sd_floor_salience": 0.1, "w_vector": 1.0, "w_text": 1.0, "w_entity": 1.0,
+        "w_salience": 0.25,
     }
 
 
@@ -49,7 +51,7 @@ INTS = ("max_rank", "arm_k", "vec_k", "fanout", "df_cap", "fts_cap", "tag_cap")
 
 
 def _vec_arm_partitions(conn: psycopg.Connection, params: dict[str, Any]) -> set[str]:
-    sql, bound = shaped("retrieval_pool", params, ints=INTS)  # as reads.pool runs it
+    sql, bound = shaped("retrieval_roots", params, ints=INTS)  # as reads.roots runs it
     cur = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, bound)
     plan = cur.fetchone()[0]  # type: ignore[index]
     return _scanned(plan if isinstance(plan, list) else json.loads(plan))
@@ -57,7 +59,7 @@ def _vec_arm_partitions(conn: psycopg.Connection, params: dict[str, Any]) -> set
 
 def _execute_generic(conn: psycopg.Connection, params: dict[str, Any]) -> set[str]:
     """Partitions scanned by the prepared statement of this shape under its generic plan."""
-    sql, bound = shaped("retrieval_pool", params, ints=INTS)
+    sql, bound = shaped("retrieval_roots", params, ints=INTS)
     names = list(dict.fromkeys(re.findall(r"%\((\w+)\)s", sql)))
     text = sql
     for n, key in enumerate(names, 1):

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from membrane_cli.bench import retrieve as bench
-from membrane_core import Membrane, Settings, errors
+from membrane_core import Membrane, Settings, errors, fusion, retrieval
 from membrane_core.requests import RetrieveRequest
 from membrane_core.retrieval import Retriever
-from membrane_core.storage import benchload
+from membrane_core.storage import benchload, reads
 from membrane_core.storage.db import Database
 from membrane_core.trust import DEVELOPMENT_POLICY
 from tests.conftest import EMBEDDING_DIM, FakeClock
@@ -213,3 +213,45 @@ def test_byte_budget_never_returns_a_partial_over_budget(membrane: Membrane) -> 
     assert got.diagnostics["bytes"] <= 5000
     with pytest.raises(errors.RecordTooLarge):
         membrane.retrieve({"query": "omega", "scopes": ["s"], "max_bytes": 1024})
+
+
+@pytest.mark.parametrize("method", fusion.METHODS)
+def test_fusion_in_sql_matches_the_reference(hashing: Membrane, clock: FakeClock, method: str) -> None:
+    """RFC 8.2: the statement's fused scores and order are those of membrane_core.fusion."""
+    texts = ["Ada Lovelace wrote notes on the analytical engine",
+             "the engine needed cards", "notes about cards and looms",
+             "Ada met Babbage at a party", "weather was cold", "looms weave patterns"]
+    for i in range(18):
+        hashing.capture({"source_kind": "event", "scope": "s",
+                         "content": {"text": f"{texts[i % 6]} {i}",
+                                     "entities": ["Ada Lovelace"] if i % 4 == 0 else []}})
+        clock.advance(seconds=3600 * i)
+    assert hashing.embedding.run_batch()["embedded"] >= 18
+    query = "what did Ada Lovelace write about the engine and cards"
+    req = RetrieveRequest(query=query, scopes=["s"])
+    r = hashing.retriever
+    policy = DEVELOPMENT_POLICY.narrow(req.scopes, None)
+    f = retrieval.read_filter(req, policy, clock())
+    qvec = r.embedder.embed([query])[0]  # type: ignore[union-attr]
+    with r.db.reader() as conn:
+        reads.configure_scan(conn, ef_search=40, max_scan_tuples=20_000)
+        found = reads.roots(conn, f, query=query, qvec=qvec, terms=retrieval.query_terms(query),
+                            arm_k=50, vec_k=50, fanout=25, limit=400, max_bytes=1 << 24,
+                            rrf=method == "rrf", weights=fusion.DEFAULT_WEIGHTS,
+                            rrf_k=fusion.RRF_K, sd_floor_salience=fusion.SD_FLOOR["salience"],
+                            target_visible=lambda scope, sens: True)
+    ranked = found.ranked
+    # every arm contributed, and every candidate came back hydrated (limit and budget are wide)
+    assert found.arms["vector"] > 0 and found.arms["text"] > 0 and found.arms["entity"] > 0
+    assert len(ranked) == found.candidates > 10 and all(x.record is not None for x in ranked)
+    recs = {x.ord: x.record for x in ranked}
+    expected = fusion.fuse([fusion.Features(recs[x.ord].id, vector=x.vector_score,  # type: ignore[union-attr]
+                                            text=x.text_score, entity=x.entity_score,
+                                            salience=x.salience) for x in ranked], method)
+    for x in ranked:
+        assert x.score == pytest.approx(expected[recs[x.ord].id], rel=1e-9, abs=1e-12)  # type: ignore[union-attr]
+    order = sorted(ranked, key=lambda x: (x.status != "active", -expected[recs[x.ord].id],  # type: ignore[union-attr]
+                                          -x.salience, -recs[x.ord].created_at.timestamp(),  # type: ignore[union-attr]
+                                          str(recs[x.ord].id)))  # type: ignore[union-attr]
+    assert [x.ord for x in order] == sorted(x.ord for x in ranked)
+    assert len({round(x.score, 9) for x in ranked}) > len(ranked) // 2  # the scores differ

@@ -14,6 +14,23 @@ def test_every_query_loads_with_description() -> None:
                    for line in sql.splitlines()) for sql in loaded.values())
 
 
+def test_fragments_are_written_in_once() -> None:
+    """RFC 11.1: ``/*@name*/`` is replaced by that block; unknown or nested fragments refuse."""
+    loaded = queries.load()
+    assert not any("/*@" in sql for sql in loaded.values())
+    fields = loaded["record_fields"]
+    # positive control: every statement that hydrates carries the shared column list
+    for name in ("hydrate_records", "retrieval_roots", "retrieval_bounded_hydrate",
+                 "retrieval_graph_hop"):
+        assert fields in loaded[name], name
+    blocks = {"a": "SELECT /*@b*/", "b": "1", "c": "SELECT /*@nope*/", "d": "/*@b*/"}
+    assert queries._include(blocks, "a") == "SELECT 1"
+    with pytest.raises(ValueError, match="unknown fragment nope"):
+        queries._include(blocks, "c")
+    with pytest.raises(ValueError, match="fragment d includes another"):
+        queries._include({"e": "SELECT /*@d*/", **blocks}, "e")
+
+
 def test_parser_refuses_missing_description_and_duplicates() -> None:
     assert queries.parse("-- name: a\n-- fine\nSELECT 1;\n", "x") == {"a": "SELECT 1"}
     with pytest.raises(ValueError, match="no one-line description"):
@@ -30,8 +47,10 @@ def test_shaped_writes_in_only_nulls_booleans_and_named_integers() -> None:
               "as_of": None, "valid_at": None, "query": "1; select", "has_query": True,
               "qvec": None, "has_qvec": False, "terms": ["x"], "id_namespaces": [],
               "id_values": [], "arm_k": 50, "vec_k": 10, "fanout": 25, "df_cap": 1000,
-              "fts_cap": 5000, "tag_cap": 2000}
-    sql, bound = queries.shaped("retrieval_pool", params, ints=("max_rank", "vec_k"))
+              "fts_cap": 5000, "tag_cap": 2000, "limit": 10, "max_bytes": 65536, "rrf": False,
+              "rrf_k": 60.0, "sd_floor_salience": 0.1,
+              "w_vector": 1.0, "w_text": 1.0, "w_entity": 1.0, "w_salience": 0.25}
+    sql, bound = queries.shaped("retrieval_roots", params, ints=("max_rank", "vec_k"))
     assert "%(all_scopes)s" not in sql and "%(has_qvec)s" not in sql  # booleans written in
     assert "NULL::text[] IS NULL" in sql  # types: None written in, the guard folds
     assert "<= 2 + 1" in sql and "LIMIT 10" in sql  # the named integers
@@ -40,7 +59,7 @@ def test_shaped_writes_in_only_nulls_booleans_and_named_integers() -> None:
     assert "%(arm_k)s" in sql and "DROP TABLE" not in sql and "1; select" not in sql
     assert not {"all_scopes", "types", "max_rank", "vec_k", "has_qvec"} & set(bound)
     # a string is never written in, even when named as an integer
-    sql2, bound2 = queries.shaped("retrieval_pool", {**params, "max_rank": "2 OR true"}, ints=("max_rank",))
+    sql2, bound2 = queries.shaped("retrieval_roots", {**params, "max_rank": "2 OR true"}, ints=("max_rank",))
     assert bound2["max_rank"] == "2 OR true" and "2 OR true" not in sql2
 
 

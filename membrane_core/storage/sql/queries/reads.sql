@@ -10,8 +10,8 @@ SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true),
        set_config('plan_cache_mode', 'force_generic_plan', true),
        set_config('max_parallel_workers_per_gather', '0', true)
 
--- name: retrieval_pool
--- Hybrid candidate pool: vector, full-text (BM25), entity and salience arms with per-candidate features (RFC 8.1).
+-- name: retrieval_roots
+-- Hybrid retrieval in one statement: the candidate pool of the vector, full-text (BM25), entity and salience arms with every feature (RFC 8.1), fused (8.2), cut by rows and projected bytes, and what fits hydrated (8.3).
 WITH qlex AS MATERIALIZED (
     -- the query's lexemes; stsq: the lexeme AND the caller's scope lexemes, answered inside
     -- the GIN index (RFC 8.1.2)
@@ -263,28 +263,100 @@ WITH qlex AS MATERIALIZED (
      LIMIT %(arm_k)s
 ), pool AS (
     SELECT id FROM vec UNION SELECT id FROM fts UNION SELECT id FROM ent UNION SELECT id FROM sal
+), feat AS MATERIALIZED (
+    -- every candidate with every feature the arms can give it (RFC 8.1)
+    SELECT r.id, r.created_at,
+           status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) AS status,
+           1.0 - coalesce(v.dist, (SELECT e.embedding <=> %(qvec)s::vector FROM record_embeddings e
+                                    WHERE e.scope = r.scope AND e.record_id = r.id
+                                      AND %(has_qvec)s))
+               AS vector_score,
+           CASE WHEN r.search_tsv @@ qq.tsq THEN
+                (SELECT sum(i.idf) FROM idf i WHERE r.search_tsv @@ i.tsq) * 2.2
+                / (1.0 + 1.2 * (0.9 + 0.1 * (length(r.search_tsv) - 1) / greatest(a.v, 1.0))) END AS text_score,
+           n.score AS entity_score,
+           current_salience(r.base_salience, r.reinforced_at, r.half_life_seconds, r.min_salience,
+                            r.pinned, %(now)s) AS salience,
+           (v.id IS NOT NULL) AS in_vector, (f.id IS NOT NULL) AS in_text, (n.id IS NOT NULL) AS in_entity,
+           -- RFC 8.3: projected bytes; a redacted view counts 256
+           CASE WHEN r.sensitivity_rank > %(max_rank)s THEN 256 ELSE r.projected_bytes END AS bytes
+      FROM pool p
+      JOIN memory_records r ON r.id = p.id
+     CROSS JOIN qq
+     CROSS JOIN avgdl a
+      LEFT JOIN vec v ON v.id = r.id
+      LEFT JOIN fts f ON f.id = r.id
+      LEFT JOIN ent n ON n.id = r.id
+), filled AS (
+    -- zsum (RFC 8.2): a missing vector similarity counts as the pool's lowest, a missing
+    -- full-text or entity score as 0
+    SELECT x.*, coalesce(x.vector_score, min(x.vector_score) OVER ()) AS fv,
+           coalesce(x.text_score, 0) AS ft, coalesce(x.entity_score, 0) AS fe
+      FROM feat x
+), moments AS (
+    -- per feature: mean and spread over the pool (the spread of salience floored); rrf:
+    -- fractional ranks among the candidates a feature scored above 0, ties sharing their mean
+    SELECT y.*,
+           avg(y.fv) OVER () AS mv, stddev_pop(y.fv) OVER () AS sv,
+           avg(y.ft) OVER () AS mt, stddev_pop(y.ft) OVER () AS st,
+           avg(y.fe) OVER () AS me, stddev_pop(y.fe) OVER () AS se,
+           avg(y.salience) OVER () AS ms,
+           greatest(stddev_pop(y.salience) OVER (), %(sd_floor_salience)s) AS ss,
+           rank() OVER (ORDER BY y.rv DESC NULLS LAST)
+               + (count(*) OVER (PARTITION BY y.rv) - 1) / 2.0 AS kv,
+           rank() OVER (ORDER BY y.rt DESC NULLS LAST)
+               + (count(*) OVER (PARTITION BY y.rt) - 1) / 2.0 AS kt,
+           rank() OVER (ORDER BY y.re DESC NULLS LAST)
+               + (count(*) OVER (PARTITION BY y.re) - 1) / 2.0 AS ke,
+           rank() OVER (ORDER BY y.rs DESC NULLS LAST)
+               + (count(*) OVER (PARTITION BY y.rs) - 1) / 2.0 AS ks
+      FROM (SELECT z.*,
+                   CASE WHEN z.vector_score > 0 THEN z.vector_score END AS rv,
+                   CASE WHEN z.text_score > 0 THEN z.text_score END AS rt,
+                   CASE WHEN z.entity_score > 0 THEN z.entity_score END AS re,
+                   CASE WHEN z.salience > 0 THEN z.salience END AS rs
+              FROM filled z) y
+), scored AS (
+    -- RFC 8.2: one fused score; a constant feature adds nothing
+    SELECT m.id, m.status, m.vector_score, m.text_score, m.entity_score, m.salience,
+           m.created_at, m.bytes,
+           CASE WHEN %(rrf)s THEN
+                coalesce(%(w_vector)s / (%(rrf_k)s + CASE WHEN m.rv IS NOT NULL THEN m.kv END), 0)
+              + coalesce(%(w_text)s / (%(rrf_k)s + CASE WHEN m.rt IS NOT NULL THEN m.kt END), 0)
+              + coalesce(%(w_entity)s / (%(rrf_k)s + CASE WHEN m.re IS NOT NULL THEN m.ke END), 0)
+              + coalesce(%(w_salience)s / (%(rrf_k)s + CASE WHEN m.rs IS NOT NULL THEN m.ks END), 0)
+           ELSE
+                CASE WHEN m.sv > 1e-12 THEN %(w_vector)s * (m.fv - m.mv) / m.sv ELSE 0 END
+              + CASE WHEN m.st > 1e-12 THEN %(w_text)s * (m.ft - m.mt) / m.st ELSE 0 END
+              + CASE WHEN m.se > 1e-12 THEN %(w_entity)s * (m.fe - m.me) / m.se ELSE 0 END
+              + CASE WHEN m.ss > 1e-12 THEN %(w_salience)s * (m.salience - m.ms) / m.ss ELSE 0 END
+           END AS score,
+           count(*) OVER () AS pool_size,
+           count(*) FILTER (WHERE m.in_vector) OVER () AS n_vector,
+           count(*) FILTER (WHERE m.in_text) OVER () AS n_text,
+           count(*) FILTER (WHERE m.in_entity) OVER () AS n_entity
+      FROM moments m
+), ranked AS (
+    -- RFC 8.2, 5.1: every active record above every contested one, then the fused score;
+    -- ties by salience, recency, id
+    SELECT s.*, row_number() OVER (ORDER BY s.status <> 'active', s.score DESC, s.salience DESC,
+                                            s.created_at DESC, s.id) AS ord
+      FROM scored s
+), bounded AS (
+    -- RFC 8.3: cut at the row cap and the running projected bytes before hydrating
+    SELECT k.*, sum(k.bytes) OVER (ORDER BY k.ord) AS running
+      FROM ranked k
+     WHERE k.ord <= %(limit)s
 )
-SELECT r.id, r.type, r.scope, r.sensitivity,
-       status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) AS status,
-       1.0 - coalesce(v.dist, (SELECT e.embedding <=> %(qvec)s::vector FROM record_embeddings e
-                                WHERE e.scope = r.scope AND e.record_id = r.id
-                                  AND %(has_qvec)s))
-           AS vector_score,
-       CASE WHEN r.search_tsv @@ qq.tsq THEN
-            (SELECT sum(i.idf) FROM idf i WHERE r.search_tsv @@ i.tsq) * 2.2
-            / (1.0 + 1.2 * (0.9 + 0.1 * (length(r.search_tsv) - 1) / greatest(a.v, 1.0))) END AS text_score,
-       n.score AS entity_score,
-       current_salience(r.base_salience, r.reinforced_at, r.half_life_seconds, r.min_salience,
-                        r.pinned, %(now)s) AS salience,
-       r.confidence, r.created_at,
-       (v.id IS NOT NULL) AS in_vector, (f.id IS NOT NULL) AS in_text, (n.id IS NOT NULL) AS in_entity
-  FROM pool p
-  JOIN memory_records r ON r.id = p.id
- CROSS JOIN qq
- CROSS JOIN avgdl a
-  LEFT JOIN vec v ON v.id = r.id
-  LEFT JOIN fts f ON f.id = r.id
-  LEFT JOIN ent n ON n.id = r.id
+SELECT b.ord, b.bytes, b.running, (b.running <= %(max_bytes)s) AS fits, b.score,
+       b.status AS status_as_of, b.vector_score, b.text_score, b.entity_score,
+       b.salience AS salience_now, b.pool_size, b.n_vector, b.n_text, b.n_entity,
+       /*@record_fields*/,
+       /*@visible_relations*/ AS relations
+  FROM bounded b
+  LEFT JOIN memory_records r ON r.id = b.id AND b.running <= %(max_bytes)s
+  LEFT JOIN record_payloads p ON p.record_id = r.id
+ ORDER BY b.ord
 
 -- name: retrieval_bounded_hydrate
 -- Cut ranked ids by rows and running projected bytes in SQL, hydrate only what fits; relations only to fully visible targets (RFC 8.3, 2.5).
@@ -299,32 +371,15 @@ WITH wanted AS (
     SELECT id, ord, bytes, sum(bytes) OVER (ORDER BY ord) AS running FROM sized
 )
 SELECT b.ord, b.bytes, b.running, (b.running <= %(max_bytes)s) AS fits,
-       r.id, r.type, r.scope, r.sensitivity, r.confidence, r.salience, r.status,
-       r.decay_curve, r.half_life_seconds, r.min_salience, r.max_age_seconds,
-       r.reinforcement_gain, r.base_salience, r.reinforced_at, r.pinned, r.deletion_policy,
-       r.validity_mode, r.valid_from, r.valid_to, r.recorded_at, r.retracted_at,
-       r.occurred_at, r.created_at, r.updated_at, r.summary, r.metadata, p.body AS payload,
-       coalesce((SELECT array_agg(t.tag ORDER BY t.tag) FROM record_tags t
-                  WHERE t.record_id = r.id), '{}') AS tags,
-       coalesce((SELECT jsonb_agg(jsonb_build_object('kind', s.kind, 'ref', s.ref,
-                        'hash', s.hash, 'created_by', s.created_by, 'timestamp', s.ts)
-                        ORDER BY s.id)
-                   FROM provenance_sources s WHERE s.record_id = r.id), '[]') AS provenance,
-       coalesce((SELECT jsonb_agg(jsonb_build_object('predicate', l.predicate,
-                        'target_id', l.target_id, 'weight', l.weight,
-                        'target_scope', x.scope, 'target_sensitivity', x.sensitivity)
-                        ORDER BY l.created_at, l.predicate, l.target_id)
-                   FROM relations l JOIN memory_records x ON x.id = l.target_id
-                  WHERE l.source_id = r.id
-                    AND (%(all_scopes)s OR x.scope = ANY(%(scopes)s::text[]))
-                    AND x.sensitivity_rank <= %(max_rank)s), '[]') AS relations
+       /*@record_fields*/,
+       /*@visible_relations*/ AS relations
   FROM bounded b
   LEFT JOIN memory_records r ON r.id = b.id AND b.running <= %(max_bytes)s
   LEFT JOIN record_payloads p ON p.record_id = r.id
  ORDER BY b.ord
 
 -- name: retrieval_graph_hop
--- One breadth-first hop over relations in both directions, neighbours trust- and status-filtered (RFC 8.4).
+-- One breadth-first hop over relations in both directions, neighbours trust- and status-filtered, and the new neighbours hydrated under the remaining byte budget (RFC 8.4, 8.3).
 WITH f AS (
     SELECT DISTINCT unnest(%(frontier)s::uuid[]) AS id
 ), e AS (
@@ -340,27 +395,68 @@ WITH f AS (
                   l.created_at
              FROM relations l WHERE l.target_id = f.id
             LIMIT %(max_rows)s) i
+), hop AS MATERIALIZED (
+    SELECT e.source_id, e.predicate, e.target_id, e.other, r.scope, r.sensitivity,
+           status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) AS status,
+           CASE WHEN r.sensitivity_rank > %(max_rank)s THEN 256 ELSE r.projected_bytes END AS bytes,
+           row_number() OVER (ORDER BY coalesce(e.weight, 0) DESC, e.created_at, e.source_id,
+                                       e.predicate, e.target_id) AS n
+      FROM e
+      JOIN memory_records r ON r.id = e.other
+     WHERE NOT (e.other = ANY(%(expanded)s::uuid[]))
+       AND (%(all_scopes)s OR r.scope = ANY(%(scopes)s::text[]))
+       AND r.sensitivity_rank <= %(max_rank)s + 1
+       AND (%(as_of)s::timestamptz IS NULL OR r.recorded_at <= %(as_of)s::timestamptz)
+       AND (%(valid_at)s::timestamptz IS NULL
+            OR ((r.valid_from IS NULL OR r.valid_from <= %(valid_at)s::timestamptz)
+                AND (r.valid_to IS NULL OR %(valid_at)s::timestamptz < r.valid_to)))
+       AND (%(include_retracted)s
+            OR status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) <> 'retracted')
+       AND (%(include_contested)s
+            OR status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) <> 'contested')
+     ORDER BY n
+     LIMIT %(max_rows)s
+), edges AS (
+    -- each edge once (a relation between two frontier nodes is found from both ends), at most
+    -- max_edges of them: the edges the expansion will take, in its order
+    SELECT * FROM (SELECT DISTINCT ON (h.source_id, h.predicate, h.target_id) h.*
+                     FROM hop h ORDER BY h.source_id, h.predicate, h.target_id, h.n) d
+     ORDER BY d.n
+     LIMIT %(max_edges)s
+), fresh AS (
+    -- the neighbours these edges discover, in discovery order, up to max_new, with the
+    -- running projected bytes: the rows worth hydrating now (RFC 8.3)
+    SELECT x.other, x.n, sum(x.bytes) OVER (ORDER BY x.n) AS running
+      FROM (SELECT DISTINCT ON (d.other) d.other, d.n, d.bytes
+              FROM edges d WHERE NOT (d.other = ANY(%(known)s::uuid[]))
+             ORDER BY d.other, d.n) x
+     ORDER BY x.n
+     LIMIT %(max_new)s
 )
-SELECT e.source_id, e.predicate, e.target_id, e.other, r.scope, r.sensitivity,
-       status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) AS status
-  FROM e
-  JOIN memory_records r ON r.id = e.other
- WHERE NOT (e.other = ANY(%(expanded)s::uuid[]))
-   AND (%(all_scopes)s OR r.scope = ANY(%(scopes)s::text[]))
-   AND r.sensitivity_rank <= %(max_rank)s + 1
-   AND (%(as_of)s::timestamptz IS NULL OR r.recorded_at <= %(as_of)s::timestamptz)
-   AND (%(valid_at)s::timestamptz IS NULL
-        OR ((r.valid_from IS NULL OR r.valid_from <= %(valid_at)s::timestamptz)
-            AND (r.valid_to IS NULL OR %(valid_at)s::timestamptz < r.valid_to)))
-   AND (%(include_retracted)s
-        OR status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) <> 'retracted')
-   AND (%(include_contested)s
-        OR status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) <> 'contested')
- ORDER BY coalesce(e.weight, 0) DESC, e.created_at, e.source_id, e.predicate, e.target_id
- LIMIT %(max_rows)s
+SELECT h.source_id, h.predicate, h.target_id, h.other, h.scope AS other_scope,
+       h.sensitivity AS other_sensitivity, h.status AS other_status, h.bytes,
+       (r.id IS NOT NULL) AS hydrated,
+       /*@record_fields*/,
+       /*@visible_relations*/ AS relations
+  FROM hop h
+  LEFT JOIN fresh w ON w.n = h.n AND w.running <= %(max_bytes)s
+  LEFT JOIN memory_records r ON r.id = w.other
+  LEFT JOIN record_payloads p ON p.record_id = r.id
+ ORDER BY h.n
 
 -- name: retrieval_access
 -- Scope, sensitivity and status (as of a time) of records by id, for trust checks (RFC 7.3).
 SELECT id, scope, sensitivity,
        status_at(status, retracted_at, contested_at, %(as_of)s::timestamptz) AS status
   FROM memory_records WHERE id = ANY(%(ids)s::uuid[])
+
+-- name: visible_relations
+-- Fragment (/*@visible_relations*/): the outgoing relations of r to records the read filter shows in full, with the target's scope and sensitivity for the check in Python (RFC 2.5).
+coalesce((SELECT jsonb_agg(jsonb_build_object('predicate', l.predicate,
+                 'target_id', l.target_id, 'weight', l.weight,
+                 'target_scope', x.scope, 'target_sensitivity', x.sensitivity)
+                 ORDER BY l.created_at, l.predicate, l.target_id)
+            FROM relations l JOIN memory_records x ON x.id = l.target_id
+           WHERE l.source_id = r.id
+             AND (%(all_scopes)s OR x.scope = ANY(%(scopes)s::text[]))
+             AND x.sensitivity_rank <= %(max_rank)s), '[]')
