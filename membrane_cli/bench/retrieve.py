@@ -273,15 +273,17 @@ def report(f: Figures, size: int, argv: str, hw: str) -> str:
              + (f"the database's {f.warmed / 2**30:.1f} GiB of files read once into the OS page "
                 "cache before measuring (a server that has been serving)  " if f.warmed else
                 "OS page cache not warmed (the server's files are not on this machine)  "), "",
-             "| variant | p50 | p99 | p99 / bare p99 | target |", "| --- | --- | --- | --- | --- |",
+             "| variant | p50 | p99 | p50 / bare p50 | p99 / bare p99 | target |",
+             "| --- | --- | --- | --- | --- | --- |",
              f"| bare pgvector top-10 (same filter, iterative scan) | {bare50:.2f} ms | "
-             f"{bare99:.2f} ms | 1.0 | baseline |"]
+             f"{bare99:.2f} ms | 1.0 | 1.0 | baseline |"]
     for name, values in (("hybrid retrieve (vector + BM25 + entity, fused, hydrated)", f.hybrid),
                          ("hybrid retrieve + one-hop expansion", f.expand)):
         p50, p99 = _pct(values, 50), _pct(values, 99)
         tgt = f"p99 < {target:.0f} ms, ≤ {TARGET_RATIO:.0f}x bare" if target else \
             f"≤ {TARGET_RATIO:.0f}x bare"
-        lines.append(f"| {name} | {p50:.2f} ms | {p99:.2f} ms | {p99 / bare99:.1f} | {tgt} |")
+        lines.append(f"| {name} | {p50:.2f} ms | {p99:.2f} ms | {p50 / bare50:.1f} | "
+                     f"{p99 / bare99:.1f} | {tgt} |")
     lines += ["", f"Hybrid top-10 shares {np.mean(f.overlap):.0%} of the bare vector top-10; "
               f"expansion returned {np.mean(f.neighbours):.1f} neighbours per query on average.  ",
               "Load: " + ", ".join(f"{k} {v:.1f} s" for k, v in f.load.items()) if f.load else
@@ -363,13 +365,13 @@ def retrieve(
 
 def _print(f: Figures, size: int) -> None:
     t = Table(title=f"membrane bench retrieve ({size:,} records)", title_justify="left")
-    for col in ("variant", "p50", "p99", "p99 / bare"):
+    for col in ("variant", "p50", "p99", "p50 / bare", "p99 / bare"):
         t.add_column(col)
-    bare99 = _pct(f.bare, 99)
+    bare50, bare99 = _pct(f.bare, 50), _pct(f.bare, 99)
     for name, values in (("bare pgvector top-10", f.bare), ("hybrid retrieve", f.hybrid),
                          ("hybrid + one-hop expansion", f.expand)):
         t.add_row(name, f"{_pct(values, 50):.2f} ms", f"{_pct(values, 99):.2f} ms",
-                  f"{_pct(values, 99) / bare99:.1f}x")
+                  f"{_pct(values, 50) / bare50:.1f}x", f"{_pct(values, 99) / bare99:.1f}x")
     console.print(t)
     console.print(f"overlap with bare top-10: {np.mean(f.overlap):.0%}; "
                   f"neighbours per expanded query: {np.mean(f.neighbours):.1f}; "

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Collection, Mapping
+from dataclasses import dataclass
 from importlib import resources
 from typing import LiteralString
 
@@ -82,8 +83,25 @@ def _literal(value: object, *, as_int: bool) -> str | None:
     return None
 
 
-def shaped(name: str, params: Mapping[str, object], *, ints: Collection[str] = ()
-           ) -> tuple[str, dict[str, object]]:
+@dataclass(frozen=True)
+class Shaped:
+    """One shape of a named query: its text with ``$n`` placeholders, and the bound values.
+
+    Run it with a ``psycopg.RawCursor``, which sends the text as it is: psycopg parses a
+    ``%(name)s`` query on every execution once it is longer than 4,096 characters, and
+    the retrieval statement is several times that (RFC 8.1.5).
+    """
+
+    sql: str
+    names: tuple[str, ...]  # the parameter behind each $n
+    values: list[object]
+
+    def bound(self) -> dict[str, object]:
+        """The bound values by parameter name."""
+        return dict(zip(self.names, self.values, strict=True))
+
+
+def shaped(name: str, params: Mapping[str, object], *, ints: Collection[str] = ()) -> Shaped:
     """Query ``name`` with its shape parameters written in as literals (RFC 8.1.5).
 
     NULLs and booleans decide which filters apply and which arm runs; the integers named
@@ -93,12 +111,12 @@ def shaped(name: str, params: Mapping[str, object], *, ints: Collection[str] = (
     for planning; each shape is its own prepared statement. Everything else (strings,
     floats, timestamps, arrays, vectors, free integers such as byte budgets) stays a bound
     parameter. Only NULL, true, false and ``str(int)`` are ever written in, so no value a
-    caller controls reaches the SQL text.
+    caller controls reaches the SQL text. The text of each shape is rendered once.
     """
     keys = _placeholders(name)
     shape = tuple(_literal(params[k], as_int=k in ints) for k in keys)
-    bound = {k: params[k] for k, lit in zip(keys, shape, strict=True) if lit is None}
-    return _render(name, keys, shape), bound
+    sql, names = _render(name, keys, shape)
+    return Shaped(sql, names, [params[k] for k in names])
 
 
 @functools.cache
@@ -108,12 +126,15 @@ def _placeholders(name: str) -> tuple[str, ...]:
 
 
 @functools.lru_cache(maxsize=512)
-def _render(name: str, keys: tuple[str, ...], shape: tuple[str | None, ...]) -> str:
-    """The text of one shape of query ``name`` (rendered once per shape)."""
+def _render(name: str, keys: tuple[str, ...], shape: tuple[str | None, ...]
+            ) -> tuple[str, tuple[str, ...]]:
+    """The text of one shape of query ``name`` with ``$n`` placeholders, and their names."""
     lits = dict(zip(keys, shape, strict=True))
+    names = tuple(k for k in keys if lits[k] is None)
+    number = {k: f"${n}" for n, k in enumerate(names, 1)}
 
     def sub(m: re.Match[str]) -> str:
         lit = lits[m.group(1)]
-        return m.group(0) if lit is None else lit
+        return number[m.group(1)] if lit is None else lit
 
-    return _PARAM.sub(sub, q(name))
+    return _PARAM.sub(sub, q(name)).replace("%%", "%"), names

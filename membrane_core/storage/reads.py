@@ -15,7 +15,7 @@ from psycopg.rows import dict_row
 from membrane_core.fusion import FEATURES
 from membrane_core.models import MemoryRecord
 from membrane_core.storage import records
-from membrane_core.storage.queries import q, shaped
+from membrane_core.storage.queries import Shaped, q, shaped
 
 
 @dataclass(frozen=True)
@@ -129,7 +129,7 @@ def roots(
 ) -> Roots:
     """RFC 8.1-8.3: one statement: candidates of every arm, filtered in SQL, fused, cut by rows
     and projected bytes, and hydrated where they fit."""
-    sql, params = shaped("retrieval_roots", {
+    st = shaped("retrieval_roots", {
         **f.params(), "query": query or None, "has_query": bool(query),
         "qvec": Vector(list(qvec)) if qvec is not None else None, "has_qvec": qvec is not None,
         "terms": list(terms), "id_namespaces": [i[0] for i in identifiers],
@@ -139,9 +139,7 @@ def roots(
         "sd_floor_salience": sd_floor_salience,
         **{f"w_{name}": float(weights.get(name, 0.0)) for name in FEATURES},
     }, ints=("max_rank", "arm_k", "vec_k", "fanout", "df_cap", "fts_cap", "tag_cap"))
-    cur = conn.cursor(row_factory=dict_row)
-    cur.execute(sql, params, prepare=True)  # RFC 8.1.5
-    rows = cur.fetchall()
+    rows = _run(conn, st).fetchall()
     first = rows[0] if rows else {}
     return Roots(
         ranked=[Ranked(ord=row["ord"], score=row["score"], status=row["status_as_of"],
@@ -156,6 +154,14 @@ def roots(
         arms={"vector": first.get("n_vector", 0), "text": first.get("n_text", 0),
               "entity": first.get("n_entity", 0)},
     )
+
+
+def _run(conn: psycopg.Connection, st: Shaped, *, tuples: bool = False) -> psycopg.RawCursor[Any]:
+    """Execute a shaped statement, prepared (RFC 8.1.5), rows as dicts unless ``tuples``."""
+    cur: psycopg.RawCursor[Any] = (psycopg.RawCursor(conn) if tuples
+                                   else psycopg.RawCursor(conn, row_factory=dict_row))
+    cur.execute(st.sql, st.values, prepare=True)
+    return cur
 
 
 def _record(row: dict[str, Any], target_visible: Callable[[str, str], bool]) -> MemoryRecord:
@@ -179,14 +185,12 @@ def bounded_hydrate(
     """
     if not ids:
         return []
-    sql, params = shaped("retrieval_bounded_hydrate", {
+    st = shaped("retrieval_bounded_hydrate", {
         "ids": list(ids), "limit": limit, "max_bytes": max_bytes, "max_rank": f.max_rank,
         "all_scopes": f.scopes is None, "scopes": f.scopes or [],
     }, ints=("max_rank",))
-    cur = conn.cursor(row_factory=dict_row)
-    cur.execute(sql, params, prepare=True)  # RFC 8.1.5
     out = []
-    for row in cur.fetchall():
+    for row in _run(conn, st).fetchall():
         rec = _record(row, target_visible) if row["fits"] and row["id"] is not None else None
         out.append(Sized(ord=row["ord"], id=ids[row["ord"] - 1], bytes=row["bytes"],
                          running=row["running"], fits=row["fits"], record=rec))
@@ -208,15 +212,13 @@ def graph_hop(
     """
     if not frontier or max_rows <= 0:
         return Hop([], {})
-    sql, params = shaped("retrieval_graph_hop", {
+    st = shaped("retrieval_graph_hop", {
         **f.params(), "frontier": list(frontier), "expanded": list(expanded), "known": list(known),
         "max_rows": max_rows, "max_edges": max_edges, "max_new": max(0, max_new),
         "max_bytes": max_bytes,
     }, ints=("max_rank",))
-    cur = conn.cursor(row_factory=dict_row)
-    cur.execute(sql, params, prepare=True)  # RFC 8.1.5
     rows, hydrated = [], {}
-    for row in cur.fetchall():
+    for row in _run(conn, st).fetchall():
         rows.append(HopRow(row["source_id"], row["predicate"], row["target_id"], row["other"],
                            row["other_scope"], row["other_sensitivity"], row["other_status"],
                            row["bytes"]))
@@ -231,7 +233,5 @@ def access(
     """``{id: (scope, sensitivity, status as of)}`` for trust checks (RFC 7.3, 5.6)."""
     if not ids:
         return {}
-    sql, params = shaped("retrieval_access", {"ids": list(ids), "as_of": as_of})
-    cur = conn.cursor()
-    cur.execute(sql, params, prepare=True)  # RFC 8.1.5
+    cur = _run(conn, shaped("retrieval_access", {"ids": list(ids), "as_of": as_of}), tuples=True)
     return {row[0]: (row[1], row[2], row[3]) for row in cur.fetchall()}

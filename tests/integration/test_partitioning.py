@@ -51,22 +51,18 @@ INTS = ("max_rank", "arm_k", "vec_k", "fanout", "df_cap", "fts_cap", "tag_cap")
 
 
 def _vec_arm_partitions(conn: psycopg.Connection, params: dict[str, Any]) -> set[str]:
-    sql, bound = shaped("retrieval_roots", params, ints=INTS)  # as reads.roots runs it
-    cur = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, bound)
+    st = shaped("retrieval_roots", params, ints=INTS)  # as reads.roots runs it
+    cur = psycopg.RawCursor(conn).execute("EXPLAIN (ANALYZE, FORMAT JSON) " + st.sql, st.values)
     plan = cur.fetchone()[0]  # type: ignore[index]
     return _scanned(plan if isinstance(plan, list) else json.loads(plan))
 
 
 def _execute_generic(conn: psycopg.Connection, params: dict[str, Any]) -> set[str]:
     """Partitions scanned by the prepared statement of this shape under its generic plan."""
-    sql, bound = shaped("retrieval_roots", params, ints=INTS)
-    names = list(dict.fromkeys(re.findall(r"%\((\w+)\)s", sql)))
-    text = sql
-    for n, key in enumerate(names, 1):
-        text = text.replace(f"%({key})s", f"${n}")
+    st = shaped("retrieval_roots", params, ints=INTS)
     conn.execute("DEALLOCATE ALL")
-    conn.execute("PREPARE pool AS " + text.replace("%%", "%"))
-    args = psycopg.ClientCursor(conn).mogrify(", ".join(f"%({n})s" for n in names), bound)
+    conn.execute("PREPARE pool AS " + st.sql)
+    args = psycopg.ClientCursor(conn).mogrify(", ".join(["%s"] * len(st.values)), st.values)
     conn.execute("SET plan_cache_mode = force_generic_plan")
     try:
         plan = conn.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE pool({args})")

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from membrane_core.retrieval import WINDOWS, window
@@ -50,17 +52,20 @@ def test_shaped_writes_in_only_nulls_booleans_and_named_integers() -> None:
               "fts_cap": 5000, "tag_cap": 2000, "limit": 10, "max_bytes": 65536, "rrf": False,
               "rrf_k": 60.0, "sd_floor_salience": 0.1,
               "w_vector": 1.0, "w_text": 1.0, "w_entity": 1.0, "w_salience": 0.25}
-    sql, bound = queries.shaped("retrieval_roots", params, ints=("max_rank", "vec_k"))
-    assert "%(all_scopes)s" not in sql and "%(has_qvec)s" not in sql  # booleans written in
+    st = queries.shaped("retrieval_roots", params, ints=("max_rank", "vec_k"))
+    sql, bound = st.sql, st.bound()
+    assert "%(" not in sql and "$1" in sql  # positional: psycopg's RawCursor sends it as is
     assert "NULL::text[] IS NULL" in sql  # types: None written in, the guard folds
     assert "<= 2 + 1" in sql and "LIMIT 10" in sql  # the named integers
     # positive control for what stays bound: strings, floats, timestamps, arrays, free ints
     assert {"scopes", "min_salience", "now", "query", "terms", "arm_k", "fts_cap"} <= set(bound)
-    assert "%(arm_k)s" in sql and "DROP TABLE" not in sql and "1; select" not in sql
+    assert f"LIMIT ${st.names.index('arm_k') + 1}" in sql
+    assert "DROP TABLE" not in sql and "1; select" not in sql
     assert not {"all_scopes", "types", "max_rank", "vec_k", "has_qvec"} & set(bound)
+    assert max(int(n) for n in re.findall(r"\$(\d+)", sql)) == len(st.names) == len(st.values)
     # a string is never written in, even when named as an integer
-    sql2, bound2 = queries.shaped("retrieval_roots", {**params, "max_rank": "2 OR true"}, ints=("max_rank",))
-    assert bound2["max_rank"] == "2 OR true" and "2 OR true" not in sql2
+    st2 = queries.shaped("retrieval_roots", {**params, "max_rank": "2 OR true"}, ints=("max_rank",))
+    assert st2.bound()["max_rank"] == "2 OR true" and "2 OR true" not in st2.sql
 
 
 def test_windows_take_few_values() -> None:
