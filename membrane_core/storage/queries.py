@@ -101,7 +101,8 @@ class Shaped:
         return dict(zip(self.names, self.values, strict=True))
 
 
-def shaped(name: str, params: Mapping[str, object], *, ints: Collection[str] = ()) -> Shaped:
+def shaped(name: str, params: Mapping[str, object], *, ints: Collection[str] = (),
+           relations: Collection[str] = ()) -> Shaped:
     """Query ``name`` with its shape parameters written in as literals (RFC 8.1.5).
 
     NULLs and booleans decide which filters apply and which arm runs; the integers named
@@ -111,12 +112,25 @@ def shaped(name: str, params: Mapping[str, object], *, ints: Collection[str] = (
     for planning; each shape is its own prepared statement. Everything else (strings,
     floats, timestamps, arrays, vectors, free integers such as byte budgets) stays a bound
     parameter. Only NULL, true, false and ``str(int)`` are ever written in, so no value a
-    caller controls reaches the SQL text. The text of each shape is rendered once.
+    caller controls reaches the SQL text. The parameters named in ``relations`` are table
+    names the code picked itself (a partition, RFC 13.2); they are written in as they are
+    and must be plain lowercase identifiers. The text of each shape is rendered once.
     """
     keys = _placeholders(name)
-    shape = tuple(_literal(params[k], as_int=k in ints) for k in keys)
+    shape = tuple(_relation(params[k]) if k in relations else _literal(params[k], as_int=k in ints)
+                  for k in keys)
     sql, names = _render(name, keys, shape)
     return Shaped(sql, names, [params[k] for k in names])
+
+
+_IDENT = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+
+
+def _relation(value: object) -> str:
+    """A table name written into a shape: a plain lowercase identifier, nothing else."""
+    if not isinstance(value, str) or not _IDENT.fullmatch(value):
+        raise ValueError(f"not a plain relation name: {value!r}")
+    return value
 
 
 @functools.cache

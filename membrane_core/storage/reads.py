@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -115,6 +116,35 @@ def configure_scan(conn: psycopg.Connection, *, ef_search: int, max_scan_tuples:
                  {"ef_search": ef_search, "max_scan_tuples": max_scan_tuples})
 
 
+#: Partitions of record_embeddings by scope, as looked up (RFC 13.2); bounded.
+_PARTITIONS: dict[str, str] = {}
+_PARTITIONS_MAX = 100_000
+_PARTITION_NAME = re.compile(r"record_embeddings_p\d{1,3}")
+
+
+def embeddings_relation(conn: psycopg.Connection, scopes: Sequence[str] | None) -> str:
+    """RFC 13.2: the table the vector reads of a request name: the scope's partition of
+    ``record_embeddings`` when the request reads one scope, else ``record_embeddings``.
+
+    A generic plan over the parent locks every partition each time it is bound (Postgres
+    prunes them only afterwards), which cost a one-scope retrieval more than the search.
+    Hash partitioning is fixed by migration 0002, so a scope's partition never changes
+    and is looked up once per process.
+    """
+    if scopes is None or len(scopes) != 1:
+        return "record_embeddings"
+    scope = scopes[0]
+    rel = _PARTITIONS.get(scope)
+    if rel is None:
+        row = conn.execute(q("embedding_partition"), {"scope": scope}).fetchone()
+        if row is None or not _PARTITION_NAME.fullmatch(row[0]):
+            return "record_embeddings"
+        if len(_PARTITIONS) >= _PARTITIONS_MAX:
+            _PARTITIONS.clear()
+        rel = _PARTITIONS[scope] = row[0]
+    return rel
+
+
 #: RFC 8.1.1: with a tag filter matching at most this many records, the vector arm ranks
 #: them exactly instead of searching the HNSW graph.
 TAG_CAP = 2000
@@ -138,7 +168,9 @@ def roots(
         "max_bytes": max_bytes, "rrf": rrf, "rrf_k": rrf_k,
         "sd_floor_salience": sd_floor_salience,
         **{f"w_{name}": float(weights.get(name, 0.0)) for name in FEATURES},
-    }, ints=("max_rank", "arm_k", "vec_k", "fanout", "df_cap", "fts_cap", "tag_cap"))
+        "embeddings": embeddings_relation(conn, f.scopes),
+    }, ints=("max_rank", "arm_k", "vec_k", "fanout", "df_cap", "fts_cap", "tag_cap"),
+        relations=("embeddings",))
     rows = _run(conn, st).fetchall()
     first = rows[0] if rows else {}
     return Roots(

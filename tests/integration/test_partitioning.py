@@ -11,7 +11,7 @@ from pgvector import Vector
 from pgvector.psycopg import register_vector
 
 from membrane_cli.bench import retrieve as bench
-from membrane_core.storage import benchload
+from membrane_core.storage import benchload, reads
 from membrane_core.storage.queries import shaped
 from tests.conftest import EMBEDDING_DIM, FakeClock
 
@@ -28,7 +28,7 @@ def _params(scopes: list[str] | None, qvec: list[float], clock: FakeClock) -> di
         "id_values": [], "arm_k": 50, "vec_k": 50, "fanout": 8, "df_cap": 1000, "fts_cap": 5000,
         "tag_cap": 2000, "limit": 10, "max_bytes": 65536, "rrf": False, "rrf_k": 60.0,
         "sd_floor_salience": 0.1, "w_vector": 1.0, "w_text": 1.0, "w_entity": 1.0,
-        "w_salience": 0.25,
+        "w_salience": 0.25, "embeddings": "record_embeddings",
     }
 
 
@@ -51,7 +51,7 @@ INTS = ("max_rank", "arm_k", "vec_k", "fanout", "df_cap", "fts_cap", "tag_cap")
 
 
 def _vec_arm_partitions(conn: psycopg.Connection, params: dict[str, Any]) -> set[str]:
-    st = shaped("retrieval_roots", params, ints=INTS)  # as reads.roots runs it
+    st = shaped("retrieval_roots", params, ints=INTS, relations=("embeddings",))
     cur = psycopg.RawCursor(conn).execute("EXPLAIN (ANALYZE, FORMAT JSON) " + st.sql, st.values)
     plan = cur.fetchone()[0]  # type: ignore[index]
     return _scanned(plan if isinstance(plan, list) else json.loads(plan))
@@ -59,7 +59,7 @@ def _vec_arm_partitions(conn: psycopg.Connection, params: dict[str, Any]) -> set
 
 def _execute_generic(conn: psycopg.Connection, params: dict[str, Any]) -> set[str]:
     """Partitions scanned by the prepared statement of this shape under its generic plan."""
-    st = shaped("retrieval_roots", params, ints=INTS)
+    st = shaped("retrieval_roots", params, ints=INTS, relations=("embeddings",))
     conn.execute("DEALLOCATE ALL")
     conn.execute("PREPARE pool AS " + st.sql)
     args = psycopg.ClientCursor(conn).mogrify(", ".join(["%s"] * len(st.values)), st.values)
@@ -96,3 +96,15 @@ def test_one_scope_vector_arm_scans_one_partition(database_url: str, clock: Fake
                                != got)]
         assert len(_execute_generic(conn, _params(two, qvec, clock))) == 2
         assert len(_execute_generic(conn, _params(None, qvec, clock))) > 2
+        # a one-scope retrieval names the scope's partition itself (RFC 13.2): the one
+        # holding the scope's rows, the only one its plan reads
+        part = reads.embeddings_relation(conn, ["scope-3"])
+        held = conn.execute("SELECT DISTINCT tableoid::regclass::text FROM record_embeddings "
+                            "WHERE scope = 'scope-3'").fetchall()
+        assert held == [(part,)] and {part} == got
+        assert reads.embeddings_relation(conn, ["scope-3", "scope-4"]) == "record_embeddings"
+        assert reads.embeddings_relation(conn, None) == "record_embeddings"
+        direct = {**_params(["scope-3"], qvec, clock), "embeddings": part}
+        assert _execute_generic(conn, direct) == {part}
+        st = shaped("retrieval_roots", direct, ints=INTS, relations=("embeddings",))
+        assert st.sql.count(part) == 3 and " record_embeddings e" not in st.sql

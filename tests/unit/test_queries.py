@@ -50,7 +50,7 @@ def test_shaped_writes_in_only_nulls_booleans_and_named_integers() -> None:
               "qvec": None, "has_qvec": False, "terms": ["x"], "id_namespaces": [],
               "id_values": [], "arm_k": 50, "vec_k": 10, "fanout": 25, "df_cap": 1000,
               "fts_cap": 5000, "tag_cap": 2000, "limit": 10, "max_bytes": 65536, "rrf": False,
-              "rrf_k": 60.0, "sd_floor_salience": 0.1,
+              "rrf_k": 60.0, "sd_floor_salience": 0.1, "embeddings": "record_embeddings",
               "w_vector": 1.0, "w_text": 1.0, "w_entity": 1.0, "w_salience": 0.25}
     st = queries.shaped("retrieval_roots", params, ints=("max_rank", "vec_k"))
     sql, bound = st.sql, st.bound()
@@ -66,6 +66,13 @@ def test_shaped_writes_in_only_nulls_booleans_and_named_integers() -> None:
     # a string is never written in, even when named as an integer
     st2 = queries.shaped("retrieval_roots", {**params, "max_rank": "2 OR true"}, ints=("max_rank",))
     assert st2.bound()["max_rank"] == "2 OR true" and "2 OR true" not in st2.sql
+    # a relation name is written in only when it is a plain identifier
+    st3 = queries.shaped("retrieval_roots", {**params, "embeddings": "record_embeddings_p7"},
+                         relations=("embeddings",))
+    assert "FROM record_embeddings_p7 e" in st3.sql and "embeddings" not in st3.names
+    for bad in ("x; DROP TABLE y", "Record", "a b", 7):
+        with pytest.raises(ValueError, match="not a plain relation name"):
+            queries.shaped("retrieval_roots", {**params, "embeddings": bad}, relations=("embeddings",))
 
 
 def test_windows_take_few_values() -> None:

@@ -94,14 +94,16 @@ WITH qlex AS MATERIALIZED (
     -- one HNSW search per requested scope, each pruned to the scope's partition when the
     -- generic plan runs (e.scope = s.scope is a parameter per rescan); for a caller that may
     -- read all scopes, one search over every partition (all_scopes is written in as a
-    -- literal, RFC 8.1.5, so either form folds to plain predicates) (RFC 8.1.1, 13.2)
+    -- literal, RFC 8.1.5, so either form folds to plain predicates). `embeddings` is
+    -- written in too: the partition itself when one scope is asked for, so that the plan
+    -- names (and binding it locks) one partition, else record_embeddings (RFC 8.1.1, 13.2)
     SELECT x.id, x.dist FROM (
         SELECT v.id, v.dist
           FROM unnest(CASE WHEN %(all_scopes)s THEN ARRAY[NULL]::text[]
                            ELSE %(scopes)s::text[] END) AS s(scope)
          CROSS JOIN LATERAL (
                SELECT e.record_id AS id, e.embedding <=> %(qvec)s::vector AS dist
-                 FROM record_embeddings e
+                 FROM %(embeddings)s e
                  JOIN memory_records r ON r.id = e.record_id
                 WHERE (%(all_scopes)s OR (e.scope = s.scope AND r.scope = s.scope))
                   AND r.sensitivity_rank <= %(max_rank)s + 1
@@ -127,7 +129,7 @@ WITH qlex AS MATERIALIZED (
                SELECT r.id, e.embedding <=> %(qvec)s::vector AS dist
                  FROM tagged g
                  JOIN memory_records r ON r.id = g.record_id
-                 JOIN record_embeddings e ON e.scope = r.scope AND e.record_id = r.id
+                 JOIN %(embeddings)s e ON e.scope = r.scope AND e.record_id = r.id
                 WHERE %(has_qvec)s AND (SELECT yes FROM few_tagged)
                   AND (%(all_scopes)s OR r.scope = ANY(%(scopes)s::text[]))
                   AND r.sensitivity_rank <= %(max_rank)s + 1
@@ -267,7 +269,7 @@ WITH qlex AS MATERIALIZED (
     -- every candidate with every feature the arms can give it (RFC 8.1)
     SELECT r.id, r.created_at,
            status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) AS status,
-           1.0 - coalesce(v.dist, (SELECT e.embedding <=> %(qvec)s::vector FROM record_embeddings e
+           1.0 - coalesce(v.dist, (SELECT e.embedding <=> %(qvec)s::vector FROM %(embeddings)s e
                                     WHERE e.scope = r.scope AND e.record_id = r.id
                                       AND %(has_qvec)s))
                AS vector_score,
@@ -443,6 +445,17 @@ SELECT h.source_id, h.predicate, h.target_id, h.other, h.scope AS other_scope,
   LEFT JOIN memory_records r ON r.id = w.other
   LEFT JOIN record_payloads p ON p.record_id = r.id
  ORDER BY h.n
+
+-- name: embedding_partition
+-- The partition of record_embeddings that holds a scope's rows: the one whose hash bound the scope satisfies (RFC 13.2).
+SELECT c.relname
+  FROM pg_inherits i
+  JOIN pg_class c ON c.oid = i.inhrelid
+ WHERE i.inhparent = 'record_embeddings'::regclass
+   AND satisfies_hash_partition('record_embeddings'::regclass,
+         substring(pg_get_expr(c.relpartbound, c.oid) FROM 'modulus (\d+)')::int,
+         substring(pg_get_expr(c.relpartbound, c.oid) FROM 'remainder (\d+)')::int,
+         %(scope)s::text)
 
 -- name: retrieval_access
 -- Scope, sensitivity and status (as of a time) of records by id, for trust checks (RFC 7.3).
