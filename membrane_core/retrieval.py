@@ -111,6 +111,11 @@ def window(n: int) -> int:
     return next((w for w in WINDOWS if w >= n), WINDOWS[-1])
 
 
+def arm_window(limit: int) -> int:
+    """RFC 8.1.2, 8.1.3: candidates kept per lexical and entity arm for a row cap of ``limit``."""
+    return window(max(25, 2 * limit))
+
+
 def read_filter(req: RetrieveRequest, policy: TrustPolicy, now: datetime) -> reads.ReadFilter:
     """RFC 8.1, 7.3, 5.6: the SQL predicates of a request under the caller's narrowed policy."""
     return reads.ReadFilter(
@@ -199,10 +204,10 @@ class Retriever:
         f = read_filter(req, policy, now)
         query = req.query if req.query and req.query.strip() else None
         qvec, vector_state = self._embed(query)
-        # RFC 8.1: the lexical and entity arms are cheap and get a wide window; the vector
+        # RFC 8.1: the lexical and entity arms get a wider window than the limit; the vector
         # arm's cost under a selective filter grows with its window, so it gets the limit
         # (the same work as a bare top-k query)
-        arm_k = window(max(50, 4 * req.limit))
+        arm_k = arm_window(req.limit)
         vec_k = window(max(self.vector_k, req.limit))
         with self.db.reader() as conn:
             reads.configure_scan(conn, ef_search=max(40, vec_k), max_scan_tuples=20_000)
