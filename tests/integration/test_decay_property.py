@@ -112,3 +112,23 @@ def test_next_checkpoint_never_overshoots_the_floor(base: float, half_life: int,
         assert now < due <= now + timedelta(seconds=half_life)
         floor_at = t0 + timedelta(seconds=half_life * math.log2(base / 0.01) + 1)
         assert due <= max(floor_at, now + timedelta(seconds=1))
+
+
+def test_salience_past_a_thousand_half_lives_is_the_floor(membrane: Membrane, clock,
+                                                         database_url: str) -> None:
+    """RFC 6.1: a record thousands of half-lives old reads as its floor; Postgres' power()
+    underflowed there and failed the decay batch and every retrieval that read it."""
+    old = membrane.capture({"source_kind": "event", "scope": "u", "content": {"text": "x"}})
+    rid = old.record_ids[0]
+    with psycopg.connect(database_url) as conn:
+        conn.execute("UPDATE memory_records SET half_life_seconds = 60, min_salience = 0.02"
+                     " WHERE id = %s", (rid,))
+        conn.execute("UPDATE work_items SET due_at = %s", (clock(),))
+        conn.commit()
+    clock.advance(days=60)  # 86,400 half-lives
+    fresh = membrane.capture({"source_kind": "event", "scope": "u", "content": {"text": "y"}})
+    membrane.maintenance.run("decay", limit=10)
+    got = membrane.retrieve({"scopes": ["u"]})
+    assert [r.id for r in got.records] == [fresh.record_ids[0], rid]  # both, fresh first
+    assert got.records[1].salience == pytest.approx(0.02)
+    assert snapshot(database_url, [rid])[rid][0] == pytest.approx(0.02)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from membrane_cli.bench import retrieve as bench
@@ -255,3 +258,66 @@ def test_fusion_in_sql_matches_the_reference(hashing: Membrane, clock: FakeClock
                                           str(recs[x.ord].id)))  # type: ignore[union-attr]
     assert [x.ord for x in order] == sorted(x.ord for x in ranked)
     assert len({round(x.score, 9) for x in ranked}) > len(ranked) // 2  # the scores differ
+
+
+BRUTE_SALIENCE = """
+SELECT r.id FROM memory_records r
+ WHERE r.scope = ANY(%(scopes)s) AND r.status <> 'retracted'
+   AND (%(types)s::text[] IS NULL OR r.type = ANY(%(types)s))
+   AND current_salience(r.base_salience, r.reinforced_at, r.half_life_seconds, r.min_salience,
+                        r.pinned, %(now)s) >= %(floor)s
+ ORDER BY current_salience(r.base_salience, r.reinforced_at, r.half_life_seconds, r.min_salience,
+                           r.pinned, %(now)s) DESC, r.created_at DESC, r.id
+ LIMIT %(k)s
+"""
+
+
+def test_salience_arm_in_index_order_is_exact(membrane: Membrane, database_url: str,
+                                              clock: FakeClock) -> None:
+    """RFC 8.1.4: without a query, the records of highest current salience, read through
+    the decay-key, floor and pinned indexes, are exactly those a full computation finds:
+    mixed half-lives, floors that dominate, pinned records, reinforcement in the future,
+    ties, filters."""
+    rng = random.Random(7)
+    made = [membrane.capture(ev(rng.choice(["a", "b"]), f"note {i}")).record_ids[0]
+            for i in range(160)]
+    now = clock.now
+    with psycopg.connect(database_url) as conn:
+        for i, rid in enumerate(made):
+            kind = i % 8
+            conn.execute(
+                "UPDATE memory_records SET base_salience = %s, reinforced_at = %s,"
+                " half_life_seconds = %s, min_salience = %s, pinned = %s, status = %s"
+                " WHERE id = %s",
+                (0.0 if kind == 7 else round(rng.random(), 2 if kind == 6 else 6),
+                 now + timedelta(hours=rng.choice([1, 30])) if kind == 5
+                 else now - timedelta(hours=rng.uniform(0, 400)),
+                 rng.choice([3600, 86400, 30 * 86400]),
+                 rng.choice([0.0, 0.0, 0.5, 0.9]) if kind in (1, 2) else 0.0,
+                 kind == 3, "retracted" if i % 23 == 0 else "active", rid))
+        conn.commit()
+    # a scope decayed to its floors: 60 records tie at 0.2, more than the arm's window
+    floored = []
+    for i in range(60):
+        floored.append(membrane.capture(ev("c", f"old {i}")).record_ids[0])
+        clock.advance(seconds=1 + i % 3)
+    clock.now = now
+    with psycopg.connect(database_url) as conn:
+        conn.execute("UPDATE memory_records SET min_salience = 0.2, half_life_seconds = 3600,"
+                     " reinforced_at = %s WHERE id = ANY(%s)", (now - timedelta(days=30), floored))
+        conn.commit()
+    cases = [({"scopes": ["a"], "limit": 10}, None, 0.0), ({"scopes": ["a", "b"], "limit": 25}, None, 0.0),
+             ({"scopes": ["b"], "limit": 5, "min_salience": 0.3}, None, 0.3),
+             ({"scopes": ["c"], "limit": 10}, None, 0.0)]
+    for hours in (0, 5, 200, 5000):
+        at = now + timedelta(hours=hours)
+        clock.now = at
+        for body, types, floor in cases:
+            got = membrane.retrieve(body)
+            with psycopg.connect(database_url) as conn:
+                want = [row[0] for row in conn.execute(BRUTE_SALIENCE, {
+                    "scopes": body["scopes"], "types": types, "now": at, "floor": floor,
+                    "k": body["limit"]}).fetchall()]
+            assert len(want) == body["limit"]  # positive control: enough records qualify
+            assert ids(got) == want, (hours, body)
+    clock.now = now

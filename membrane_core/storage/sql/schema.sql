@@ -64,24 +64,45 @@ CREATE TABLE memory_records (
     CHECK ((type = 'semantic') = (fact_subject IS NOT NULL))
 );
 CREATE INDEX memory_records_scope_type ON memory_records (scope, type, status, sensitivity_rank);
-CREATE INDEX memory_records_salience ON memory_records (scope, base_salience DESC);
 CREATE INDEX memory_records_tsv ON memory_records USING gin (search_tsv);
 CREATE INDEX memory_records_fact ON memory_records (scope, fact_subject, fact_predicate, fact_object)
     WHERE type = 'semantic';
 
--- Closed-form current salience (RFC 6.1); never compounds.
+-- Closed-form current salience (RFC 6.1); never compounds. In double precision (extract()
+-- gives numeric, whose power() costs 15x more a row); past 900 half-lives (or for a base
+-- under 1e-50) the decayed part is 0, where power() would fail with an underflow.
 CREATE FUNCTION current_salience(base double precision, reinforced timestamptz, half_life bigint,
                                  floor_ double precision, is_pinned boolean, at timestamptz)
 RETURNS double precision LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    -- in double precision: extract() gives numeric, whose power() costs 15x more per row
     SELECT CASE WHEN is_pinned THEN base
                 ELSE greatest(least(base, floor_),
-                              base * power(2.0::float8,
-                                           -greatest(0.0::float8,
-                                                     extract(epoch FROM (at - reinforced))::float8)
-                                           / half_life))
+                              CASE WHEN base < 1e-50 OR extract(epoch FROM (at - reinforced))::float8
+                                                        / half_life >= 900.0 THEN 0.0::float8
+                                   ELSE base * power(2.0::float8,
+                                                     -greatest(0.0::float8,
+                                                               extract(epoch FROM (at - reinforced))::float8)
+                                                     / half_life) END)
            END
 $$;
+
+-- Order of decayed salience within one half-life (RFC 8.1.4): base * 2^(-(t - reinforced) /
+-- half_life) = 2^(decay_key - t / half_life). Epoch seconds are zone-free, hence immutable.
+CREATE FUNCTION decay_key(base double precision, reinforced timestamptz, half_life bigint)
+RETURNS double precision LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT CASE WHEN base > 0
+                THEN ln(base) / ln(2.0::float8) + extract(epoch FROM reinforced)::float8 / half_life
+                ELSE '-Infinity'::float8 END
+$$;
+
+-- The salience arm's three bounds (RFC 8.1.4): decayed salience per half-life, the floor,
+-- pinned records.
+CREATE INDEX memory_records_decay ON memory_records
+    (scope, half_life_seconds, decay_key(base_salience, reinforced_at, half_life_seconds) DESC)
+    WHERE NOT pinned;
+CREATE INDEX memory_records_floor ON memory_records
+    (scope, least(base_salience, min_salience) DESC, created_at DESC, id)
+    WHERE NOT pinned AND min_salience > 0;
+CREATE INDEX memory_records_pinned ON memory_records (scope, base_salience DESC) WHERE pinned;
 
 -- Revision status as of transaction time ``at`` (RFC 5.6); NULL ``at`` means the current status.
 CREATE FUNCTION status_at(status text, retracted timestamptz, contested timestamptz, at timestamptz)

@@ -240,29 +240,122 @@ WITH qlex AS MATERIALIZED (
      GROUP BY x.id
      ORDER BY score DESC, x.id
      LIMIT %(arm_k)s
-), sal AS MATERIALIZED (
-    -- without a query, salience alone proposes candidates
+), sal_groups AS MATERIALIZED (
+    -- without a query, salience alone proposes candidates (RFC 8.1.4), read in index order
+    -- rather than computed for every record of the scope. Here: the (scope, half-life)
+    -- groups of the caller's unpinned records, one probe of memory_records_decay each
+    SELECT s.scope, h.half_life
+      FROM unnest(CASE WHEN NOT %(has_query)s AND NOT %(all_scopes)s THEN %(scopes)s::text[] END)
+           AS s(scope)
+     CROSS JOIN LATERAL (
+           WITH RECURSIVE hl(half_life) AS (
+                SELECT min(r.half_life_seconds) FROM memory_records r
+                 WHERE r.scope = s.scope AND NOT r.pinned
+                UNION ALL
+                SELECT (SELECT min(r.half_life_seconds) FROM memory_records r
+                         WHERE r.scope = s.scope AND NOT r.pinned AND r.half_life_seconds > hl.half_life)
+                  FROM hl WHERE hl.half_life IS NOT NULL)
+           SELECT hl.half_life FROM hl WHERE hl.half_life IS NOT NULL) h
+), sal_first AS MATERIALIZED (
+    -- the best arm_k that pass the filters by each order an index holds: decay_key within
+    -- each group (the order of decayed salience), the floor, and pinned records' base
+    SELECT c.id, c.cur FROM sal_groups g CROSS JOIN LATERAL (
+           SELECT r.id, current_salience(r.base_salience, r.reinforced_at, r.half_life_seconds,
+                                         r.min_salience, r.pinned, %(now)s) AS cur
+             FROM memory_records r
+            WHERE r.scope = g.scope AND NOT r.pinned AND r.half_life_seconds = g.half_life
+              AND /*@request_filters*/
+            ORDER BY decay_key(r.base_salience, r.reinforced_at, r.half_life_seconds) DESC
+            LIMIT %(arm_k)s) c
+    UNION ALL
+    SELECT c.id, c.cur
+      FROM unnest(CASE WHEN NOT %(has_query)s AND NOT %(all_scopes)s THEN %(scopes)s::text[] END)
+           AS s(scope)
+     CROSS JOIN LATERAL (
+           SELECT r.id, current_salience(r.base_salience, r.reinforced_at, r.half_life_seconds,
+                                         r.min_salience, r.pinned, %(now)s) AS cur
+             FROM memory_records r
+            WHERE r.scope = s.scope AND NOT r.pinned AND r.min_salience > 0
+              AND /*@request_filters*/
+            ORDER BY least(r.base_salience, r.min_salience) DESC
+            LIMIT %(arm_k)s) c
+    UNION ALL
+    SELECT c.id, c.cur
+      FROM unnest(CASE WHEN NOT %(has_query)s AND NOT %(all_scopes)s THEN %(scopes)s::text[] END)
+           AS s(scope)
+     CROSS JOIN LATERAL (
+           SELECT r.id, r.base_salience AS cur
+             FROM memory_records r
+            WHERE r.scope = s.scope AND r.pinned
+              AND /*@request_filters*/
+            ORDER BY r.base_salience DESC
+            LIMIT %(arm_k)s) c
+), sal_bar AS (
+    -- the arm_k-th best current salience among them (none: no bar). A record's current
+    -- salience is at most the larger of its floor and 2^(decay_key - now / half_life)
+    -- (equal unless reinforced_at is in the future, where it is base), so every record at
+    -- or above the bar is within one of the three ranges below: ties included, exact
+    SELECT coalesce((SELECT f.cur FROM sal_first f ORDER BY f.cur DESC
+                      LIMIT 1 OFFSET %(arm_k)s - 1), '-Infinity'::float8) AS c
+), sal_cand AS MATERIALIZED (
+    SELECT c.id FROM sal_groups g CROSS JOIN sal_bar b CROSS JOIN LATERAL (
+           -- log2(bar) + now / half_life, less a margin for rounding (more rows, never fewer)
+           SELECT CASE WHEN b.c > 0 THEN y.k - 1e-9 * (1.0 + abs(y.k)) ELSE '-Infinity'::float8 END AS k
+             FROM (SELECT ln(greatest(b.c, 1e-300)) / ln(2.0::float8)
+                          + extract(epoch FROM %(now)s::timestamptz)::float8 / g.half_life AS k) y) x
+     CROSS JOIN LATERAL (
+           -- OFFSET 0 keeps this a range scan of memory_records_decay per group
+           SELECT r.id FROM memory_records r
+            WHERE r.scope = g.scope AND NOT r.pinned AND r.half_life_seconds = g.half_life
+              AND decay_key(r.base_salience, r.reinforced_at, r.half_life_seconds) >= x.k
+              AND /*@request_filters*/
+           OFFSET 0) c
+    UNION
     SELECT r.id
-      FROM memory_records r
-     WHERE NOT %(has_query)s
-       AND (%(all_scopes)s OR r.scope = ANY(%(scopes)s::text[]))
-       AND r.sensitivity_rank <= %(max_rank)s + 1
-       AND (%(types)s::text[] IS NULL OR r.type = ANY(%(types)s::text[]))
-       AND (%(tags)s::text[] IS NULL OR EXISTS (
-                SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY(%(tags)s::text[])))
-       AND (%(as_of)s::timestamptz IS NULL OR r.recorded_at <= %(as_of)s::timestamptz)
-       AND (%(valid_at)s::timestamptz IS NULL
-            OR ((r.valid_from IS NULL OR r.valid_from <= %(valid_at)s::timestamptz)
-                AND (r.valid_to IS NULL OR %(valid_at)s::timestamptz < r.valid_to)))
-       AND (%(include_retracted)s
-            OR status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) <> 'retracted')
-       AND (%(include_contested)s
-            OR status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) <> 'contested')
-       AND (NOT %(salience_floor)s OR current_salience(r.base_salience, r.reinforced_at,
-                r.half_life_seconds, r.min_salience, r.pinned, %(now)s) >= %(min_salience)s)
-     ORDER BY current_salience(r.base_salience, r.reinforced_at, r.half_life_seconds,
-                               r.min_salience, r.pinned, %(now)s) DESC, r.created_at DESC, r.id
-     LIMIT %(arm_k)s
+      FROM unnest(CASE WHEN NOT %(has_query)s AND NOT %(all_scopes)s THEN %(scopes)s::text[] END)
+           AS s(scope)
+     CROSS JOIN sal_bar b
+      JOIN memory_records r ON r.scope = s.scope
+     WHERE NOT r.pinned AND r.min_salience > 0 AND least(r.base_salience, r.min_salience) > b.c
+       AND /*@request_filters*/
+    UNION
+    -- records whose floor is the bar tie with it (a store decayed to its floors): the final
+    -- order breaks ties by recency, so the most recent arm_k of them are enough
+    SELECT c.id
+      FROM unnest(CASE WHEN NOT %(has_query)s AND NOT %(all_scopes)s THEN %(scopes)s::text[] END)
+           AS s(scope)
+     CROSS JOIN sal_bar b
+     CROSS JOIN LATERAL (
+           SELECT r.id FROM memory_records r
+            WHERE r.scope = s.scope AND NOT r.pinned AND r.min_salience > 0
+              AND least(r.base_salience, r.min_salience) = b.c
+              AND /*@request_filters*/
+            ORDER BY least(r.base_salience, r.min_salience) DESC, r.created_at DESC, r.id
+            LIMIT %(arm_k)s) c
+    UNION
+    SELECT r.id
+      FROM unnest(CASE WHEN NOT %(has_query)s AND NOT %(all_scopes)s THEN %(scopes)s::text[] END)
+           AS s(scope)
+     CROSS JOIN sal_bar b
+      JOIN memory_records r ON r.scope = s.scope
+     WHERE r.pinned AND r.base_salience >= b.c
+       AND /*@request_filters*/
+), sal AS MATERIALIZED (
+    SELECT x.id FROM (
+           SELECT r.id FROM memory_records r
+            WHERE r.id = ANY(ARRAY(SELECT c.id FROM sal_cand c))
+            ORDER BY current_salience(r.base_salience, r.reinforced_at, r.half_life_seconds,
+                                      r.min_salience, r.pinned, %(now)s) DESC, r.created_at DESC, r.id
+            LIMIT %(arm_k)s) x
+    UNION ALL
+    -- a caller that may read every scope: every record is ranked (RFC 8.1.4)
+    SELECT x.id FROM (
+           SELECT r.id FROM memory_records r
+            WHERE NOT %(has_query)s AND %(all_scopes)s
+              AND /*@request_filters*/
+            ORDER BY current_salience(r.base_salience, r.reinforced_at, r.half_life_seconds,
+                                      r.min_salience, r.pinned, %(now)s) DESC, r.created_at DESC, r.id
+            LIMIT %(arm_k)s) x
 ), pool AS (
     SELECT id FROM vec UNION SELECT id FROM fts UNION SELECT id FROM ent UNION SELECT id FROM sal
 ), feat AS MATERIALIZED (
@@ -473,3 +566,20 @@ coalesce((SELECT jsonb_agg(jsonb_build_object('predicate', l.predicate,
            WHERE l.source_id = r.id
              AND (%(all_scopes)s OR x.scope = ANY(%(scopes)s::text[]))
              AND x.sensitivity_rank <= %(max_rank)s), '[]')
+
+-- name: request_filters
+-- Fragment (/*@request_filters*/): a request's predicates on record r: sensitivity at most one level above the caller's maximum, types, tags, transaction and valid time, status, salience floor (RFC 8.1).
+r.sensitivity_rank <= %(max_rank)s + 1
+AND (%(types)s::text[] IS NULL OR r.type = ANY(%(types)s::text[]))
+AND (%(tags)s::text[] IS NULL OR EXISTS (
+         SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY(%(tags)s::text[])))
+AND (%(as_of)s::timestamptz IS NULL OR r.recorded_at <= %(as_of)s::timestamptz)
+AND (%(valid_at)s::timestamptz IS NULL
+     OR ((r.valid_from IS NULL OR r.valid_from <= %(valid_at)s::timestamptz)
+         AND (r.valid_to IS NULL OR %(valid_at)s::timestamptz < r.valid_to)))
+AND (%(include_retracted)s
+     OR status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) <> 'retracted')
+AND (%(include_contested)s
+     OR status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) <> 'contested')
+AND (NOT %(salience_floor)s OR current_salience(r.base_salience, r.reinforced_at,
+         r.half_life_seconds, r.min_salience, r.pinned, %(now)s) >= %(min_salience)s)
