@@ -245,8 +245,7 @@ WITH qlex AS MATERIALIZED (
     -- rather than computed for every record of the scope. Here: the (scope, half-life)
     -- groups of the caller's unpinned records, one probe of memory_records_decay each
     SELECT s.scope, h.half_life
-      FROM unnest(CASE WHEN NOT %(has_query)s AND NOT %(all_scopes)s THEN %(scopes)s::text[] END)
-           AS s(scope)
+      FROM unnest(%(scopes)s::text[]) AS s(scope)
      CROSS JOIN LATERAL (
            WITH RECURSIVE hl(half_life) AS (
                 SELECT min(r.half_life_seconds) FROM memory_records r
@@ -256,6 +255,8 @@ WITH qlex AS MATERIALIZED (
                          WHERE r.scope = s.scope AND NOT r.pinned AND r.half_life_seconds > hl.half_life)
                   FROM hl WHERE hl.half_life IS NOT NULL)
            SELECT hl.half_life FROM hl WHERE hl.half_life IS NOT NULL) h
+     -- written-in shape flags: with a query (or every scope) the planner drops all of this
+     WHERE NOT %(has_query)s AND NOT %(all_scopes)s
 ), sal_first AS MATERIALIZED (
     -- the best arm_k that pass the filters by each order an index holds: decay_key within
     -- each group (the order of decayed salience), the floor, and pinned records' base
@@ -267,10 +268,10 @@ WITH qlex AS MATERIALIZED (
               AND /*@request_filters*/
             ORDER BY decay_key(r.base_salience, r.reinforced_at, r.half_life_seconds) DESC
             LIMIT %(arm_k)s) c
+     WHERE NOT %(has_query)s AND NOT %(all_scopes)s
     UNION ALL
     SELECT c.id, c.cur
-      FROM unnest(CASE WHEN NOT %(has_query)s AND NOT %(all_scopes)s THEN %(scopes)s::text[] END)
-           AS s(scope)
+      FROM unnest(%(scopes)s::text[]) AS s(scope)
      CROSS JOIN LATERAL (
            SELECT r.id, current_salience(r.base_salience, r.reinforced_at, r.half_life_seconds,
                                          r.min_salience, r.pinned, %(now)s) AS cur
@@ -279,10 +280,10 @@ WITH qlex AS MATERIALIZED (
               AND /*@request_filters*/
             ORDER BY least(r.base_salience, r.min_salience) DESC
             LIMIT %(arm_k)s) c
+     WHERE NOT %(has_query)s AND NOT %(all_scopes)s
     UNION ALL
     SELECT c.id, c.cur
-      FROM unnest(CASE WHEN NOT %(has_query)s AND NOT %(all_scopes)s THEN %(scopes)s::text[] END)
-           AS s(scope)
+      FROM unnest(%(scopes)s::text[]) AS s(scope)
      CROSS JOIN LATERAL (
            SELECT r.id, r.base_salience AS cur
              FROM memory_records r
@@ -290,6 +291,7 @@ WITH qlex AS MATERIALIZED (
               AND /*@request_filters*/
             ORDER BY r.base_salience DESC
             LIMIT %(arm_k)s) c
+     WHERE NOT %(has_query)s AND NOT %(all_scopes)s
 ), sal_bar AS (
     -- the arm_k-th best current salience among them (none: no bar). A record's current
     -- salience is at most the larger of its floor and 2^(decay_key - now / half_life)
@@ -297,6 +299,7 @@ WITH qlex AS MATERIALIZED (
     -- or above the bar is within one of the three ranges below: ties included, exact
     SELECT coalesce((SELECT f.cur FROM sal_first f ORDER BY f.cur DESC
                       LIMIT 1 OFFSET %(arm_k)s - 1), '-Infinity'::float8) AS c
+     WHERE NOT %(has_query)s AND NOT %(all_scopes)s
 ), sal_cand AS MATERIALIZED (
     SELECT c.id FROM sal_groups g CROSS JOIN sal_bar b CROSS JOIN LATERAL (
            -- log2(bar) + now / half_life, less a margin for rounding (more rows, never fewer)
@@ -310,20 +313,20 @@ WITH qlex AS MATERIALIZED (
               AND decay_key(r.base_salience, r.reinforced_at, r.half_life_seconds) >= x.k
               AND /*@request_filters*/
            OFFSET 0) c
+     WHERE NOT %(has_query)s AND NOT %(all_scopes)s
     UNION
     SELECT r.id
-      FROM unnest(CASE WHEN NOT %(has_query)s AND NOT %(all_scopes)s THEN %(scopes)s::text[] END)
-           AS s(scope)
+      FROM unnest(%(scopes)s::text[]) AS s(scope)
      CROSS JOIN sal_bar b
       JOIN memory_records r ON r.scope = s.scope
-     WHERE NOT r.pinned AND r.min_salience > 0 AND least(r.base_salience, r.min_salience) > b.c
+     WHERE NOT %(has_query)s AND NOT %(all_scopes)s
+       AND NOT r.pinned AND r.min_salience > 0 AND least(r.base_salience, r.min_salience) > b.c
        AND /*@request_filters*/
     UNION
     -- records whose floor is the bar tie with it (a store decayed to its floors): the final
     -- order breaks ties by recency, so the most recent arm_k of them are enough
     SELECT c.id
-      FROM unnest(CASE WHEN NOT %(has_query)s AND NOT %(all_scopes)s THEN %(scopes)s::text[] END)
-           AS s(scope)
+      FROM unnest(%(scopes)s::text[]) AS s(scope)
      CROSS JOIN sal_bar b
      CROSS JOIN LATERAL (
            SELECT r.id FROM memory_records r
@@ -332,18 +335,20 @@ WITH qlex AS MATERIALIZED (
               AND /*@request_filters*/
             ORDER BY least(r.base_salience, r.min_salience) DESC, r.created_at DESC, r.id
             LIMIT %(arm_k)s) c
+     WHERE NOT %(has_query)s AND NOT %(all_scopes)s
     UNION
     SELECT r.id
-      FROM unnest(CASE WHEN NOT %(has_query)s AND NOT %(all_scopes)s THEN %(scopes)s::text[] END)
-           AS s(scope)
+      FROM unnest(%(scopes)s::text[]) AS s(scope)
      CROSS JOIN sal_bar b
       JOIN memory_records r ON r.scope = s.scope
-     WHERE r.pinned AND r.base_salience >= b.c
+     WHERE NOT %(has_query)s AND NOT %(all_scopes)s
+       AND r.pinned AND r.base_salience >= b.c
        AND /*@request_filters*/
 ), sal AS MATERIALIZED (
     SELECT x.id FROM (
            SELECT r.id FROM memory_records r
-            WHERE r.id = ANY(ARRAY(SELECT c.id FROM sal_cand c))
+            WHERE NOT %(has_query)s AND NOT %(all_scopes)s
+              AND r.id = ANY(ARRAY(SELECT c.id FROM sal_cand c))
             ORDER BY current_salience(r.base_salience, r.reinforced_at, r.half_life_seconds,
                                       r.min_salience, r.pinned, %(now)s) DESC, r.created_at DESC, r.id
             LIMIT %(arm_k)s) x
