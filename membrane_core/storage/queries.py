@@ -3,8 +3,8 @@
 A block starts with ``-- name: <name>`` followed by a one-line ``-- <description>``;
 it runs to the next ``-- name:`` line. Names are unique across all files. A block may
 include another as a fragment, written ``/*@<name>*/``: the fragment's text replaces the
-marker when the files are loaded (one level deep), so a column list shared by several
-statements is written once.
+marker when the files are loaded (fragments may include fragments, three levels deep),
+so a column list or a filter shared by several statements is written once.
 """
 
 from __future__ import annotations
@@ -50,16 +50,15 @@ def load() -> dict[str, LiteralString]:
     return {name: _include(out, name) for name in out}  # type: ignore[misc,unused-ignore]  # our own package files
 
 
-def _include(blocks: Mapping[str, str], name: str) -> str:
+def _include(blocks: Mapping[str, str], name: str, depth: int = 0) -> str:
     """Query ``name`` with each ``/*@fragment*/`` marker replaced by that block's text."""
+    if depth > 3:
+        raise ValueError(f"fragments nest too deep at {name}")
 
     def sub(m: re.Match[str]) -> str:
-        text = blocks.get(m.group(1))
-        if text is None:
+        if m.group(1) not in blocks:
             raise ValueError(f"query {name} includes unknown fragment {m.group(1)}")
-        if _FRAGMENT.search(text):
-            raise ValueError(f"fragment {m.group(1)} includes another fragment")
-        return text
+        return _include(blocks, m.group(1), depth + 1)
 
     return _FRAGMENT.sub(sub, blocks[name])
 

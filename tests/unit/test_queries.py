@@ -17,7 +17,8 @@ def test_every_query_loads_with_description() -> None:
 
 
 def test_fragments_are_written_in_once() -> None:
-    """RFC 11.1: ``/*@name*/`` is replaced by that block; unknown or nested fragments refuse."""
+    """RFC 11.1: ``/*@name*/`` is replaced by that block (fragments nest, not endlessly);
+    an unknown fragment refuses."""
     loaded = queries.load()
     assert not any("/*@" in sql for sql in loaded.values())
     fields = loaded["record_fields"]
@@ -25,12 +26,13 @@ def test_fragments_are_written_in_once() -> None:
     for name in ("hydrate_records", "retrieval_roots", "retrieval_bounded_hydrate",
                  "retrieval_graph_hop"):
         assert fields in loaded[name], name
-    blocks = {"a": "SELECT /*@b*/", "b": "1", "c": "SELECT /*@nope*/", "d": "/*@b*/"}
+    blocks = {"a": "SELECT /*@b*/", "b": "1", "c": "SELECT /*@nope*/", "d": "/*@b*/ + 2"}
     assert queries._include(blocks, "a") == "SELECT 1"
+    assert queries._include({"e": "SELECT /*@d*/", **blocks}, "e") == "SELECT 1 + 2"
     with pytest.raises(ValueError, match="unknown fragment nope"):
         queries._include(blocks, "c")
-    with pytest.raises(ValueError, match="fragment d includes another"):
-        queries._include({"e": "SELECT /*@d*/", **blocks}, "e")
+    with pytest.raises(ValueError, match="nest too deep"):
+        queries._include({"loop": "SELECT /*@loop*/"}, "loop")
 
 
 def test_parser_refuses_missing_description_and_duplicates() -> None:

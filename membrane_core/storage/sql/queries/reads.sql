@@ -34,19 +34,7 @@ WITH qlex AS MATERIALIZED (
     -- filters (candidates). The GIN match already holds the scope; `|| ''` keeps the planner
     -- from ANDing in a bitmap of every record of the scope from the btree.
     SELECT r.id, r.search_tsv, (r.status <> 'retracted') AS counts,
-           (true AND (%(types)s::text[] IS NULL OR r.type = ANY(%(types)s::text[]))
-                     AND (%(tags)s::text[] IS NULL OR EXISTS (
-                              SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY(%(tags)s::text[])))
-                     AND (%(as_of)s::timestamptz IS NULL OR r.recorded_at <= %(as_of)s::timestamptz)
-                     AND (%(valid_at)s::timestamptz IS NULL
-                          OR ((r.valid_from IS NULL OR r.valid_from <= %(valid_at)s::timestamptz)
-                              AND (r.valid_to IS NULL OR %(valid_at)s::timestamptz < r.valid_to)))
-                     AND (%(include_retracted)s
-                          OR status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) <> 'retracted')
-                     AND (%(include_contested)s
-                          OR status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) <> 'contested')
-                     AND (NOT %(salience_floor)s OR current_salience(r.base_salience, r.reinforced_at,
-                              r.half_life_seconds, r.min_salience, r.pinned, %(now)s) >= %(min_salience)s)) AS eligible
+           (/*@request_filters*/) AS eligible
       FROM memory_records r, anyq
      WHERE anyq.q IS NOT NULL AND r.search_tsv @@ anyq.q
        AND (%(all_scopes)s OR (r.scope || '') = ANY(%(scopes)s::text[]))
@@ -106,20 +94,7 @@ WITH qlex AS MATERIALIZED (
                  FROM %(embeddings)s e
                  JOIN memory_records r ON r.id = e.record_id
                 WHERE (%(all_scopes)s OR (e.scope = s.scope AND r.scope = s.scope))
-                  AND r.sensitivity_rank <= %(max_rank)s + 1
-                  AND (%(types)s::text[] IS NULL OR r.type = ANY(%(types)s::text[]))
-                  AND (%(tags)s::text[] IS NULL OR EXISTS (
-                           SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY(%(tags)s::text[])))
-                  AND (%(as_of)s::timestamptz IS NULL OR r.recorded_at <= %(as_of)s::timestamptz)
-                  AND (%(valid_at)s::timestamptz IS NULL
-                       OR ((r.valid_from IS NULL OR r.valid_from <= %(valid_at)s::timestamptz)
-                           AND (r.valid_to IS NULL OR %(valid_at)s::timestamptz < r.valid_to)))
-                  AND (%(include_retracted)s
-                       OR status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) <> 'retracted')
-                  AND (%(include_contested)s
-                       OR status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) <> 'contested')
-                  AND (NOT %(salience_floor)s OR current_salience(r.base_salience, r.reinforced_at,
-                           r.half_life_seconds, r.min_salience, r.pinned, %(now)s) >= %(min_salience)s)
+                  AND /*@request_filters*/
                 ORDER BY e.embedding <=> %(qvec)s::vector
                 LIMIT %(vec_k)s) v
          WHERE %(has_qvec)s AND NOT (SELECT yes FROM few_tagged)
@@ -132,20 +107,7 @@ WITH qlex AS MATERIALIZED (
                  JOIN %(embeddings)s e ON e.scope = r.scope AND e.record_id = r.id
                 WHERE %(has_qvec)s AND (SELECT yes FROM few_tagged)
                   AND (%(all_scopes)s OR r.scope = ANY(%(scopes)s::text[]))
-                  AND r.sensitivity_rank <= %(max_rank)s + 1
-                  AND (%(types)s::text[] IS NULL OR r.type = ANY(%(types)s::text[]))
-                  AND (%(tags)s::text[] IS NULL OR EXISTS (
-                           SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY(%(tags)s::text[])))
-                  AND (%(as_of)s::timestamptz IS NULL OR r.recorded_at <= %(as_of)s::timestamptz)
-                  AND (%(valid_at)s::timestamptz IS NULL
-                       OR ((r.valid_from IS NULL OR r.valid_from <= %(valid_at)s::timestamptz)
-                           AND (r.valid_to IS NULL OR %(valid_at)s::timestamptz < r.valid_to)))
-                  AND (%(include_retracted)s
-                       OR status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) <> 'retracted')
-                  AND (%(include_contested)s
-                       OR status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) <> 'contested')
-                  AND (NOT %(salience_floor)s OR current_salience(r.base_salience, r.reinforced_at,
-                           r.half_life_seconds, r.min_salience, r.pinned, %(now)s) >= %(min_salience)s)
+                  AND /*@request_filters*/
                 ORDER BY 2
                 LIMIT %(vec_k)s) t) x
      ORDER BY x.dist, x.id
@@ -162,20 +124,7 @@ WITH qlex AS MATERIALIZED (
        FROM memory_records r, qs, complete
       WHERE NOT complete.yes AND qs.gen IS NOT NULL AND r.search_tsv @@ qs.gen
         AND (%(all_scopes)s OR (r.scope || '') = ANY(%(scopes)s::text[]))
-        AND r.sensitivity_rank <= %(max_rank)s + 1
-        AND (%(types)s::text[] IS NULL OR r.type = ANY(%(types)s::text[]))
-        AND (%(tags)s::text[] IS NULL OR EXISTS (
-                  SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY(%(tags)s::text[])))
-        AND (%(as_of)s::timestamptz IS NULL OR r.recorded_at <= %(as_of)s::timestamptz)
-        AND (%(valid_at)s::timestamptz IS NULL
-              OR ((r.valid_from IS NULL OR r.valid_from <= %(valid_at)s::timestamptz)
-                  AND (r.valid_to IS NULL OR %(valid_at)s::timestamptz < r.valid_to)))
-        AND (%(include_retracted)s
-              OR status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) <> 'retracted')
-        AND (%(include_contested)s
-              OR status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) <> 'contested')
-        AND (NOT %(salience_floor)s OR current_salience(r.base_salience, r.reinforced_at,
-                  r.half_life_seconds, r.min_salience, r.pinned, %(now)s) >= %(min_salience)s)
+        AND /*@request_filters*/
       LIMIT %(fts_cap)s)
 ), avgdl AS (
     SELECT coalesce(avg(dl), 1.0) AS v FROM fts_all
@@ -223,20 +172,7 @@ WITH qlex AS MATERIALIZED (
       JOIN memory_records r ON r.id = x.id
      WHERE true
        AND (%(all_scopes)s OR r.scope = ANY(%(scopes)s::text[]))
-       AND r.sensitivity_rank <= %(max_rank)s + 1
-       AND (%(types)s::text[] IS NULL OR r.type = ANY(%(types)s::text[]))
-       AND (%(tags)s::text[] IS NULL OR EXISTS (
-                SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY(%(tags)s::text[])))
-       AND (%(as_of)s::timestamptz IS NULL OR r.recorded_at <= %(as_of)s::timestamptz)
-       AND (%(valid_at)s::timestamptz IS NULL
-            OR ((r.valid_from IS NULL OR r.valid_from <= %(valid_at)s::timestamptz)
-                AND (r.valid_to IS NULL OR %(valid_at)s::timestamptz < r.valid_to)))
-       AND (%(include_retracted)s
-            OR status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) <> 'retracted')
-       AND (%(include_contested)s
-            OR status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) <> 'contested')
-       AND (NOT %(salience_floor)s OR current_salience(r.base_salience, r.reinforced_at,
-                r.half_life_seconds, r.min_salience, r.pinned, %(now)s) >= %(min_salience)s)
+       AND /*@request_filters*/
      GROUP BY x.id
      ORDER BY score DESC, x.id
      LIMIT %(arm_k)s
@@ -505,15 +441,7 @@ WITH f AS (
       JOIN memory_records r ON r.id = e.other
      WHERE NOT (e.other = ANY(%(expanded)s::uuid[]))
        AND (%(all_scopes)s OR r.scope = ANY(%(scopes)s::text[]))
-       AND r.sensitivity_rank <= %(max_rank)s + 1
-       AND (%(as_of)s::timestamptz IS NULL OR r.recorded_at <= %(as_of)s::timestamptz)
-       AND (%(valid_at)s::timestamptz IS NULL
-            OR ((r.valid_from IS NULL OR r.valid_from <= %(valid_at)s::timestamptz)
-                AND (r.valid_to IS NULL OR %(valid_at)s::timestamptz < r.valid_to)))
-       AND (%(include_retracted)s
-            OR status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) <> 'retracted')
-       AND (%(include_contested)s
-            OR status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) <> 'contested')
+       AND /*@neighbour_filters*/
      ORDER BY n
      LIMIT %(max_rows)s
 ), edges AS (
@@ -572,12 +500,9 @@ coalesce((SELECT jsonb_agg(jsonb_build_object('predicate', l.predicate,
              AND (%(all_scopes)s OR x.scope = ANY(%(scopes)s::text[]))
              AND x.sensitivity_rank <= %(max_rank)s), '[]')
 
--- name: request_filters
--- Fragment (/*@request_filters*/): a request's predicates on record r: sensitivity at most one level above the caller's maximum, types, tags, transaction and valid time, status, salience floor (RFC 8.1).
+-- name: neighbour_filters
+-- Fragment (/*@neighbour_filters*/): the predicates on record r that hold at every hop (RFC 8.4): sensitivity at most one level above the caller's maximum, transaction and valid time, status.
 r.sensitivity_rank <= %(max_rank)s + 1
-AND (%(types)s::text[] IS NULL OR r.type = ANY(%(types)s::text[]))
-AND (%(tags)s::text[] IS NULL OR EXISTS (
-         SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY(%(tags)s::text[])))
 AND (%(as_of)s::timestamptz IS NULL OR r.recorded_at <= %(as_of)s::timestamptz)
 AND (%(valid_at)s::timestamptz IS NULL
      OR ((r.valid_from IS NULL OR r.valid_from <= %(valid_at)s::timestamptz)
@@ -586,5 +511,12 @@ AND (%(include_retracted)s
      OR status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) <> 'retracted')
 AND (%(include_contested)s
      OR status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) <> 'contested')
+
+-- name: request_filters
+-- Fragment (/*@request_filters*/): a request's predicates on record r: those of every hop (neighbour_filters), and the types, tags and salience floor that apply to roots (RFC 8.1).
+/*@neighbour_filters*/
+AND (%(types)s::text[] IS NULL OR r.type = ANY(%(types)s::text[]))
+AND (%(tags)s::text[] IS NULL OR EXISTS (
+         SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY(%(tags)s::text[])))
 AND (NOT %(salience_floor)s OR current_salience(r.base_salience, r.reinforced_at,
          r.half_life_seconds, r.min_salience, r.pinned, %(now)s) >= %(min_salience)s)
