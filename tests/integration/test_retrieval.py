@@ -320,4 +320,10 @@ def test_salience_arm_in_index_order_is_exact(membrane: Membrane, database_url: 
                     "k": body["limit"]}).fetchall()]
             assert len(want) == body["limit"]  # positive control: enough records qualify
             assert ids(got) == want, (hours, body)
+            # the arm's whole window, not only the top of it: every candidate it may hold
+            with psycopg.connect(database_url) as conn:
+                window = conn.execute(BRUTE_SALIENCE, {
+                    "scopes": body["scopes"], "types": types, "now": at, "floor": floor,
+                    "k": retrieval.arm_window(body["limit"])}).fetchall()
+            assert got.diagnostics["candidates"] == len(window), (hours, body)
     clock.now = now

@@ -195,7 +195,8 @@ WITH qlex AS MATERIALIZED (
      WHERE NOT %(has_query)s AND NOT %(all_scopes)s
 ), sal_first AS MATERIALIZED (
     -- the best arm_k that pass the filters by each order an index holds: decay_key within
-    -- each group (the order of decayed salience), the floor, and pinned records' base
+    -- each group (the order of decayed salience), the floor, and pinned records' base. UNION:
+    -- a record with a floor is found by two orders and must count once toward the bar
     SELECT c.id, c.cur FROM sal_groups g CROSS JOIN LATERAL (
            SELECT r.id, current_salience(r.base_salience, r.reinforced_at, r.half_life_seconds,
                                          r.min_salience, r.pinned, %(now)s) AS cur
@@ -205,7 +206,7 @@ WITH qlex AS MATERIALIZED (
             ORDER BY decay_key(r.base_salience, r.reinforced_at, r.half_life_seconds) DESC
             LIMIT %(arm_k)s) c
      WHERE NOT %(has_query)s AND NOT %(all_scopes)s
-    UNION ALL
+    UNION
     SELECT c.id, c.cur
       FROM unnest(%(scopes)s::text[]) AS s(scope)
      CROSS JOIN LATERAL (
@@ -217,7 +218,7 @@ WITH qlex AS MATERIALIZED (
             ORDER BY least(r.base_salience, r.min_salience) DESC
             LIMIT %(arm_k)s) c
      WHERE NOT %(has_query)s AND NOT %(all_scopes)s
-    UNION ALL
+    UNION
     SELECT c.id, c.cur
       FROM unnest(%(scopes)s::text[]) AS s(scope)
      CROSS JOIN LATERAL (
