@@ -51,6 +51,7 @@ def expand(
     conn: psycopg.Connection, f: reads.ReadFilter, policy: TrustPolicy,
     roots: Sequence[tuple[uuid.UUID, Visibility]], opts: ExpandOptions, *, budget: int,
     target_visible: Callable[[str, str], bool],
+    first_hop: tuple[Sequence[uuid.UUID], reads.Hop] | None = None,
 ) -> Expansion:
     """RFC 8.4: breadth-first over relations in both directions from ``roots``.
 
@@ -60,6 +61,8 @@ def expand(
     expansion stops at ``opts.hops`` hops, ``opts.max_nodes`` neighbours and
     ``opts.max_edges`` edges, whichever comes first. Each hop also hydrates the neighbours
     it discovers while their running projected bytes stay within ``budget`` (RFC 8.3).
+    ``first_hop = (roots, hop)`` is a first hop already run from ``roots`` (with the
+    retrieval's own statement); it is used when ``roots`` are exactly these roots.
     """
     out = Expansion()
     known: dict[uuid.UUID, Visibility] = dict(roots)
@@ -72,11 +75,15 @@ def expand(
             out.edge_limit_applied = out.edge_limit_applied or (bool(frontier) and remaining <= 0)
             break
         max_rows = 2 * remaining + 1
-        hop = reads.graph_hop(
-            conn, f, frontier, expanded=sorted(expanded), known=list(known), max_rows=max_rows,
-            max_edges=remaining, max_new=opts.max_nodes - len(out.neighbors),
-            max_bytes=budget - sum(out.bytes.values()), target_visible=target_visible,
-        )
+        if first_hop is not None and not expanded and set(first_hop[0]) == set(known):
+            hop = first_hop[1]
+        else:
+            hop = reads.graph_hop(
+                conn, f, frontier, expanded=sorted(expanded), known=list(known),
+                max_rows=max_rows, max_edges=remaining,
+                max_new=opts.max_nodes - len(out.neighbors),
+                max_bytes=budget - sum(out.bytes.values()), target_visible=target_visible,
+            )
         rows = hop.rows
         out.records.update(hop.records)
         expanded.update(frontier)

@@ -217,6 +217,8 @@ class Retriever:
                 fanout=self.entity_max_links, limit=req.limit, max_bytes=req.max_bytes,
                 rrf=self.fusion_method == "rrf", weights=self.weights, rrf_k=fusion.RRF_K,
                 sd_floor_salience=fusion.SD_FLOOR["salience"], target_visible=self._full(policy),
+                first_hop=(req.expand.max_edges, req.expand.max_nodes)
+                if req.expand is not None and req.expand.hops > 0 else None,
             )
             ranked = found.ranked
             if ranked and not ranked[0].fits:
@@ -232,7 +234,8 @@ class Retriever:
                 expansion = graph.expand(conn, f, policy,
                                          [(v.id, self._vis(v)) for v, _ in roots], req.expand,
                                          budget=max(0, req.max_bytes - used),
-                                         target_visible=self._full(policy))
+                                         target_visible=self._full(policy),
+                                         first_hop=self._first_hop(found))
                 neighbors, used = self._neighbors(conn, req, policy, f, expansion, used, now)
         root_views = [v for v, _ in roots]
         neighbor_views = neighbors
@@ -261,6 +264,14 @@ class Retriever:
             diagnostics["expansion"] = expansion.diagnostics()
         return RetrieveResult(records=root_views, neighbors=neighbor_views, edges=edges,
                               diagnostics=diagnostics, selection=selection)
+
+    @staticmethod
+    def _first_hop(found: reads.Roots) -> tuple[list[uuid.UUID], reads.Hop] | None:
+        """RFC 8.4: the first hop the roots statement ran, with the roots it ran from (every
+        root that fit); the expansion uses it only if it keeps exactly those roots."""
+        if found.first_hop is None:
+            return None
+        return [r.record.id for r in found.ranked if r.fits and r.record is not None], found.first_hop
 
     @staticmethod
     def _full(policy: TrustPolicy) -> Callable[[str, str], bool]:

@@ -69,11 +69,16 @@ class Ranked:
 
 @dataclass(frozen=True)
 class Roots:
-    """The ranked candidates within the row cap, and what the pool held (RFC 8.6)."""
+    """The ranked candidates within the row cap, and what the pool held (RFC 8.6).
+
+    With expansion, ``first_hop`` is the first hop from every fitting root shown in full,
+    found by the same statement (RFC 8.4).
+    """
 
     ranked: list[Ranked]
     candidates: int
     arms: dict[str, int]
+    first_hop: Hop | None = None
 
 
 @dataclass(frozen=True)
@@ -155,10 +160,15 @@ def roots(
     terms: Sequence[str], identifiers: Sequence[tuple[str, str]] = (), arm_k: int, vec_k: int,
     fanout: int, limit: int, max_bytes: int, rrf: bool, weights: Mapping[str, float],
     rrf_k: float, sd_floor_salience: float, target_visible: Callable[[str, str], bool],
-    df_cap: int = 1000, fts_cap: int = 5000,
+    first_hop: tuple[int, int] | None = None, df_cap: int = 1000, fts_cap: int = 5000,
 ) -> Roots:
     """RFC 8.1-8.3: one statement: candidates of every arm, filtered in SQL, fused, cut by rows
-    and projected bytes, and hydrated where they fit."""
+    and projected bytes, and hydrated where they fit.
+
+    ``first_hop = (max_edges, max_nodes)`` also runs the first expansion hop (RFC 8.4) from
+    the fitting roots shown in full, as :func:`graph_hop` would, in the same statement.
+    """
+    edges, nodes = first_hop or (0, 0)
     st = shaped("retrieval_roots", {
         **f.params(), "query": query or None, "has_query": bool(query),
         "qvec": Vector(list(qvec)) if qvec is not None else None, "has_qvec": qvec is not None,
@@ -169,9 +179,11 @@ def roots(
         "sd_floor_salience": sd_floor_salience,
         **{f"w_{name}": float(weights.get(name, 0.0)) for name in FEATURES},
         "embeddings": embeddings_relation(conn, f.scopes),
-    }, ints=("max_rank", "arm_k", "vec_k", "fanout", "df_cap", "fts_cap", "tag_cap"),
+        "hop_rows": 2 * edges + 1 if first_hop else 0, "hop_edges": edges, "hop_new": nodes,
+    }, ints=("max_rank", "arm_k", "vec_k", "fanout", "df_cap", "fts_cap", "tag_cap", "hop_rows"),
         relations=("embeddings",))
-    rows = _run(conn, st).fetchall()
+    found = _run(conn, st).fetchall()
+    rows = [row for row in found if row["kind"] == "root"]
     first = rows[0] if rows else {}
     return Roots(
         ranked=[Ranked(ord=row["ord"], score=row["score"], status=row["status_as_of"],
@@ -185,6 +197,8 @@ def roots(
         candidates=first.get("pool_size", 0),
         arms={"vector": first.get("n_vector", 0), "text": first.get("n_text", 0),
               "entity": first.get("n_entity", 0)},
+        first_hop=_hop([row for row in found if row["kind"] == "hop"], target_visible)
+        if first_hop else None,
     )
 
 
@@ -246,17 +260,22 @@ def graph_hop(
         return Hop([], {})
     st = shaped("retrieval_graph_hop", {
         **f.params(), "frontier": list(frontier), "expanded": list(expanded), "known": list(known),
-        "max_rows": max_rows, "max_edges": max_edges, "max_new": max(0, max_new),
-        "max_bytes": max_bytes,
+        "hop_rows": max_rows, "hop_edges": max_edges, "hop_new": max(0, max_new),
+        "hop_bytes": max_bytes,
     }, ints=("max_rank",))
-    rows, hydrated = [], {}
-    for row in _run(conn, st).fetchall():
-        rows.append(HopRow(row["source_id"], row["predicate"], row["target_id"], row["other"],
-                           row["other_scope"], row["other_sensitivity"], row["other_status"],
-                           row["bytes"]))
+    return _hop(_run(conn, st).fetchall(), target_visible)
+
+
+def _hop(rows: Sequence[dict[str, Any]], target_visible: Callable[[str, str], bool]) -> Hop:
+    """Hop rows (RFC 8.4) as edges and the neighbours hydrated with them."""
+    edges, hydrated = [], {}
+    for row in rows:
+        edges.append(HopRow(row["source_id"], row["predicate"], row["target_id"], row["other"],
+                            row["other_scope"], row["other_sensitivity"], row["other_status"],
+                            row["bytes"]))
         if row["hydrated"]:
             hydrated[row["other"]] = _record(row, target_visible)
-    return Hop(rows, hydrated)
+    return Hop(edges, hydrated)
 
 
 def access(

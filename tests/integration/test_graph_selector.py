@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from datetime import timedelta
 from typing import Any
@@ -190,10 +191,36 @@ def test_hops_hydrate_what_they_find(membrane: Membrane, database_url: str,
     order = [row.other for row in hop.rows]
     assert set(order) == set(moons)
     assert list(hop.records) == [m for m in order if m != moons[0]][:2]
-    # without the hop's hydration, the same neighbours come back, hydrated afterwards
+    # the first hop ran inside the roots statement: no hop statement of its own (RFC 8.4)
+    hops: list[int] = []
     real_hop = reads.graph_hop
-    monkeypatch.setattr(reads, "graph_hop",
-                        lambda *a, **kw: reads.Hop(real_hop(*a, **kw).rows, {}))
+
+    def hop_spy(*args: Any, **kw: Any) -> Any:
+        hops.append(1)
+        return real_hop(*args, **kw)
+
+    monkeypatch.setattr(reads, "graph_hop", hop_spy)
     again = membrane.retrieve(q)
     assert [r.model_dump() for r in again.neighbors] == [r.model_dump() for r in got.neighbors]
-    assert calls == [1]
+    assert hops == [] and calls == []
+    two = membrane.retrieve({**q, "expand": {"hops": 2}})
+    assert {r.id for r in two.neighbors} == set(moons) and hops == [1]  # the second hop
+    # without the first hop's hydration, the same neighbours, hydrated afterwards
+    real_roots = reads.roots
+
+    def unhydrated(*args: Any, **kw: Any) -> reads.Roots:
+        found = real_roots(*args, **kw)
+        assert found.first_hop is not None
+        return dataclasses.replace(found, first_hop=reads.Hop(found.first_hop.rows, {}))
+
+    monkeypatch.setattr(reads, "roots", unhydrated)
+    third = membrane.retrieve(q)
+    assert [r.model_dump() for r in third.neighbors] == [r.model_dump() for r in got.neighbors]
+    assert calls == [1] and hops == [1]
+    # when the service keeps other roots than the statement expanded from, it runs the hop
+    monkeypatch.setattr(reads, "roots", lambda *a, **kw: dataclasses.replace(
+        real_roots(*a, **kw), first_hop=reads.Hop([], {})))
+    monkeypatch.setattr(membrane.retriever, "_first_hop",
+                        lambda found: ([uuid.uuid4()], found.first_hop))
+    fourth = membrane.retrieve(q)
+    assert {r.id for r in fourth.neighbors} == set(moons) and hops == [1, 1]

@@ -28,7 +28,8 @@ def _params(scopes: list[str] | None, qvec: list[float], clock: FakeClock) -> di
         "id_values": [], "arm_k": 50, "vec_k": 50, "fanout": 8, "df_cap": 1000, "fts_cap": 5000,
         "tag_cap": 2000, "limit": 10, "max_bytes": 65536, "rrf": False, "rrf_k": 60.0,
         "sd_floor_salience": 0.1, "w_vector": 1.0, "w_text": 1.0, "w_entity": 1.0,
-        "w_salience": 0.25, "embeddings": "record_embeddings",
+        "w_salience": 0.25, "embeddings": "record_embeddings", "hop_rows": 0, "hop_edges": 0,
+        "hop_new": 0,
     }
 
 
@@ -47,7 +48,7 @@ def _scanned(plan: Any) -> set[str]:
     return out
 
 
-INTS = ("max_rank", "arm_k", "vec_k", "fanout", "df_cap", "fts_cap", "tag_cap")
+INTS = ("max_rank", "arm_k", "vec_k", "fanout", "df_cap", "fts_cap", "tag_cap", "hop_rows")
 
 
 def _vec_arm_partitions(conn: psycopg.Connection, params: dict[str, Any]) -> set[str]:

@@ -384,16 +384,35 @@ WITH qlex AS MATERIALIZED (
     SELECT k.*, sum(k.bytes) OVER (ORDER BY k.ord) AS running
       FROM ranked k
      WHERE k.ord <= %(limit)s
-)
-SELECT b.ord, b.bytes, b.running, (b.running <= %(max_bytes)s) AS fits, b.score,
+), f AS (
+    -- RFC 8.4: with expansion (hop_rows > 0, written in), its first hop runs here, from the
+    -- roots that fit and are shown in full; the service uses it when it keeps exactly these
+    SELECT b.id FROM bounded b JOIN memory_records r ON r.id = b.id
+     WHERE %(hop_rows)s > 0 AND b.running <= %(max_bytes)s AND r.sensitivity_rank <= %(max_rank)s
+), hop_expanded AS (
+    SELECT NULL::uuid AS id WHERE false
+), hop_known AS (
+    SELECT b.id FROM bounded b WHERE %(hop_rows)s > 0 AND b.running <= %(max_bytes)s
+), hop_budget AS (
+    SELECT %(max_bytes)s::bigint AS v
+), /*@hop_ctes*/
+SELECT 'root' AS kind, b.ord, b.bytes, b.running, (b.running <= %(max_bytes)s) AS fits, b.score,
        b.status AS status_as_of, b.vector_score, b.text_score, b.entity_score,
        b.salience AS salience_now, b.pool_size, b.n_vector, b.n_text, b.n_entity,
+       NULL AS source_id, NULL AS predicate, NULL AS target_id, NULL AS other,
+       NULL AS other_scope, NULL AS other_sensitivity, NULL AS other_status, NULL AS n,
+       NULL AS hydrated,
        /*@record_fields*/,
        /*@visible_relations*/ AS relations
   FROM bounded b
   LEFT JOIN memory_records r ON r.id = b.id AND b.running <= %(max_bytes)s
   LEFT JOIN record_payloads p ON p.record_id = r.id
- ORDER BY b.ord
+UNION ALL
+SELECT 'hop', NULL, h.bytes, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+       NULL, /*@hop_columns*/
+  /*@hop_from*/
+ WHERE %(hop_rows)s > 0
+ ORDER BY kind DESC, ord, n
 
 -- name: retrieval_bounded_hydrate
 -- Cut ranked ids by rows and running projected bytes in SQL, hydrate only what fits; relations only to fully visible targets (RFC 8.3, 2.5).
@@ -419,19 +438,32 @@ SELECT b.ord, b.bytes, b.running, (b.running <= %(max_bytes)s) AS fits,
 -- One breadth-first hop over relations in both directions, neighbours trust- and status-filtered, and the new neighbours hydrated under the remaining byte budget (RFC 8.4, 8.3).
 WITH f AS (
     SELECT DISTINCT unnest(%(frontier)s::uuid[]) AS id
-), e AS (
-    -- at most max_rows edges per frontier node and direction, so a hub costs no more
+), hop_expanded AS (
+    SELECT unnest(%(expanded)s::uuid[]) AS id
+), hop_known AS (
+    SELECT unnest(%(known)s::uuid[]) AS id
+), hop_budget AS (
+    SELECT %(hop_bytes)s::bigint AS v
+), /*@hop_ctes*/
+SELECT h.bytes, /*@hop_columns*/
+  /*@hop_from*/
+ ORDER BY h.n
+
+-- name: hop_ctes
+-- Fragment (/*@hop_ctes*/): one hop from the frontier f, skipping nodes in hop_expanded, hydrating new nodes (not in hop_known) within hop_budget; hop_rows, hop_edges, hop_new bound it (RFC 8.4).
+e AS (
+    -- at most hop_rows edges per frontier node and direction, so a hub costs no more
     SELECT o.* FROM f, LATERAL (
            SELECT l.source_id, l.predicate, l.target_id, l.target_id AS other, l.weight,
                   l.created_at
              FROM relations l WHERE l.source_id = f.id
-            ORDER BY l.predicate, l.target_id LIMIT %(max_rows)s) o
+            ORDER BY l.predicate, l.target_id LIMIT %(hop_rows)s) o
     UNION ALL
     SELECT i.* FROM f, LATERAL (
            SELECT l.source_id, l.predicate, l.target_id, l.source_id AS other, l.weight,
                   l.created_at
              FROM relations l WHERE l.target_id = f.id
-            LIMIT %(max_rows)s) i
+            LIMIT %(hop_rows)s) i
 ), hop AS MATERIALIZED (
     SELECT e.source_id, e.predicate, e.target_id, e.other, r.scope, r.sensitivity,
            status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) AS status,
@@ -440,38 +472,43 @@ WITH f AS (
                                        e.predicate, e.target_id) AS n
       FROM e
       JOIN memory_records r ON r.id = e.other
-     WHERE NOT (e.other = ANY(%(expanded)s::uuid[]))
+     WHERE NOT EXISTS (SELECT 1 FROM hop_expanded x WHERE x.id = e.other)
        AND (%(all_scopes)s OR r.scope = ANY(%(scopes)s::text[]))
        AND /*@neighbour_filters*/
      ORDER BY n
-     LIMIT %(max_rows)s
+     LIMIT %(hop_rows)s
 ), edges AS (
     -- each edge once (a relation between two frontier nodes is found from both ends), at most
-    -- max_edges of them: the edges the expansion will take, in its order
+    -- hop_edges of them: the edges the expansion will take, in its order
     SELECT * FROM (SELECT DISTINCT ON (h.source_id, h.predicate, h.target_id) h.*
                      FROM hop h ORDER BY h.source_id, h.predicate, h.target_id, h.n) d
      ORDER BY d.n
-     LIMIT %(max_edges)s
+     LIMIT %(hop_edges)s
 ), fresh AS (
-    -- the neighbours these edges discover, in discovery order, up to max_new, with the
+    -- the neighbours these edges discover, in discovery order, up to hop_new, with the
     -- running projected bytes: the rows worth hydrating now (RFC 8.3)
     SELECT x.other, x.n, sum(x.bytes) OVER (ORDER BY x.n) AS running
       FROM (SELECT DISTINCT ON (d.other) d.other, d.n, d.bytes
-              FROM edges d WHERE NOT (d.other = ANY(%(known)s::uuid[]))
+              FROM edges d WHERE NOT EXISTS (SELECT 1 FROM hop_known k WHERE k.id = d.other)
              ORDER BY d.other, d.n) x
      ORDER BY x.n
-     LIMIT %(max_new)s
+     LIMIT %(hop_new)s
 )
-SELECT h.source_id, h.predicate, h.target_id, h.other, h.scope AS other_scope,
-       h.sensitivity AS other_sensitivity, h.status AS other_status, h.bytes,
-       (r.id IS NOT NULL) AS hydrated,
-       /*@record_fields*/,
-       /*@visible_relations*/ AS relations
-  FROM hop h
-  LEFT JOIN fresh w ON w.n = h.n AND w.running <= %(max_bytes)s
-  LEFT JOIN memory_records r ON r.id = w.other
-  LEFT JOIN record_payloads p ON p.record_id = r.id
- ORDER BY h.n
+
+-- name: hop_columns
+-- Fragment (/*@hop_columns*/): a hop row: the edge, the neighbour's scope, sensitivity and status, the row's order, and the neighbour hydrated when the hop hydrated it (RFC 8.4).
+h.source_id, h.predicate, h.target_id, h.other, h.scope AS other_scope,
+h.sensitivity AS other_sensitivity, h.status AS other_status, h.n,
+(r.id IS NOT NULL) AS hydrated,
+/*@record_fields*/,
+/*@visible_relations*/ AS relations
+
+-- name: hop_from
+-- Fragment (/*@hop_from*/): the hop's rows, each new neighbour joined to its record where it fits hop_budget (RFC 8.4, 8.3).
+FROM hop h
+LEFT JOIN fresh w ON w.n = h.n AND w.running <= (SELECT v FROM hop_budget)
+LEFT JOIN memory_records r ON r.id = w.other
+LEFT JOIN record_payloads p ON p.record_id = r.id
 
 -- name: embedding_partition
 -- The partition of record_embeddings that holds a scope's rows: the one whose hash bound the scope satisfies (RFC 13.2).
