@@ -347,9 +347,8 @@ class Retriever:
                                            f=f, target_visible=self._full(policy)):
                 if s.record is not None:
                     exp.records[s.record.id] = s.record
-        sized = [exp.records.get(nid) for nid in fitting]
         out: list[RecordView] = []
-        for rec in sized:
+        for rec in (exp.records.get(nid) for nid in fitting):
             if rec is None:  # gone since the hop
                 break
             visibility = policy.visibility(rec.scope, rec.sensitivity)

@@ -162,6 +162,19 @@ def test_selector_picks_competence_and_reports_gap(membrane: Membrane, clock: ob
     assert none.selection is None
 
 
+def count_calls(monkeypatch: pytest.MonkeyPatch, name: str) -> list[int]:
+    """Wrap ``reads.<name>`` so that each call appends 1 to the list returned."""
+    calls: list[int] = []
+    real = getattr(reads, name)
+
+    def spy(*args: Any, **kw: Any) -> Any:
+        calls.append(1)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(reads, name, spy)
+    return calls
+
+
 def test_hops_hydrate_what_they_find(membrane: Membrane, database_url: str,
                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """RFC 8.4, 8.3: a hop hydrates the neighbours it discovers; a neighbour it did not
@@ -169,14 +182,7 @@ def test_hops_hydrate_what_they_find(membrane: Membrane, database_url: str,
     root = put(membrane, "orbit root nu")
     moons = [put(membrane, f"moon {i}") for i in range(5)]
     link(database_url, *[(root, "rel", m) for m in moons])
-    calls: list[int] = []
-    real_hydrate = reads.bounded_hydrate
-
-    def spy(*args: Any, **kw: Any) -> Any:
-        calls.append(1)
-        return real_hydrate(*args, **kw)
-
-    monkeypatch.setattr(reads, "bounded_hydrate", spy)
+    calls = count_calls(monkeypatch, "bounded_hydrate")
     q = {"query": "nu", "scopes": ["a"], "limit": 1, "expand": {"hops": 1}}
     got = membrane.retrieve(q)
     assert [r.id for r in got.records] == [root]
@@ -192,14 +198,7 @@ def test_hops_hydrate_what_they_find(membrane: Membrane, database_url: str,
     assert set(order) == set(moons)
     assert list(hop.records) == [m for m in order if m != moons[0]][:2]
     # the first hop ran inside the roots statement: no hop statement of its own (RFC 8.4)
-    hops: list[int] = []
-    real_hop = reads.graph_hop
-
-    def hop_spy(*args: Any, **kw: Any) -> Any:
-        hops.append(1)
-        return real_hop(*args, **kw)
-
-    monkeypatch.setattr(reads, "graph_hop", hop_spy)
+    hops = count_calls(monkeypatch, "graph_hop")
     again = membrane.retrieve(q)
     assert [r.model_dump() for r in again.neighbors] == [r.model_dump() for r in got.neighbors]
     assert hops == [] and calls == []
