@@ -10,7 +10,6 @@ from typing import Any
 import psycopg
 
 from membrane_core.enums import RevisionStatus, Sensitivity
-from membrane_core.models import MemoryRecord
 from membrane_core.requests import ExpandOptions
 from membrane_core.storage import reads
 from membrane_core.trust import TrustPolicy, Visibility
@@ -24,7 +23,7 @@ class Expansion:
     edges: list[tuple[uuid.UUID, str, uuid.UUID]] = field(default_factory=list)
     #: projected bytes of each neighbour, and the neighbours the hops hydrated (RFC 8.3)
     bytes: dict[uuid.UUID, int] = field(default_factory=dict)
-    records: dict[uuid.UUID, MemoryRecord] = field(default_factory=dict)
+    records: dict[uuid.UUID, reads.Stored] = field(default_factory=dict)
     hops_done: int = 0
     node_limit_applied: bool = False
     edge_limit_applied: bool = False

@@ -37,32 +37,34 @@ def current_salience(record: MemoryRecord, at: datetime) -> float:
     return decay.salience_at(lc.base_salience, lc.reinforced_at, lc.decay, at, pinned=lc.pinned)
 
 
-def status_as_of(record: MemoryRecord, sql_status: str, as_of: datetime | None) -> str:
-    """RFC 5.6: the record's status at ``as_of`` (now when ``None``), re-derived in Python.
+def status_as_of(status: str, retracted_at: datetime | None, sql_status: str,
+                 as_of: datetime | None) -> str:
+    """RFC 5.6: a record's status at ``as_of`` (now when ``None``), re-derived in Python from
+    its stored ``status`` and ``retracted_at``.
 
-    The retraction time is on the record; the contest time is not, so a contest is taken
-    from SQL, and the stricter of the two answers wins.
+    The contest time is not on the record, so a contest is taken from SQL, and the stricter
+    of the two answers wins.
     """
     if as_of is None:
-        status = record.status.value
-    elif record.retracted_at is not None and record.retracted_at <= as_of:
-        status = RevisionStatus.RETRACTED.value
+        derived = status
+    elif retracted_at is not None and retracted_at <= as_of:
+        derived = RevisionStatus.RETRACTED.value
     else:
-        status = sql_status
-    if RevisionStatus.RETRACTED.value in (status, sql_status):
+        derived = sql_status
+    if RevisionStatus.RETRACTED.value in (derived, sql_status):
         return RevisionStatus.RETRACTED.value
-    return status
+    return derived
 
 
-def in_time(record: MemoryRecord, req: RetrieveRequest) -> bool:
+def in_time(recorded_at: datetime, valid_from: datetime | None, valid_to: datetime | None,
+            req: RetrieveRequest) -> bool:
     """RFC 5.6: recorded by ``as_of`` and valid at ``valid_at`` (open ends are unbounded)."""
-    if req.as_of is not None and record.recorded_at > req.as_of:
+    if req.as_of is not None and recorded_at > req.as_of:
         return False
-    v = record.validity
-    if req.valid_at is not None and v is not None:
-        if v.valid_from is not None and v.valid_from > req.valid_at:
+    if req.valid_at is not None:
+        if valid_from is not None and valid_from > req.valid_at:
             return False
-        if v.valid_to is not None and req.valid_at >= v.valid_to:
+        if valid_to is not None and req.valid_at >= valid_to:
             return False
     return True
 
@@ -244,8 +246,8 @@ class Retriever:
         edges = [Edge(source_id=s, predicate=p, target_id=t)
                  for s, p, t in (expansion.edges if expansion else []) if s in kept and t in kept]
         selection = selector.select(
-            [rec for v, rec in roots if rec is not None and not v.redacted
-             and v.status is RevisionStatus.ACTIVE],
+            [rec.record() for v, rec in roots if rec is not None and not v.redacted
+             and v.status is RevisionStatus.ACTIVE and rec.type in selector.SELECTABLE],
             {r.record.id: r.vector_score for r in ranked if r.record is not None}, now,
             threshold=self.selector_threshold,
         )
@@ -284,23 +286,18 @@ class Retriever:
 
     def _roots(
         self, req: RetrieveRequest, policy: TrustPolicy, ranked: list[reads.Ranked], now: datetime,
-    ) -> tuple[list[tuple[RecordView, MemoryRecord | None]], int, int, bool]:
+    ) -> tuple[list[tuple[RecordView, reads.Stored | None]], int, int, bool]:
         """RFC 7.3, 8.3: re-check trust, status and time on hydrated rows; re-measure bytes."""
-        out: list[tuple[RecordView, MemoryRecord | None]] = []
+        out: list[tuple[RecordView, reads.Stored | None]] = []
         used = dropped = 0
         for r in ranked:
             rec = r.record
             if not r.fits or rec is None:
                 continue
-            visibility = policy.visibility(rec.scope, rec.sensitivity)
-            status = status_as_of(rec, r.status, req.as_of)
-            if visibility == "hidden" or not in_time(rec, req) or not graph.status_allowed(
-                status, include_retracted=req.include_retracted,
-                include_contested=req.include_contested,
-            ):
+            v = self._checked(rec, r.status, req, policy, now, score=round(r.score, 6))
+            if v is None:
                 dropped += 1
                 continue
-            v = self._view(rec, visibility, status, now, score=round(r.score, 6))
             size = len(v.model_dump_json())
             if used + size > req.max_bytes:
                 if not out:
@@ -311,13 +308,27 @@ class Retriever:
                     )
                 return out, used, dropped, True
             used += size
-            out.append((v, rec if visibility == "full" else None))
+            out.append((v, None if v.redacted else rec))
         return out, used, dropped, False
 
-    def _view(self, rec: MemoryRecord, visibility: Visibility, status: str, now: datetime,
-              score: float | None = None) -> RecordView:
-        v = view(rec, salience=current_salience(rec, now), redacted=visibility == "redacted",
-                 score=score)
+    @staticmethod
+    def _checked(rec: reads.Stored, sql_status: str, req: RetrieveRequest, policy: TrustPolicy,
+                 now: datetime, score: float | None = None) -> RecordView | None:
+        """RFC 7.3, 5.6, 5.1: the caller's view of a hydrated row, its trust, time and status
+        checked again in Python; ``None`` when any check refuses it."""
+        visibility = policy.visibility(rec.scope, Sensitivity(rec.sensitivity))
+        status = status_as_of(rec.status, rec.retracted_at, sql_status, req.as_of)
+        if visibility == "hidden" or not in_time(
+            rec.recorded_at, rec.valid_from, rec.valid_to, req,
+        ) or not graph.status_allowed(status, include_retracted=req.include_retracted,
+                                      include_contested=req.include_contested):
+            return None
+        return rec.view(salience=rec.salience_at(now), status=status,
+                        redacted=visibility == "redacted", score=score)
+
+    @staticmethod
+    def _view(rec: MemoryRecord, visibility: Visibility, status: str, now: datetime) -> RecordView:
+        v = view(rec, salience=current_salience(rec, now), redacted=visibility == "redacted")
         if status != v.status.value:
             v = v.model_copy(update={"status": RevisionStatus(status)})
         return v
@@ -351,15 +362,10 @@ class Retriever:
         for rec in (exp.records.get(nid) for nid in fitting):
             if rec is None:  # gone since the hop
                 break
-            visibility = policy.visibility(rec.scope, rec.sensitivity)
-            st = status_as_of(rec, status[rec.id], req.as_of)
-            if visibility == "hidden" or not in_time(rec, req) or not graph.status_allowed(
-                st, include_retracted=req.include_retracted,
-                include_contested=req.include_contested,
-            ):
+            v = self._checked(rec, status[rec.id], req, policy, now)
+            if v is None:
                 exp.filtered_in_python += 1
                 continue
-            v = self._view(rec, visibility, st, now)
             size = len(v.model_dump_json())
             if used + size > req.max_bytes:
                 exp.node_limit_applied = True
@@ -404,10 +410,11 @@ class Retriever:
                 raise missing
             visibility = trust.visibility(rec.scope, rec.sensitivity)
             probe = RetrieveRequest(as_of=as_of, valid_at=valid_at)
-            if visibility == "hidden" or not in_time(rec, probe):
+            v_from, v_to = (rec.validity.valid_from, rec.validity.valid_to) if rec.validity else (None, None)
+            if visibility == "hidden" or not in_time(rec.recorded_at, v_from, v_to, probe):
                 raise missing
             status = rec.status.value
             if as_of is not None:
-                status = status_as_of(rec, acc[2], as_of)
+                status = status_as_of(status, rec.retracted_at, acc[2], as_of)
             v = self._view(rec, visibility, status, self.clock())
             return self._with_visible_relations(conn, trust, [v])[0]

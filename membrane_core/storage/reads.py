@@ -12,9 +12,12 @@ from typing import Any
 import psycopg
 from pgvector import Vector
 from psycopg.rows import dict_row
+from pydantic import TypeAdapter
 
+from membrane_core import decay
 from membrane_core.fusion import FEATURES
-from membrane_core.models import MemoryRecord
+from membrane_core.models import MemoryRecord, ProvenanceSource
+from membrane_core.results import RecordView
 from membrane_core.storage import records
 from membrane_core.storage.queries import Shaped, q, shaped
 
@@ -46,6 +49,97 @@ class ReadFilter:
         }
 
 
+_PROVENANCE: TypeAdapter[list[ProvenanceSource]] = TypeAdapter(list[ProvenanceSource])
+
+
+@dataclass(frozen=True, slots=True)
+class Stored:
+    """A record as a retrieval read hydrated it (RFC 8.3): its row (``record_fields``, relations
+    already cut to targets shown in full), the fields the service checks again, and the
+    caller's view built from the row directly. The stored payload was validated when it was
+    written; the full :class:`MemoryRecord` is validated again only when asked for (the
+    selector's candidates, RFC 8.5).
+    """
+
+    row: dict[str, Any]
+
+    @property
+    def id(self) -> uuid.UUID:
+        return self.row["id"]  # type: ignore[no-any-return]
+
+    @property
+    def type(self) -> str:
+        return self.row["type"]  # type: ignore[no-any-return]
+
+    @property
+    def scope(self) -> str:
+        return self.row["scope"]  # type: ignore[no-any-return]
+
+    @property
+    def sensitivity(self) -> str:
+        return self.row["sensitivity"]  # type: ignore[no-any-return]
+
+    @property
+    def status(self) -> str:
+        """The stored (current) revision status."""
+        return self.row["status"]  # type: ignore[no-any-return]
+
+    @property
+    def retracted_at(self) -> datetime | None:
+        return self.row["retracted_at"]  # type: ignore[no-any-return]
+
+    @property
+    def created_at(self) -> datetime:
+        return self.row["created_at"]  # type: ignore[no-any-return]
+
+    @property
+    def recorded_at(self) -> datetime:
+        return self.row["recorded_at"]  # type: ignore[no-any-return]
+
+    @property
+    def valid_from(self) -> datetime | None:
+        return self.row["valid_from"] if self.row["validity_mode"] else None
+
+    @property
+    def valid_to(self) -> datetime | None:
+        return self.row["valid_to"] if self.row["validity_mode"] else None
+
+    def salience_at(self, at: datetime) -> float:
+        """RFC 6.1: current salience from the stored base and decay clock."""
+        row = self.row
+        return decay.decayed(row["base_salience"], row["reinforced_at"], row["half_life_seconds"],
+                             row["min_salience"], at, pinned=row["pinned"])
+
+    def view(self, *, salience: float, status: str, redacted: bool,
+             score: float | None = None) -> RecordView:
+        """RFC 7.3: the caller's view (metadata only when ``redacted``), as
+        :func:`membrane_core.results.view` makes it from the full record."""
+        row = self.row
+        common: dict[str, Any] = {
+            "id": row["id"], "type": row["type"], "scope": row["scope"],
+            "sensitivity": row["sensitivity"], "confidence": row["confidence"],
+            "salience": salience, "status": status, "created_at": row["created_at"],
+            "updated_at": row["updated_at"], "recorded_at": row["recorded_at"],
+            "retracted_at": row["retracted_at"], "occurred_at": row["occurred_at"],
+            "redacted": redacted, "score": score,
+        }
+        if redacted:
+            return RecordView.model_validate({**common, "payload": None})
+        prov = row["provenance"]
+        return RecordView.model_validate({
+            **common, "payload": row["payload"], "summary": row["summary"], "tags": row["tags"],
+            "metadata": row["metadata"], "relations": row["relations"],
+            "provenance": _PROVENANCE.dump_python(_PROVENANCE.validate_python(prov), mode="json")
+            if prov else [],
+            "validity": {"mode": row["validity_mode"], "valid_from": row["valid_from"],
+                         "valid_to": row["valid_to"]} if row["validity_mode"] else None,
+        })
+
+    def record(self) -> MemoryRecord:
+        """The full record, validated (RFC 2.1)."""
+        return records._row_to_record(self.row)
+
+
 @dataclass(frozen=True)
 class Ranked:
     """A fused candidate within the row cap, best first (RFC 8.2, 8.3).
@@ -64,7 +158,7 @@ class Ranked:
     bytes: int
     running: int
     fits: bool
-    record: MemoryRecord | None
+    record: Stored | None
 
 
 @dataclass(frozen=True)
@@ -90,7 +184,7 @@ class Sized:
     bytes: int
     running: int
     fits: bool
-    record: MemoryRecord | None
+    record: Stored | None
 
 
 @dataclass(frozen=True)
@@ -112,7 +206,7 @@ class Hop:
     """One hop's edges, and the new neighbours it hydrated (RFC 8.4, 8.3)."""
 
     rows: list[HopRow]
-    records: dict[uuid.UUID, MemoryRecord]
+    records: dict[uuid.UUID, Stored]
 
 
 def configure_scan(conn: psycopg.Connection, *, ef_search: int, max_scan_tuples: int) -> None:
@@ -210,14 +304,14 @@ def _run(conn: psycopg.Connection, st: Shaped, *, tuples: bool = False) -> psyco
     return cur
 
 
-def _record(row: dict[str, Any], target_visible: Callable[[str, str], bool]) -> MemoryRecord:
-    """A hydrated row as a record; RFC 2.5: relations only to targets shown in full."""
+def _record(row: dict[str, Any], target_visible: Callable[[str, str], bool]) -> Stored:
+    """A hydrated row as a stored record; RFC 2.5: relations only to targets shown in full."""
     row["relations"] = [
-        {k: v for k, v in rel.items() if not k.startswith("target_") or k == "target_id"}
+        {"predicate": rel["predicate"], "target_id": rel["target_id"], "weight": rel["weight"]}
         for rel in row["relations"]
         if target_visible(rel["target_scope"], rel["target_sensitivity"])
     ]
-    return records._row_to_record(row)
+    return Stored(row)
 
 
 def bounded_hydrate(

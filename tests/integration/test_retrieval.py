@@ -12,12 +12,14 @@ import pytest
 
 from membrane_cli.bench import retrieve as bench
 from membrane_core import Membrane, Settings, errors, fusion, retrieval
+from membrane_core.enums import Sensitivity
 from membrane_core.requests import RetrieveRequest
 from membrane_core.retrieval import Retriever
 from membrane_core.storage import benchload, reads
 from membrane_core.storage.db import Database
-from membrane_core.trust import DEVELOPMENT_POLICY
+from membrane_core.trust import DEVELOPMENT_POLICY, TrustPolicy
 from tests.conftest import EMBEDDING_DIM, FakeClock
+from tests.integration.test_revision import EVIDENCE
 
 
 def ev(scope: str, text: str, **kw: object) -> dict[str, object]:
@@ -327,3 +329,42 @@ def test_salience_arm_in_index_order_is_exact(membrane: Membrane, database_url: 
                     "k": retrieval.arm_window(body["limit"])}).fetchall()
             assert got.diagnostics["candidates"] == len(window), (hours, body)
     clock.now = now
+
+
+def test_retrieved_views_equal_views_by_id(membrane: Membrane) -> None:
+    # RFC 8.3: retrieval builds each view from its hydrated row, without a full record; the
+    # view must be the one a read by id builds from the validated record: payload,
+    # provenance (timestamps), validity, tags, metadata, relations, status, redaction
+    got_ids = []
+    got_ids += membrane.capture({**ev("v", "deploy alpha started on host nine"), "tags": ["ops", "b"],
+                                 "summary": "deploy alpha", "metadata": {"n": 1.5, "k": [1, "x"]},
+                                 "occurred_at": "2026-01-02T03:04:05.123456+00:00"}).record_ids
+    got_ids += membrane.capture(obs("v", "alpha", "runs on", "host nine")).record_ids
+    got_ids += membrane.capture({"source_kind": "tool_output", "scope": "v",
+                                 "content": {"tool": "grep", "output": "alpha found"}}).record_ids
+    got_ids += membrane.capture({"source_kind": "working_state", "scope": "v", "content": {
+        "thread_id": "t1", "task_state": "planning", "context_summary": "alpha deploy"}}).record_ids
+    got_ids += membrane.capture({**ev("v", "alpha secret rotation"), "sensitivity": "medium"}).record_ids
+    fact = next(r for r in got_ids if membrane.get(r).type.value == "semantic")
+    fork = membrane.revisions.fork(fact, {"record": {"object": "host ten"}, "condition": "region = eu",
+                                          "rationale": "eu differs", "evidence": EVIDENCE},
+                                   TrustPolicy(actor="ops"))
+    new = membrane.revisions.supersede(fact, {"record": {"object": "host eleven", "provenance": [
+        {"kind": "artifact", "ref": "doc://1", "timestamp": "2026-02-03T04:05:06.5+00:00"}]},
+        "rationale": "moved"}, TrustPolicy())
+    low = TrustPolicy(read_scopes=frozenset({"v"}), max_sensitivity=Sensitivity.LOW)
+    for trust in (TrustPolicy(), low):
+        for body in ({"scopes": ["v"], "include_retracted": True, "limit": 50},
+                     {"query": "alpha host", "scopes": ["v"], "include_retracted": True, "limit": 50}):
+            res = membrane.retrieve(body, trust)
+            seen = {v.id: v for v in res.records}
+            # positive controls: the fork (conditional validity), the successor (provenance
+            # with a timestamp), the retracted original and the redacted medium record
+            assert {fork, new, fact} <= set(seen)
+            assert any(v.redacted for v in seen.values()) == (trust is low)
+            assert seen[new].provenance and seen[fork].validity is not None
+            for rid, v in seen.items():
+                by_id = membrane.get(rid, trust)
+                assert v.model_dump(exclude={"score"}) == by_id.model_dump(exclude={"score"}), rid
+                assert len(v.model_dump_json(exclude={"score"})) == len(
+                    by_id.model_dump_json(exclude={"score"}))
