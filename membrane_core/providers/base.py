@@ -8,6 +8,7 @@ an in-memory fake satisfies them in tests.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from typing import Annotated, Protocol, runtime_checkable
@@ -89,6 +90,15 @@ class EmbeddingProvider(Protocol):
         succeed (timeouts, HTTP 429, HTTP 5xx, connection errors).
         """
         ...
+
+
+def comparable(vector: Sequence[float]) -> bool:
+    """RFC 12.1: a vector cosine distance can compare: every component finite and not all zero.
+
+    A zero vector has no direction (its cosine distance to anything is NaN, which Postgres
+    sorts above every number), and pgvector refuses NaN and infinite components outright.
+    """
+    return all(math.isfinite(x) for x in vector) and any(x != 0.0 for x in vector)
 
 
 @runtime_checkable

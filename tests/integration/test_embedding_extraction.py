@@ -142,3 +142,31 @@ def test_lost_lease_writes_nothing(m: Membrane, database_url: str, clock: FakeCl
         assert derived.hold(conn, [it.id for it in items], owner="slow") == {}  # nothing for slow
     assert svc.run_batch()["claimed"] == 0
     assert rows(database_url, "SELECT count(*) FROM record_embeddings")[0][0] == 1
+
+
+class Degenerate:
+    """Answers some texts with vectors that cannot be compared: zero, NaN, infinite."""
+
+    name, model, dim = "odd", "odd-1", EMBEDDING_DIM
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        good = HashingEmbeddingProvider(self.dim).embed(texts)
+        bad = {"zero": [0.0] * self.dim, "nan": [float("nan")] + [0.1] * (self.dim - 1),
+               "inf": [float("inf")] + [0.0] * (self.dim - 1)}
+        return [next((v for k, v in bad.items() if k in t.split()), g)
+                for t, g in zip(texts, good, strict=True)]
+
+
+def test_degenerate_vectors_are_not_stored_and_do_not_fail_the_batch(m: Membrane, database_url: str):
+    ids = {w: m.capture(episode(f"walrus note {w}")).record_ids[0]
+           for w in ("zero", "nan", "inf", "plain", "other")}
+    svc = EmbeddingService(m.db, Degenerate, clock=m.clock, owner=lambda: "w")
+    out = svc.run_batch()
+    # before: pgvector refused the NaN and the statement failed for the whole batch
+    assert out["claimed"] == 5 and out["embedded"] == 2 and out["degenerate"] == 3
+    got = {r[0] for r in rows(database_url, "SELECT record_id FROM record_embeddings")}
+    assert got == {ids["plain"], ids["other"]}
+    assert rows(database_url, "SELECT count(*) FROM work_items WHERE kind = 'embed'")[0][0] == 0
+    # the records without a vector are still found through their text
+    found = {r.id for r in m.retrieve({"query": "walrus", "scopes": ["team"]}).records}
+    assert found == set(ids.values())

@@ -368,3 +368,49 @@ def test_retrieved_views_equal_views_by_id(membrane: Membrane) -> None:
                 assert v.model_dump(exclude={"score"}) == by_id.model_dump(exclude={"score"}), rid
                 assert len(v.model_dump_json(exclude={"score"})) == len(
                     by_id.model_dump_json(exclude={"score"}))
+
+
+class ZeroQuery:
+    """Embeds every query as the zero vector."""
+
+    name, model, dim = "zero", "zero-1", EMBEDDING_DIM
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        return [[0.0] * self.dim for _ in texts]
+
+
+def test_a_zero_query_vector_skips_the_vector_arm(hashing: Membrane, clock: FakeClock) -> None:
+    # a zero vector's cosine distance to every record is NaN: Postgres sorts NaN above every
+    # number and every fused score became NaN, so the ranking was arbitrary (seen: the
+    # record holding the rarest term was not first)
+    hit = hashing.capture(ev("s", "the walrus migrated north in spring")).record_ids[0]
+    for i in range(12):
+        hashing.capture(ev("s", f"unrelated note {i} about the weather"))
+    assert hashing.embedding.run_batch()["embedded"] >= 13
+    zero = Retriever(hashing.db, clock=clock, embedder=ZeroQuery())  # type: ignore[arg-type]
+    req = RetrieveRequest(query="walrus weather", scopes=["s"], limit=5)
+    got = zero.retrieve(req, DEVELOPMENT_POLICY)
+    assert got.diagnostics["vector"] == "degenerate_vector"
+    assert got.diagnostics["arms"]["vector"] == 0 and got.diagnostics["arms"]["text"] >= 2
+    assert ids(got)[0] == hit  # the rarest term's record first
+    assert all(v.score is not None and v.score == v.score for v in got.records)  # no NaN
+    # positive control: the same request with a real query vector uses the arm
+    real = hashing.retrieve({"query": "walrus weather", "scopes": ["s"], "limit": 5})
+    assert real.diagnostics["vector"] == "used" and ids(real)[0] == hit
+
+
+def test_a_stored_zero_vector_does_not_poison_fusion(hashing: Membrane, database_url: str) -> None:
+    # vectors without a direction are no longer stored (RFC 12.1), but an older store may
+    # hold one: its exact distance is NaN, which made every fused score NaN
+    hit = hashing.capture(ev("s", "the walrus migrated north in spring")).record_ids[0]
+    odd = hashing.capture(ev("s", "walrus sightings logged by the weather station")).record_ids[0]
+    for i in range(12):
+        hashing.capture(ev("s", f"unrelated note {i} about the weather"))
+    assert hashing.embedding.run_batch()["embedded"] >= 14
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute("UPDATE record_embeddings SET embedding = array_fill(0, ARRAY[%s])::vector "
+                     "WHERE record_id = %s", (EMBEDDING_DIM, odd))
+    got = hashing.retrieve({"query": "walrus migrated", "scopes": ["s"], "limit": 5})
+    assert got.diagnostics["vector"] == "used"
+    assert all(v.score is not None and v.score == v.score for v in got.records)  # no NaN
+    assert ids(got)[0] == hit and odd in ids(got)  # both walrus records; the zero one ranked

@@ -304,9 +304,12 @@ WITH qlex AS MATERIALIZED (
     -- every candidate with every feature the arms can give it (RFC 8.1)
     SELECT r.id, r.created_at,
            status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) AS status,
-           1.0 - coalesce(v.dist, (SELECT e.embedding <=> %(qvec)s::vector FROM %(embeddings)s e
-                                    WHERE e.scope = r.scope AND e.record_id = r.id
-                                      AND %(has_qvec)s))
+           -- a stored zero vector (no direction) is NaN away from everything: no score, as
+           -- without a vector (NaN would poison every fused score, RFC 8.1.1)
+           nullif(1.0 - coalesce(v.dist, (SELECT e.embedding <=> %(qvec)s::vector
+                                            FROM %(embeddings)s e
+                                           WHERE e.scope = r.scope AND e.record_id = r.id
+                                             AND %(has_qvec)s)), 'NaN'::float8)
                AS vector_score,
            CASE WHEN r.search_tsv @@ qq.tsq THEN
                 (SELECT sum(i.idf) FROM idf i WHERE r.search_tsv @@ i.tsq) * 2.2
