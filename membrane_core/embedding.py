@@ -122,7 +122,7 @@ class EmbeddingService:
             log.warning("embedding batch failed: %s", exc)
             return {**summary, "error": str(exc),
                     **fail_items(self._db, items, str(exc), owner=owner, now=self._clock())}
-        # RFC 12.1: a vector that cannot be compared (zero, NaN, infinite) is not stored, and
+        # RFC 12.4: a vector that cannot be compared (zero, NaN, infinite) is not stored, and
         # does not fail the batch: the record stays findable by its text and entities; the
         # provider would answer the same again, so the item completes
         degenerate = [t for t, v in zip(targets, vectors, strict=True) if not comparable(v)]

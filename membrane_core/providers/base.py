@@ -93,7 +93,7 @@ class EmbeddingProvider(Protocol):
 
 
 def comparable(vector: Sequence[float]) -> bool:
-    """RFC 12.1: a vector cosine distance can compare: every component finite and not all zero.
+    """RFC 12.4, 8.1.1: a vector cosine distance can compare: every component finite and not all zero.
 
     A zero vector has no direction (its cosine distance to anything is NaN, which Postgres
     sorts above every number), and pgvector refuses NaN and infinite components outright.
