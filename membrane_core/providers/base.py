@@ -98,7 +98,8 @@ def comparable(vector: Sequence[float]) -> bool:
     A zero vector has no direction (its cosine distance to anything is NaN, which Postgres
     sorts above every number), and pgvector refuses NaN and infinite components outright.
     """
-    return all(math.isfinite(x) for x in vector) and any(x != 0.0 for x in vector)
+    norm = math.hypot(*vector)  # NaN or infinite when a component is; 0 only when all are
+    return math.isfinite(norm) and norm > 0.0
 
 
 @runtime_checkable

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 from pgvector.psycopg import register_vector
@@ -22,8 +24,18 @@ def resolve_dsn(database_url: str | None, data_dir: Path) -> str:
     return database_url or embedded.dsn(data_dir)
 
 
+_DECODE = json.JSONDecoder().decode
+
+
+def _loads(data: bytes | str) -> Any:
+    """``json.loads`` without sniffing the encoding: the server sends UTF-8 (RFC 11.1).
+    A retrieval parses four JSON columns a record; the sniffing was a third of each."""
+    return _DECODE(data.decode() if isinstance(data, bytes) else data)
+
+
 def _configure(conn: psycopg.Connection) -> None:
     register_vector(conn)
+    psycopg.types.json.set_json_loads(_loads, conn)
 
 
 @contextlib.contextmanager

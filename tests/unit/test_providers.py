@@ -657,3 +657,11 @@ def test_build_extractor_names_the_bad_setting(kwargs: dict[str, Any], setting: 
     kind = options.pop("kind")
     with pytest.raises(ValueError, match=setting):
         providers.build_extractor(kind, **options)
+
+
+def test_comparable_vectors() -> None:
+    from membrane_core.providers.base import comparable
+    assert comparable([0.0, 0.0, 1e-30]) and comparable([1e30] * 384) and comparable([-0.5, 0.5])
+    for bad in ([0.0] * 384, [float("nan"), 1.0], [1.0, float("inf")], [float("-inf")],
+                [float("nan"), float("inf")]):
+        assert not comparable(bad), bad

@@ -83,3 +83,9 @@ def test_windows_take_few_values() -> None:
     assert [window(n) for n in (1, 10, 11, 40, 50, 51, 399, 400, 5000)] == \
         [10, 10, 25, 50, 50, 100, 400, 400, 400]
     assert {window(n) for n in range(1, 2000)} == set(WINDOWS)
+
+
+def test_json_columns_decode_utf8_without_sniffing() -> None:
+    from membrane_core.storage.db import _loads
+    text = '{"name": "Zoë", "n": [1, 2.5, null], "s": "\\u00e9"}'
+    assert _loads(text.encode()) == _loads(text) == {"name": "Zoë", "n": [1, 2.5, None], "s": "é"}
