@@ -54,55 +54,31 @@ _PROVENANCE: TypeAdapter[list[ProvenanceSource]] = TypeAdapter(list[ProvenanceSo
 
 @dataclass(frozen=True, slots=True)
 class Stored:
-    """A record as a retrieval read hydrated it (RFC 8.3): its row (``record_fields``, relations
-    already cut to targets shown in full), the fields the service checks again, and the
-    caller's view built from the row directly. The stored payload was validated when it was
+    """A record as a retrieval read hydrated it (RFC 8.3): the fields the service checks again,
+    and its row (``record_fields``, relations already cut to targets shown in full), from
+    which the caller's view is built directly. The stored payload was validated when it was
     written; the full :class:`MemoryRecord` is validated again only when asked for (the
     selector's candidates, RFC 8.5).
     """
 
+    id: uuid.UUID
+    type: str
+    scope: str
+    sensitivity: str
+    status: str  # stored (current)
+    recorded_at: datetime
+    retracted_at: datetime | None
+    valid_from: datetime | None
+    valid_to: datetime | None
     row: dict[str, Any]
 
-    @property
-    def id(self) -> uuid.UUID:
-        return self.row["id"]  # type: ignore[no-any-return]
-
-    @property
-    def type(self) -> str:
-        return self.row["type"]  # type: ignore[no-any-return]
-
-    @property
-    def scope(self) -> str:
-        return self.row["scope"]  # type: ignore[no-any-return]
-
-    @property
-    def sensitivity(self) -> str:
-        return self.row["sensitivity"]  # type: ignore[no-any-return]
-
-    @property
-    def status(self) -> str:
-        """The stored (current) revision status."""
-        return self.row["status"]  # type: ignore[no-any-return]
-
-    @property
-    def retracted_at(self) -> datetime | None:
-        return self.row["retracted_at"]  # type: ignore[no-any-return]
-
-    @property
-    def created_at(self) -> datetime:
-        return self.row["created_at"]  # type: ignore[no-any-return]
-
-    @property
-    def recorded_at(self) -> datetime:
-        return self.row["recorded_at"]  # type: ignore[no-any-return]
-
-    @property
-    def valid_from(self) -> datetime | None:
-        return self.row["valid_from"] if self.row["validity_mode"] else None
-
-    @property
-    def valid_to(self) -> datetime | None:
-        return self.row["valid_to"] if self.row["validity_mode"] else None
+    @classmethod
+    def of(cls, row: dict[str, Any]) -> Stored:
+        """The stored record of a hydrated row."""
+        timed = bool(row["validity_mode"])
+        return cls(row["id"], row["type"], row["scope"], row["sensitivity"], row["status"],
+                   row["recorded_at"], row["retracted_at"], row["valid_from"] if timed else None,
+                   row["valid_to"] if timed else None, row)
 
     def salience_at(self, at: datetime) -> float:
         """RFC 6.1: current salience from the stored base and decay clock."""
@@ -311,7 +287,7 @@ def _record(row: dict[str, Any], target_visible: Callable[[str, str], bool]) -> 
         for rel in row["relations"]
         if target_visible(rel["target_scope"], rel["target_sensitivity"])
     ]
-    return Stored(row)
+    return Stored.of(row)
 
 
 def bounded_hydrate(

@@ -256,7 +256,7 @@ def test_fusion_in_sql_matches_the_reference(hashing: Membrane, clock: FakeClock
     for x in ranked:
         assert x.score == pytest.approx(expected[recs[x.ord].id], rel=1e-9, abs=1e-12)  # type: ignore[union-attr]
     order = sorted(ranked, key=lambda x: (x.status != "active", -expected[recs[x.ord].id],  # type: ignore[union-attr]
-                                          -x.salience, -recs[x.ord].created_at.timestamp(),  # type: ignore[union-attr]
+                                          -x.salience, -recs[x.ord].row["created_at"].timestamp(),  # type: ignore[union-attr]
                                           str(recs[x.ord].id)))  # type: ignore[union-attr]
     assert [x.ord for x in order] == sorted(x.ord for x in ranked)
     assert len({round(x.score, 9) for x in ranked}) > len(ranked) // 2  # the scores differ
