@@ -15,7 +15,7 @@ from typing import Any
 
 from membrane_core import processing, providers
 from membrane_core.enums import WorkKind
-from membrane_core.providers.base import EmbeddingProvider, ProviderError, comparable
+from membrane_core.providers.base import EmbeddingProvider, ProviderError, unit
 from membrane_core.settings import Settings
 from membrane_core.storage import db as storage_db
 from membrane_core.storage import derived
@@ -122,18 +122,19 @@ class EmbeddingService:
             log.warning("embedding batch failed: %s", exc)
             return {**summary, "error": str(exc),
                     **fail_items(self._db, items, str(exc), owner=owner, now=self._clock())}
-        # RFC 12.4: a vector that cannot be compared (zero, NaN, infinite) is not stored, and
-        # does not fail the batch: the record stays findable by its text and entities; the
-        # provider would answer the same again, so the item completes
-        degenerate = [t for t, v in zip(targets, vectors, strict=True) if not comparable(v)]
+        # RFC 12.4: vectors are stored at length 1; one without a direction (zero, NaN,
+        # infinite) is not stored and does not fail the batch: the record stays findable by
+        # its text and entities; the provider would answer the same again, so the item completes
+        units = {t: unit(v) for t, v in zip(targets, vectors, strict=True)}
+        degenerate = [t for t, u in units.items() if u is None]
         if degenerate:
             log.warning("embedding provider returned %d vectors without a direction; not stored",
                         len(degenerate), extra={"record_ids": [str(t) for t in degenerate[:10]]})
         with self._db.transaction() as conn:
             held = derived.hold(conn, [it.id for it in items], owner=owner)
-            keep = set(held.values()) - set(degenerate)
+            keep = set(held.values())
             written = derived.write_embeddings(
-                conn, {t: v for t, v in zip(targets, vectors, strict=True) if t in keep},
+                conn, {t: u for t, u in units.items() if u is not None and t in keep},
                 model=f"{provider.name}:{provider.model}", now=self._clock(),
             )
             wq.complete(conn, list(held), owner=owner)

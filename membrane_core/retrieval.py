@@ -13,7 +13,7 @@ from membrane_core import decay, entities, errors, fusion, graph, selector
 from membrane_core.enums import RevisionStatus, Sensitivity
 from membrane_core.models import MemoryRecord
 from membrane_core.providers import EmbeddingProvider, ProviderError, build_embedding_provider
-from membrane_core.providers.base import comparable
+from membrane_core.providers.base import unit
 from membrane_core.requests import RetrieveRequest
 from membrane_core.results import Edge, RecordView, RetrieveResult, view
 from membrane_core.settings import Settings
@@ -198,9 +198,10 @@ class Retriever:
             return None, "provider_error"
         if len(vec) != self.db.embedding_dim:
             return None, "dimension_mismatch"
-        if not comparable(vec):  # RFC 8.1.1: a zero or non-finite vector ranks nothing
+        qvec = unit(vec)  # RFC 8.1.1: a zero or non-finite vector ranks nothing
+        if qvec is None:
             return None, "degenerate_vector"
-        return list(vec), "used"
+        return qvec, "used"
 
     def retrieve(self, req: RetrieveRequest, trust: TrustPolicy) -> RetrieveResult:
         """RFC 8.1-8.6: hybrid candidates filtered in SQL, fused, bounded, re-checked, expanded."""

@@ -92,14 +92,19 @@ class EmbeddingProvider(Protocol):
         ...
 
 
-def comparable(vector: Sequence[float]) -> bool:
-    """RFC 12.4, 8.1.1: a vector cosine distance can compare: every component finite and not all zero.
+def unit(vector: Sequence[float]) -> list[float] | None:
+    """RFC 12.4, 8.1.1: ``vector`` scaled to length 1; ``None`` when it has no direction (all
+    zeros) or a component is NaN or infinite.
 
-    A zero vector has no direction (its cosine distance to anything is NaN, which Postgres
-    sorts above every number), and pgvector refuses NaN and infinite components outright.
+    Cosine distance does not depend on length. pgvector stores float32, where a vector as
+    given may overflow (a component above 3.4e38 is refused) or round to all zeros (its
+    distance to anything is then NaN, which Postgres sorts above every number); a unit
+    vector can do neither: it has a component of at least 1/sqrt(dim).
     """
     norm = math.hypot(*vector)  # NaN or infinite when a component is; 0 only when all are
-    return math.isfinite(norm) and norm > 0.0
+    if not math.isfinite(norm) or norm == 0.0:
+        return None
+    return [x / norm for x in vector]
 
 
 @runtime_checkable

@@ -16,7 +16,7 @@ from pydantic import TypeAdapter
 
 from membrane_core import decay
 from membrane_core.fusion import FEATURES
-from membrane_core.models import MemoryRecord, ProvenanceSource
+from membrane_core.models import MemoryRecord, Payload, ProvenanceSource
 from membrane_core.results import RecordView
 from membrane_core.storage import records
 from membrane_core.storage.queries import Shaped, q, shaped
@@ -50,15 +50,17 @@ class ReadFilter:
 
 
 _PROVENANCE: TypeAdapter[list[ProvenanceSource]] = TypeAdapter(list[ProvenanceSource])
+_PAYLOAD: TypeAdapter[Payload] = TypeAdapter(Payload)
 
 
 @dataclass(frozen=True, slots=True)
 class Stored:
     """A record as a retrieval read hydrated it (RFC 8.3): the fields the service checks again,
     and its row (``record_fields``, relations already cut to targets shown in full), from
-    which the caller's view is built directly. The stored payload was validated when it was
-    written; the full :class:`MemoryRecord` is validated again only when asked for (the
-    selector's candidates, RFC 8.5).
+    which the caller's view is built directly: its payload, provenance, validity and
+    relations go through their models, as a read by id has them; the full
+    :class:`MemoryRecord` is validated only when asked for (the selector's candidates,
+    RFC 8.5).
     """
 
     id: uuid.UUID
@@ -103,7 +105,11 @@ class Stored:
             return RecordView.model_validate({**common, "payload": None})
         prov = row["provenance"]
         return RecordView.model_validate({
-            **common, "payload": row["payload"], "summary": row["summary"], "tags": row["tags"],
+            # the payload through its model: maintenance writes some of its fields in SQL
+            # (timestamps, rates), and a field a later model adds takes its default
+            **common, "payload": _PAYLOAD.dump_python(_PAYLOAD.validate_python(row["payload"]),
+                                                      mode="json"),
+            "summary": row["summary"], "tags": row["tags"],
             "metadata": row["metadata"], "relations": row["relations"],
             "provenance": _PROVENANCE.dump_python(_PROVENANCE.validate_python(prov), mode="json")
             if prov else [],

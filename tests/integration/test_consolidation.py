@@ -208,6 +208,11 @@ def test_competence_needs_two_successful_episodes(membrane: Membrane, clock, dat
     assert (comp["performance"]["success_count"], comp["performance"]["failure_count"]) == (3, 2)
     view = membrane.get(comp["_id"])
     assert view.payload is not None and view.type.value == "competence"
+    # maintenance wrote the statistics in SQL (a timestamp in Postgres's format): retrieval
+    # shows them as a read by id does (RFC 8.3)
+    got = membrane.retrieve({"scopes": ["proj"], "memory_types": ["competence"]})
+    assert [v.model_dump_json(exclude={"score"}) for v in got.records] == [
+        view.model_dump_json(exclude={"score"})]
 
 
 def test_plan_graph_from_multi_step_trace(membrane: Membrane, clock, database_url: str) -> None:
@@ -234,6 +239,9 @@ def test_plan_graph_from_multi_step_trace(membrane: Membrane, clock, database_ur
     assert len(procedural(database_url, "competence")) == 1
     view = membrane.get(plan["_id"])
     assert view.type.value == "plan_graph"
+    got = membrane.retrieve({"scopes": [plan["_scope"]], "memory_types": ["plan_graph"]})
+    assert [v.model_dump_json(exclude={"score"}) for v in got.records] == [
+        view.model_dump_json(exclude={"score"})]
 
 
 def test_retracted_competence_is_not_updated(membrane: Membrane, clock, database_url: str) -> None:

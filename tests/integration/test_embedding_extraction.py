@@ -152,20 +152,25 @@ class Degenerate:
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         good = HashingEmbeddingProvider(self.dim).embed(texts)
         bad = {"zero": [0.0] * self.dim, "nan": [float("nan")] + [0.1] * (self.dim - 1),
-               "inf": [float("inf")] + [0.0] * (self.dim - 1)}
+               "inf": [float("inf")] + [0.0] * (self.dim - 1),
+               # beyond float32 as given, stored at length 1: not degenerate
+               "huge": [1e39, 1e39] + [0.0] * (self.dim - 2),
+               "tiny": [1e-46, 3e-46] + [0.0] * (self.dim - 2)}
         return [next((v for k, v in bad.items() if k in t.split()), g)
                 for t, g in zip(texts, good, strict=True)]
 
 
 def test_degenerate_vectors_are_not_stored_and_do_not_fail_the_batch(m: Membrane, database_url: str):
     ids = {w: m.capture(episode(f"walrus note {w}")).record_ids[0]
-           for w in ("zero", "nan", "inf", "plain", "other")}
+           for w in ("zero", "nan", "inf", "huge", "tiny", "plain")}
     svc = EmbeddingService(m.db, Degenerate, clock=m.clock, owner=lambda: "w")
     out = svc.run_batch()
-    # before: pgvector refused the NaN and the statement failed for the whole batch
-    assert out["claimed"] == 5 and out["embedded"] == 2 and out["degenerate"] == 3
-    got = {r[0] for r in rows(database_url, "SELECT record_id FROM record_embeddings")}
-    assert got == {ids["plain"], ids["other"]}
+    # before: pgvector refused the NaN (and the float32 overflow) and the statement failed
+    # for the whole batch; the tiny vector was stored as zeros
+    assert out["claimed"] == 6 and out["embedded"] == 3 and out["degenerate"] == 3
+    got = dict(rows(database_url, "SELECT record_id, vector_norm(embedding) FROM record_embeddings"))
+    assert set(got) == {ids["huge"], ids["tiny"], ids["plain"]}
+    assert all(abs(n - 1.0) < 1e-6 for n in got.values())
     assert rows(database_url, "SELECT count(*) FROM work_items WHERE kind = 'embed'")[0][0] == 0
     # the records without a vector are still found through their text
     found = {r.id for r in m.retrieve({"query": "walrus", "scopes": ["team"]}).records}

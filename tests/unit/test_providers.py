@@ -659,9 +659,14 @@ def test_build_extractor_names_the_bad_setting(kwargs: dict[str, Any], setting: 
         providers.build_extractor(kind, **options)
 
 
-def test_comparable_vectors() -> None:
-    from membrane_core.providers.base import comparable
-    assert comparable([0.0, 0.0, 1e-30]) and comparable([1e30] * 384) and comparable([-0.5, 0.5])
+def test_unit_vectors() -> None:
+    from membrane_core.providers.base import unit
+    for v in ([0.0, 0.0, 1e-30], [1e30] * 384, [-0.5, 0.5], [1e-46, 2e-46], [1e39, 0.0]):
+        u = unit(v)
+        assert u is not None and abs(sum(x * x for x in u) - 1.0) < 1e-12, v
+        assert all(abs(x) <= 1.0 for x in u)  # within float32's range, and not all rounding to 0
+        assert max(abs(x) for x in u) >= 1 / len(v) ** 0.5 - 1e-12
+    assert unit([3.0, 4.0]) == [0.6, 0.8]
     for bad in ([0.0] * 384, [float("nan"), 1.0], [1.0, float("inf")], [float("-inf")],
                 [float("nan"), float("inf")]):
-        assert not comparable(bad), bad
+        assert unit(bad) is None, bad
