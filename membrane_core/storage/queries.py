@@ -5,6 +5,11 @@ it runs to the next ``-- name:`` line. Names are unique across all files. A bloc
 include another as a fragment, written ``/*@<name>*/``: the fragment's text replaces the
 marker when the files are loaded (fragments may include fragments, three levels deep),
 so a column list or a filter shared by several statements is written once.
+
+A shaped statement (:func:`shaped`) may also hold parts that only some of its shapes run,
+written ``/*?flag*/ ... /*?end*/`` (or ``/*?!flag*/`` for the opposite): the part is kept
+in the text of a shape when the shape parameter ``flag`` is written in as true (a non-zero
+integer counts as true), and left out otherwise. Such parts do not nest (RFC 8.1.5).
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ from typing import LiteralString
 
 _NAME = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
 _FRAGMENT = re.compile(r"/\*@(\w+)\*/")
+_PART = re.compile(r"/\*\?(!?)(\w+)\*/(.*?)/\*\?end\*/", re.DOTALL)
+_PART_MARK = re.compile(r"/\*\?!?\w+\*/")
 
 
 def parse(text: str, origin: str) -> dict[str, str]:
@@ -47,7 +54,18 @@ def load() -> dict[str, LiteralString]:
             if name in out:
                 raise ValueError(f"{entry.name}: query {name} already defined in another file")
             out[name] = sql
-    return {name: _include(out, name) for name in out}  # type: ignore[misc,unused-ignore]  # our own package files
+    loaded = {name: _include(out, name) for name in out}
+    for name, sql in loaded.items():
+        _check_parts(name, sql)
+    return loaded  # type: ignore[return-value,unused-ignore]  # our own package files
+
+
+def _check_parts(name: str, sql: str) -> None:
+    """Every ``/*?flag*/`` part is closed by ``/*?end*/`` before another opens."""
+    rest = _PART.sub("", sql)
+    if _PART_MARK.search(rest) or "/*?end*/" in rest or any(
+            _PART_MARK.search(m.group(3)) for m in _PART.finditer(sql)):
+        raise ValueError(f"query {name}: a /*?flag*/ part is unclosed or nested")
 
 
 def _include(blocks: Mapping[str, str], name: str, depth: int = 0) -> str:
@@ -134,8 +152,22 @@ def _relation(value: object) -> str:
 
 @functools.cache
 def _placeholders(name: str) -> tuple[str, ...]:
-    """The distinct parameter names of query ``name``, in order of first use."""
-    return tuple(dict.fromkeys(_PARAM.findall(q(name))))
+    """The distinct parameter names of query ``name`` (and the flags of its parts), in order
+    of first use."""
+    sql = q(name)
+    return tuple(dict.fromkeys([*_PARAM.findall(sql), *(m.group(2) for m in _PART.finditer(sql))]))
+
+
+def _parts(sql: str, lits: Mapping[str, str | None]) -> str:
+    """``sql`` with each ``/*?flag*/`` part kept or left out by its written-in flag."""
+    def keep(m: re.Match[str]) -> str:
+        lit = lits[m.group(2)]
+        if lit is None or lit == "NULL":
+            raise ValueError(f"part flag {m.group(2)} is not a written-in boolean or integer")
+        on = lit not in ("false", "0")
+        return m.group(3) if on != bool(m.group(1)) else ""
+
+    return _PART.sub(keep, sql)
 
 
 @functools.lru_cache(maxsize=512)
@@ -143,11 +175,12 @@ def _render(name: str, keys: tuple[str, ...], shape: tuple[str | None, ...]
             ) -> tuple[str, tuple[str, ...]]:
     """The text of one shape of query ``name`` with ``$n`` placeholders, and their names."""
     lits = dict(zip(keys, shape, strict=True))
-    names = tuple(k for k in keys if lits[k] is None)
+    text = _parts(q(name), lits)
+    names = tuple(k for k in dict.fromkeys(_PARAM.findall(text)) if lits[k] is None)
     number = {k: f"${n}" for n, k in enumerate(names, 1)}
 
     def sub(m: re.Match[str]) -> str:
         lit = lits[m.group(1)]
         return number[m.group(1)] if lit is None else lit
 
-    return _PARAM.sub(sub, q(name)).replace("%%", "%"), names
+    return _PARAM.sub(sub, text).replace("%%", "%"), names

@@ -255,6 +255,7 @@ def roots(
         "sd_floor_salience": sd_floor_salience,
         **{f"w_{name}": float(weights.get(name, 0.0)) for name in FEATURES},
         "embeddings": embeddings_relation(conn, f.scopes),
+        "has_tags": f.tags is not None, "hop": first_hop is not None,
         "hop_rows": 2 * edges + 1 if first_hop else 0, "hop_edges": edges, "hop_new": nodes,
     }, ints=("max_rank", "arm_k", "vec_k", "fanout", "df_cap", "fts_cap", "tag_cap", "hop_rows"),
         relations=("embeddings",))

@@ -28,7 +28,8 @@ def _params(scopes: list[str] | None, qvec: list[float], clock: FakeClock) -> di
         "id_values": [], "arm_k": 50, "vec_k": 50, "fanout": 8, "df_cap": 1000, "fts_cap": 5000,
         "tag_cap": 2000, "limit": 10, "max_bytes": 65536, "rrf": False, "rrf_k": 60.0,
         "sd_floor_salience": 0.1, "w_vector": 1.0, "w_text": 1.0, "w_entity": 1.0,
-        "w_salience": 0.25, "embeddings": "record_embeddings", "hop_rows": 0, "hop_edges": 0,
+        "w_salience": 0.25, "embeddings": "record_embeddings", "has_tags": False, "hop": False,
+        "hop_rows": 0, "hop_edges": 0,
         "hop_new": 0,
     }
 
@@ -108,4 +109,8 @@ def test_one_scope_vector_arm_scans_one_partition(database_url: str, clock: Fake
         direct = {**_params(["scope-3"], qvec, clock), "embeddings": part}
         assert _execute_generic(conn, direct) == {part}
         st = shaped("retrieval_roots", direct, ints=INTS, relations=("embeddings",))
-        assert st.sql.count(part) == 3 and " record_embeddings e" not in st.sql
+        # the vector arm and the features (the tagged branch, a part, only with a tag filter)
+        assert st.sql.count(part) == 2 and " record_embeddings e" not in st.sql
+        tagged = shaped("retrieval_roots", {**direct, "has_tags": True, "tags": ["t"]}, ints=INTS,
+                        relations=("embeddings",))
+        assert tagged.sql.count(part) == 3 and " record_embeddings e" not in tagged.sql

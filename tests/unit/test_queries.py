@@ -53,7 +53,7 @@ def test_shaped_writes_in_only_nulls_booleans_and_named_integers() -> None:
               "id_values": [], "arm_k": 50, "vec_k": 10, "fanout": 25, "df_cap": 1000,
               "fts_cap": 5000, "tag_cap": 2000, "limit": 10, "max_bytes": 65536, "rrf": False,
               "rrf_k": 60.0, "sd_floor_salience": 0.1, "embeddings": "record_embeddings",
-              "hop_rows": 0, "hop_edges": 0, "hop_new": 0,
+              "has_tags": False, "hop": False, "hop_rows": 0, "hop_edges": 0, "hop_new": 0,
               "w_vector": 1.0, "w_text": 1.0, "w_entity": 1.0, "w_salience": 0.25}
     st = queries.shaped("retrieval_roots", params, ints=("max_rank", "vec_k"))
     sql, bound = st.sql, st.bound()
@@ -64,6 +64,12 @@ def test_shaped_writes_in_only_nulls_booleans_and_named_integers() -> None:
     assert {"scopes", "min_salience", "now", "query", "terms", "arm_k", "fts_cap"} <= set(bound)
     assert f"LIMIT ${st.names.index('arm_k') + 1}" in sql
     assert "DROP TABLE" not in sql and "1; select" not in sql
+    # parts (RFC 8.1.5): no expansion, a query and no tag filter leave out the hop, the
+    # salience arm's parts and the tagged branch; the other shapes keep them
+    assert not {"hop_budget", "sal_groups", "few_tagged"} & set(re.findall(r"\w+", sql))
+    other = queries.shaped("retrieval_roots", {**params, "hop": True, "has_query": False,
+                                               "has_tags": True, "tags": ["t"]}).sql
+    assert {"hop_budget", "sal_groups", "few_tagged"} <= set(re.findall(r"\w+", other))
     assert not {"all_scopes", "types", "max_rank", "vec_k", "has_qvec"} & set(bound)
     assert max(int(n) for n in re.findall(r"\$(\d+)", sql)) == len(st.names) == len(st.values)
     # a string is never written in, even when named as an integer
@@ -76,6 +82,38 @@ def test_shaped_writes_in_only_nulls_booleans_and_named_integers() -> None:
     for bad in ("x; DROP TABLE y", "Record", "a b", 7):
         with pytest.raises(ValueError, match="not a plain relation name"):
             queries.shaped("retrieval_roots", {**params, "embeddings": bad}, relations=("embeddings",))
+
+
+def test_parts_are_kept_or_left_out_by_their_written_in_flag() -> None:
+    """RFC 8.1.5: a ``/*?flag*/`` part is in the text of the shapes whose flag is written in
+    true; the parameters only a left-out part uses are not bound."""
+    sql = ("SELECT 1/*?hop*/ + %(a)s/*?end*//*?!hop*/ - %(b)s/*?end*/ + %(c)s"
+           "/*?n*/ * %(d)s/*?end*/")
+    queries.load.cache_clear()
+    queries._placeholders.cache_clear()
+    queries._render.cache_clear()
+    loaded = queries.load()
+    loaded["t_parts"] = sql  # type: ignore[index]
+    try:
+        on = queries.shaped("t_parts", {"hop": True, "a": 1.5, "b": 2.5, "c": 3.5, "n": 2, "d": 4.5},
+                            ints=("n",))
+        assert on.sql == "SELECT 1 + $1 + $2 * $3" and on.names == ("a", "c", "d")
+        off = queries.shaped("t_parts", {"hop": False, "a": 1.5, "b": 2.5, "c": 3.5, "n": 0,
+                                         "d": 4.5}, ints=("n",))
+        assert off.sql == "SELECT 1 - $1 + $2" and off.names == ("b", "c")
+        with pytest.raises(ValueError, match="part flag n is not a written-in"):
+            queries.shaped("t_parts", {"hop": True, "a": 1, "b": 2, "c": 3, "n": 2, "d": 4})
+    finally:
+        queries.load.cache_clear()
+        queries._placeholders.cache_clear()
+        queries._render.cache_clear()
+    for bad in ("SELECT /*?a*/ 1", "SELECT 1 /*?end*/", "SELECT /*?a*/ /*?b*/ 1 /*?end*/ /*?end*/"):
+        with pytest.raises(ValueError, match="unclosed or nested"):
+            queries._check_parts("t", bad)
+    queries._check_parts("t", "SELECT /*?a*/ 1 /*?end*/ + /*?!a*/ 2 /*?end*/")
+    # positive control on the real statement: the hop and the salience arm are parts
+    roots = queries.load()["retrieval_roots"]
+    assert "/*?hop*/" in roots and "/*?!has_query*/" in roots and "/*?has_tags*/" in roots
 
 
 def test_windows_take_few_values() -> None:

@@ -59,7 +59,10 @@ WITH qlex AS MATERIALIZED (
                            AND (%(all_scopes)s OR (r.scope || '') = ANY(%(scopes)s::text[]))
                            AND r.sensitivity_rank <= %(max_rank)s + 1
                            AND r.status <> 'retracted'
-                         LIMIT %(df_cap)s) x) END AS df) d
+                         LIMIT %(df_cap)s) x) END AS df
+           -- OFFSET 0: pulled up, this subquery would be copied into each use of df and
+           -- count once per copy (RFC 8.1.5)
+           OFFSET 0) d
      WHERE d.df > 0
 ), qq AS (
     -- candidates come from the informative lexemes (under the cap); scoring uses all of them
@@ -69,16 +72,16 @@ WITH qlex AS MATERIALIZED (
 ), qs AS (
     SELECT CASE WHEN %(all_scopes)s THEN qq.gen ELSE qq.gen && scopes_tsquery(%(scopes)s::text[]) END AS gen
       FROM qq
-), tagged AS MATERIALIZED (
+)/*?has_tags*/, tagged AS MATERIALIZED (
     -- with a tag filter, the tagged records (up to tag_cap + 1): when there are at most
     -- tag_cap, the vector arm ranks them exactly, instead of walking the HNSW graph for
     -- matches that may be rare or absent (RFC 8.1.1)
     SELECT DISTINCT t.record_id FROM record_tags t
-     WHERE %(tags)s::text[] IS NOT NULL AND t.tag = ANY(%(tags)s::text[])
+     WHERE t.tag = ANY(%(tags)s::text[])
      LIMIT %(tag_cap)s + 1
 ), few_tagged AS (
-    SELECT %(tags)s::text[] IS NOT NULL AND count(*) <= %(tag_cap)s AS yes FROM tagged
-), vec AS MATERIALIZED (
+    SELECT count(*) <= %(tag_cap)s AS yes FROM tagged
+)/*?end*/, vec AS MATERIALIZED (
     -- one HNSW search per requested scope, each pruned to the scope's partition when the
     -- generic plan runs (e.scope = s.scope is a parameter per rescan); for a caller that may
     -- read all scopes, one search over every partition (all_scopes is written in as a
@@ -97,8 +100,8 @@ WITH qlex AS MATERIALIZED (
                   AND /*@request_filters*/
                 ORDER BY e.embedding <=> %(qvec)s::vector
                 LIMIT %(vec_k)s) v
-         WHERE %(has_qvec)s AND NOT (SELECT yes FROM few_tagged)
-        UNION ALL
+         WHERE %(has_qvec)s/*?has_tags*/ AND NOT (SELECT yes FROM few_tagged)/*?end*/
+        /*?has_tags*/UNION ALL
         SELECT t.id, t.dist FROM (
                -- few tagged records: rank them exactly (RFC 8.1.1)
                SELECT r.id, e.embedding <=> %(qvec)s::vector AS dist
@@ -109,7 +112,7 @@ WITH qlex AS MATERIALIZED (
                   AND (%(all_scopes)s OR r.scope = ANY(%(scopes)s::text[]))
                   AND /*@request_filters*/
                 ORDER BY 2
-                LIMIT %(vec_k)s) t) x
+                LIMIT %(vec_k)s) t/*?end*/) x
      ORDER BY x.dist, x.id
      LIMIT %(vec_k)s
 ), fts_all AS MATERIALIZED (
@@ -153,7 +156,8 @@ WITH qlex AS MATERIALIZED (
            SELECT (SELECT count(*) FROM (SELECT 1 FROM relations l WHERE l.target_id = m.entity_id
                                           LIMIT %(fanout)s + 1) a)
                 + (SELECT count(*) FROM (SELECT 1 FROM relations l WHERE l.source_id = m.entity_id
-                                          LIMIT %(fanout)s + 1) b) AS links) c
+                                          LIMIT %(fanout)s + 1) b) AS links
+           OFFSET 0) c  -- counted once, not once per use of links (as idf's df)
      WHERE (%(all_scopes)s OR r.scope = ANY(%(scopes)s::text[]))
        AND r.sensitivity_rank <= %(max_rank)s
        AND (%(as_of)s::timestamptz IS NULL OR r.recorded_at <= %(as_of)s::timestamptz)
@@ -176,7 +180,7 @@ WITH qlex AS MATERIALIZED (
      GROUP BY x.id
      ORDER BY score DESC, x.id
      LIMIT %(arm_k)s
-), sal_groups AS MATERIALIZED (
+)/*?!has_query*/, sal_groups AS MATERIALIZED (
     -- without a query, salience alone proposes candidates (RFC 8.1.4), read in index order
     -- rather than computed for every record of the scope. Here: the (scope, half-life)
     -- groups of the caller's unpinned records, one probe of memory_records_decay each
@@ -298,7 +302,11 @@ WITH qlex AS MATERIALIZED (
             ORDER BY current_salience(r.base_salience, r.reinforced_at, r.half_life_seconds,
                                       r.min_salience, r.pinned, %(now)s) DESC, r.created_at DESC, r.id
             LIMIT %(arm_k)s) x
-), pool AS (
+)/*?end*//*?has_query*/, sal AS (
+    -- with a query the salience arm proposes nothing (RFC 8.1.4); left out of the text, its
+    -- parts cost no executor set-up either (RFC 8.1.5)
+    SELECT NULL::uuid AS id WHERE false
+)/*?end*/, pool AS (
     SELECT id FROM vec UNION SELECT id FROM fts UNION SELECT id FROM ent UNION SELECT id FROM sal
 ), feat AS MATERIALIZED (
     -- every candidate with every feature the arms can give it (RFC 8.1)
@@ -387,18 +395,18 @@ WITH qlex AS MATERIALIZED (
     SELECT k.*, sum(k.bytes) OVER (ORDER BY k.ord) AS running
       FROM ranked k
      WHERE k.ord <= %(limit)s
-), f AS (
-    -- RFC 8.4: with expansion (hop_rows > 0, written in), its first hop runs here, from the
+)/*?hop*/, f AS (
+    -- RFC 8.4: with expansion (the hop part, written in), its first hop runs here, from the
     -- roots that fit and are shown in full; the service uses it when it keeps exactly these
     SELECT b.id FROM bounded b JOIN memory_records r ON r.id = b.id
-     WHERE %(hop_rows)s > 0 AND b.running <= %(max_bytes)s AND r.sensitivity_rank <= %(max_rank)s
+     WHERE b.running <= %(max_bytes)s AND r.sensitivity_rank <= %(max_rank)s
 ), hop_expanded AS (
     SELECT NULL::uuid AS id WHERE false
 ), hop_known AS (
-    SELECT b.id FROM bounded b WHERE %(hop_rows)s > 0 AND b.running <= %(max_bytes)s
+    SELECT b.id FROM bounded b WHERE b.running <= %(max_bytes)s
 ), hop_budget AS (
     SELECT %(max_bytes)s::bigint AS v
-), /*@hop_ctes*/
+), /*@hop_ctes*//*?end*/
 SELECT 'root' AS kind, b.ord, b.bytes, b.running, (b.running <= %(max_bytes)s) AS fits, b.score,
        b.status AS status_as_of, b.vector_score, b.text_score, b.entity_score,
        b.salience AS salience_now, b.pool_size, b.n_vector, b.n_text, b.n_entity,
@@ -410,12 +418,11 @@ SELECT 'root' AS kind, b.ord, b.bytes, b.running, (b.running <= %(max_bytes)s) A
   FROM bounded b
   LEFT JOIN memory_records r ON r.id = b.id AND b.running <= %(max_bytes)s
   LEFT JOIN record_payloads p ON p.record_id = r.id
-UNION ALL
+/*?hop*/UNION ALL
 SELECT 'hop', NULL, h.bytes, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
        NULL, /*@hop_columns*/
   /*@hop_from*/
- WHERE %(hop_rows)s > 0
- ORDER BY kind DESC, ord, n
+/*?end*/ ORDER BY kind DESC, ord, n
 
 -- name: retrieval_bounded_hydrate
 -- Cut ranked ids by rows and running projected bytes in SQL, hydrate only what fits; relations only to fully visible targets (RFC 8.3, 2.5).
