@@ -509,16 +509,19 @@ e AS (
 -- Fragment (/*@hop_columns*/): a hop row: the edge, the neighbour's scope, sensitivity and status, the row's order, and the neighbour hydrated when the hop hydrated it (RFC 8.4).
 h.source_id, h.predicate, h.target_id, h.other, h.scope AS other_scope,
 h.sensitivity AS other_sensitivity, h.status AS other_status, h.n,
-(r.id IS NOT NULL) AS hydrated,
-/*@record_fields*/,
-/*@visible_relations*/ AS relations
+(x.id IS NOT NULL) AS hydrated, x.*
 
 -- name: hop_from
 -- Fragment (/*@hop_from*/): the hop's rows, each new neighbour joined to its record where it fits hop_budget (RFC 8.4, 8.3).
 FROM hop h
 LEFT JOIN fresh w ON w.n = h.n AND w.running <= (SELECT v FROM hop_budget)
-LEFT JOIN memory_records r ON r.id = w.other
-LEFT JOIN record_payloads p ON p.record_id = r.id
+LEFT JOIN LATERAL (
+      -- the neighbour's columns only on the rows that hydrate it: the subqueries among them
+      -- (tags, provenance, relations) run for those rows alone, not for every edge
+      SELECT /*@record_fields*/, /*@visible_relations*/ AS relations
+        FROM memory_records r LEFT JOIN record_payloads p ON p.record_id = r.id
+       WHERE r.id = w.other
+      OFFSET 0) x ON true
 
 -- name: embedding_partition
 -- The partition of record_embeddings that holds a scope's rows: the one whose hash bound the scope satisfies (RFC 13.2).
