@@ -2,11 +2,15 @@
 
 -- name: bench_drop_search_indexes
 -- Drop the HNSW and GIN indexes of a dedicated benchmark database before a bulk load.
-DROP INDEX IF EXISTS record_embeddings_hnsw, memory_records_tsv
+DROP INDEX IF EXISTS record_embeddings_hnsw, memory_records_tsv, memory_records_scoped_tsv
 
 -- name: bench_create_gin
 -- Re-create the full-text index exactly as schema.sql defines it.
 CREATE INDEX IF NOT EXISTS memory_records_tsv ON memory_records USING gin (search_tsv)
+
+-- name: bench_create_scoped_gin
+-- Re-create the index of scoped lexemes exactly as schema.sql defines it.
+CREATE INDEX IF NOT EXISTS memory_records_scoped_tsv ON memory_records USING gin (scoped_lexemes(scope, search_tsv))
 
 -- name: bench_create_hnsw
 -- Re-create the HNSW index exactly as schema.sql defines it.

@@ -13,11 +13,11 @@ SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true),
 -- name: retrieval_roots
 -- Hybrid retrieval in one statement: the candidate pool of the vector, full-text (BM25), entity and salience arms with every feature (RFC 8.1), fused (8.2), cut by rows and projected bytes, and what fits hydrated (8.3).
 WITH qlex AS MATERIALIZED (
-    -- the query's lexemes; stsq: the lexeme AND the caller's scope lexemes, answered inside
-    -- the GIN index (RFC 8.1.2)
+    -- the query's lexemes; stsq: the lexeme in the caller's scopes, as the index of scoped
+    -- lexemes holds it (any scope for a caller that reads every scope, RFC 8.1.2)
     SELECT w.lexeme, quote_literal(w.lexeme)::tsquery AS tsq,
            CASE WHEN %(all_scopes)s THEN quote_literal(w.lexeme)::tsquery
-                ELSE quote_literal(w.lexeme)::tsquery && scopes_tsquery(%(scopes)s::text[]) END AS stsq
+                ELSE scoped_tsquery(ARRAY[w.lexeme], %(scopes)s::text[]) END AS stsq
       FROM unnest(to_tsvector('english', coalesce(%(query)s::text, ''))) AS w
      LIMIT 32
 ), corpus AS (
@@ -25,18 +25,20 @@ WITH qlex AS MATERIALIZED (
                     (SELECT c.reltuples FROM pg_class c WHERE c.oid = 'memory_records'::regclass))
                ::float8 AS n
 ), anyq AS (
-    SELECT CASE WHEN %(all_scopes)s THEN t.q ELSE t.q && scopes_tsquery(%(scopes)s::text[]) END AS q
-      FROM (SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery AS q FROM qlex) t
+    SELECT CASE WHEN %(all_scopes)s THEN (SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery
+                                            FROM qlex)
+                ELSE (SELECT scoped_tsquery(array_agg(lexeme), %(scopes)s::text[]) FROM qlex) END AS q
 ), seen AS MATERIALIZED (
     -- one pass over the rows that match any query lexeme in the caller's scopes, at most
     -- 2 x df_cap of them (RFC 8.1.2): `counts` marks what the caller may see (document
     -- frequencies: hidden records must not move ranks), `eligible` what passes the request's
-    -- filters (candidates). The GIN match already holds the scope; `|| ''` keeps the planner
-    -- from ANDing in a bitmap of every record of the scope from the btree.
+    -- filters (candidates). Given scopes, the match reads the index of scoped lexemes, whose
+    -- posting lists hold only those scopes' records; `|| ''` keeps the planner from ANDing
+    -- in a bitmap of every record of the scope from the btree.
     SELECT r.id, r.search_tsv, (r.status <> 'retracted') AS counts,
            (/*@request_filters*/) AS eligible
       FROM memory_records r, anyq
-     WHERE anyq.q IS NOT NULL AND r.search_tsv @@ anyq.q
+     WHERE anyq.q IS NOT NULL AND /*@match_scoped*/ @@ anyq.q
        AND (%(all_scopes)s OR (r.scope || '') = ANY(%(scopes)s::text[]))
        AND r.sensitivity_rank <= %(max_rank)s + 1
      LIMIT 2 * %(df_cap)s
@@ -55,7 +57,7 @@ WITH qlex AS MATERIALIZED (
                                            WHERE s.counts AND s.search_tsv @@ l.tsq))::float8
                   ELSE (SELECT count(*)::float8 FROM (
                         SELECT 1 FROM memory_records r
-                         WHERE r.search_tsv @@ l.stsq
+                         WHERE /*@match_scoped*/ @@ l.stsq
                            AND (%(all_scopes)s OR (r.scope || '') = ANY(%(scopes)s::text[]))
                            AND r.sensitivity_rank <= %(max_rank)s + 1
                            AND r.status <> 'retracted'
@@ -70,7 +72,11 @@ WITH qlex AS MATERIALIZED (
                     (SELECT string_agg(quote_literal(lexeme), ' | ') FROM idf))::tsquery AS gen,
            (SELECT string_agg(quote_literal(lexeme), ' | ') FROM idf)::tsquery AS tsq
 ), qs AS (
-    SELECT CASE WHEN %(all_scopes)s THEN qq.gen ELSE qq.gen && scopes_tsquery(%(scopes)s::text[]) END AS gen
+    -- the informative lexemes in the caller's scopes, for the index of scoped lexemes
+    SELECT CASE WHEN %(all_scopes)s THEN qq.gen
+                ELSE scoped_tsquery(coalesce((SELECT array_agg(lexeme) FROM idf WHERE df < %(df_cap)s),
+                                             (SELECT array_agg(lexeme) FROM idf)),
+                                    %(scopes)s::text[]) END AS gen
       FROM qq
 )/*?has_tags*/, tagged AS MATERIALIZED (
     -- with a tag filter, the tagged records (up to tag_cap + 1): when there are at most
@@ -125,7 +131,7 @@ WITH qlex AS MATERIALIZED (
     (SELECT r.id, (length(r.search_tsv) - 1)::float8 AS dl,
             (SELECT sum(i.idf) FROM idf i WHERE r.search_tsv @@ i.tsq) AS s
        FROM memory_records r, qs, complete
-      WHERE NOT complete.yes AND qs.gen IS NOT NULL AND r.search_tsv @@ qs.gen
+      WHERE NOT complete.yes AND qs.gen IS NOT NULL AND /*@match_scoped*/ @@ qs.gen
         AND (%(all_scopes)s OR (r.scope || '') = ANY(%(scopes)s::text[]))
         AND /*@request_filters*/
       LIMIT %(fts_cap)s)
@@ -550,6 +556,10 @@ coalesce((SELECT jsonb_agg(jsonb_build_object('predicate', l.predicate,
            WHERE l.source_id = r.id
              AND (%(all_scopes)s OR x.scope = ANY(%(scopes)s::text[]))
              AND x.sensitivity_rank <= %(max_rank)s), '[]')
+
+-- name: match_scoped
+-- Fragment (/*@match_scoped*/): the tsvector of record r that a full-text match in the caller's scopes reads: its scoped lexemes (their GIN index, RFC 8.1.2), or its own lexemes for a caller that reads every scope.
+/*?all_scopes*/r.search_tsv/*?end*//*?!all_scopes*/scoped_lexemes(r.scope, r.search_tsv)/*?end*/
 
 -- name: neighbour_filters
 -- Fragment (/*@neighbour_filters*/): the predicates on record r that hold at every hop (RFC 8.4): sensitivity at most one level above the caller's maximum, transaction and valid time, status.

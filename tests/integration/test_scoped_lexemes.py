@@ -1,0 +1,107 @@
+"""The full-text arm for given scopes reads the index of scoped lexemes (RFC 8.1.2)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+import psycopg
+from pgvector.psycopg import register_vector
+
+from membrane_cli.bench import retrieve as bench
+from membrane_core import Membrane
+from membrane_core.enums import Sensitivity
+from membrane_core.storage import benchload
+from membrane_core.storage.queries import shaped
+from membrane_core.trust import TrustPolicy
+from tests.conftest import EMBEDDING_DIM, FakeClock
+from tests.integration.test_partitioning import INTS, _params
+
+# Two scopes whose md5 starts with the same 8 hex digits (found by search): their scoped
+# lexemes are spelled alike, so only the scope filter tells their records apart.
+TWINS = ("tenant-116889", "tenant-123010")
+
+
+def _tag(scope: str) -> str:
+    return hashlib.md5(scope.encode()).hexdigest()[:8]
+
+
+def _capture(m: Membrane, scope: str, text: str) -> Any:
+    return m.capture({"source_kind": "event", "scope": scope, "sensitivity": "low",
+                      "content": {"text": text}}).record_ids[0]
+
+
+def test_scopes_sharing_a_tag_do_not_see_each_other(membrane: Membrane) -> None:
+    assert _tag(TWINS[0]) == _tag(TWINS[1])  # the premise of this test
+    mine = _capture(membrane, TWINS[0], "zephyr lantern in the north tower")
+    theirs = _capture(membrane, TWINS[1], "zephyr lantern in the south tower")
+    caller = TrustPolicy(read_scopes=frozenset({TWINS[0]}), max_sensitivity=Sensitivity.LOW,
+                         actor="caller")
+    res = membrane.retrieve({"query": "zephyr lantern", "limit": 10}, caller)
+    ids = [r.id for r in res.records]
+    assert mine in ids  # positive control, found by the full-text arm
+    assert res.diagnostics["arms"]["text"] == 1
+    assert theirs not in ids and str(theirs) not in res.model_dump_json()
+
+
+def test_long_words_are_left_out_of_the_scoped_lexemes(membrane: Membrane,
+                                                       database_url: str) -> None:
+    """A lexeme the tag would take past Postgres' 2,047-byte limit is not indexed there: the
+    capture succeeds and its other words are found."""
+    word = "q" * 2040
+    rid = _capture(membrane, "long", f"{word} ordinary marmalade")
+    res = membrane.retrieve({"query": "marmalade", "scopes": ["long"], "limit": 5})
+    assert [r.id for r in res.records] == [rid]
+    with psycopg.connect(database_url) as conn:
+        got = conn.execute("SELECT tsvector_to_array(scoped_lexemes('long', search_tsv)) "
+                           "FROM memory_records WHERE id = %s", (rid,)).fetchone()
+        assert got is not None and sorted(got[0]) == sorted(
+            f"{_tag('long')} {w}" for w in ("ordinari", "marmalad"))
+        # why the guard: past 2,047 bytes array_to_tsvector keeps a lexeme's length modulo
+        # 2,048 without an error (here 2,049 bytes became 1), a corrupt lexeme in the index
+        kept = conn.execute("SELECT octet_length((tsvector_to_array(array_to_tsvector(ARRAY[%s])))[1])",
+                            (f"{_tag('long')} {word}",)).fetchone()
+        assert kept == (1,)
+
+
+def _indexes(plan: Any) -> set[str]:
+    out: set[str] = set()
+
+    def walk(node: dict[str, Any]) -> None:
+        if node.get("Index Name"):
+            out.add(node["Index Name"])
+        for child in node.get("Plans", []):
+            walk(child)
+
+    walk(plan[0]["Plan"])
+    return out
+
+
+def test_full_text_arm_reads_the_scoped_index_for_given_scopes(database_url: str,
+                                                               clock: FakeClock) -> None:
+    corpus = bench.Corpus(dim=EMBEDDING_DIM, clusters=4, scopes=20, seed=5)
+    for chunk in bench._chunks(corpus, 2_000, 2_000, clock.now):
+        benchload.copy_chunk(database_url, records=chunk["records"], payloads=chunk["payloads"],
+                             embeddings=chunk["embeddings"], relations=chunk["relations"],
+                             entity_terms=chunk["terms"])
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        register_vector(conn)
+        conn.execute("ANALYZE")
+        qvec = corpus.centres[0].tolist()
+        words = " ".join(corpus.topics[0][:2])
+
+        def used(scopes: list[str] | None) -> set[str]:
+            st = shaped("retrieval_roots", {**_params(scopes, qvec, clock), "query": words},
+                        ints=INTS, relations=("embeddings",))
+            cur = psycopg.RawCursor(conn).execute("EXPLAIN (FORMAT JSON) " + st.sql, st.values)
+            plan = cur.fetchone()[0]  # type: ignore[index]
+            return _indexes(plan if isinstance(plan, list) else json.loads(plan))
+
+        one, two = used(["scope-3"]), used(["scope-3", "scope-4"])
+        assert "memory_records_scoped_tsv" in one and "memory_records_tsv" not in one
+        assert "memory_records_scoped_tsv" in two and "memory_records_tsv" not in two
+        # a caller that reads every scope matches the record's own lexemes (their index)
+        every = shaped("retrieval_roots", {**_params(None, qvec, clock), "query": words},
+                       ints=INTS, relations=("embeddings",)).sql
+        assert "scoped_lexemes(" not in every and "r.search_tsv @@ anyq.q" in every
