@@ -3,7 +3,9 @@
 -- posting lists hold only the records of the scopes asked for. With the scope lexeme alone
 -- the GIN scan walked every scope's matches of the query's words (about 9,000 at 1,000,000
 -- records over 20 scopes, for 460 in the one scope asked for). The index is on an
--- expression: the table is not rewritten; building it took 18 s at 1,000,000 records.
+-- expression: the table is not rewritten; building it took 18 s at 1,000,000 records, during
+-- which writes to memory_records wait (a migration runs in one transaction, where CREATE
+-- INDEX CONCURRENTLY cannot).
 
 -- A record's lexemes, each prefixed with the first 8 hex digits of its scope's md5 and a
 -- space (which the parser never emits). The tag is short to keep the index small; two
