@@ -23,8 +23,7 @@ from typing import LiteralString
 
 _NAME = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
 _FRAGMENT = re.compile(r"/\*@(\w+)\*/")
-_PART = re.compile(r"/\*\?(!?)(\w+)\*/(.*?)/\*\?end\*/", re.DOTALL)
-_PART_MARK = re.compile(r"/\*\?!?\w+\*/")
+_PART = re.compile(r"/\*\?(!?)(?!end\*/)(\w+)\*/(.*?)/\*\?end\*/", re.DOTALL)
 
 
 def parse(text: str, origin: str) -> dict[str, str]:
@@ -61,11 +60,10 @@ def load() -> dict[str, LiteralString]:
 
 
 def _check_parts(name: str, sql: str) -> None:
-    """Every ``/*?flag*/`` part is closed by ``/*?end*/`` before another opens."""
-    rest = _PART.sub("", sql)
-    if _PART_MARK.search(rest) or "/*?end*/" in rest or any(
-            _PART_MARK.search(m.group(3)) for m in _PART.finditer(sql)):
-        raise ValueError(f"query {name}: a /*?flag*/ part is unclosed or nested")
+    """Every ``/*?flag*/`` part is closed by ``/*?end*/`` before another opens, and no other
+    comment starts with ``/*?``."""
+    if "/*?" in _PART.sub("", sql) or any("/*?" in m.group(3) for m in _PART.finditer(sql)):
+        raise ValueError(f"query {name}: a /*?flag*/ part is unclosed, nested or misspelt")
 
 
 def _include(blocks: Mapping[str, str], name: str, depth: int = 0) -> str:

@@ -230,6 +230,11 @@ def embeddings_relation(conn: psycopg.Connection, scopes: Sequence[str] | None) 
 #: them exactly instead of searching the HNSW graph.
 TAG_CAP = 2000
 
+#: RFC 8.1.2: a request for at most this many scopes matches its words in the index of scoped
+#: lexemes; its query holds every word in every scope, and Postgres checks each match
+#: against the whole query, so more scopes read the plain index with the scope lexemes.
+SCOPED_MAX = 4
+
 
 def roots(
     conn: psycopg.Connection, f: ReadFilter, *, query: str | None, qvec: Sequence[float] | None,
@@ -256,6 +261,7 @@ def roots(
         **{f"w_{name}": float(weights.get(name, 0.0)) for name in FEATURES},
         "embeddings": embeddings_relation(conn, f.scopes),
         "has_tags": f.tags is not None, "hop": first_hop is not None,
+        "scoped": f.scopes is not None and 1 <= len(f.scopes) <= SCOPED_MAX,
         "hop_rows": 2 * edges + 1 if first_hop else 0, "hop_edges": edges, "hop_new": nodes,
     }, ints=("max_rank", "arm_k", "vec_k", "fanout", "df_cap", "fts_cap", "tag_cap", "hop_rows"),
         relations=("embeddings",))

@@ -29,6 +29,7 @@ def _params(scopes: list[str] | None, qvec: list[float], clock: FakeClock) -> di
         "tag_cap": 2000, "limit": 10, "max_bytes": 65536, "rrf": False, "rrf_k": 60.0,
         "sd_floor_salience": 0.1, "w_vector": 1.0, "w_text": 1.0, "w_entity": 1.0,
         "w_salience": 0.25, "embeddings": "record_embeddings", "has_tags": False, "hop": False,
+        "scoped": scopes is not None and 1 <= len(scopes) <= reads.SCOPED_MAX,
         "hop_rows": 0, "hop_edges": 0,
         "hop_new": 0,
     }

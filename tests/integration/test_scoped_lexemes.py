@@ -8,11 +8,12 @@ from typing import Any
 
 import psycopg
 from pgvector.psycopg import register_vector
+from psycopg.rows import dict_row
 
 from membrane_cli.bench import retrieve as bench
 from membrane_core import Membrane
 from membrane_core.enums import Sensitivity
-from membrane_core.storage import benchload
+from membrane_core.storage import benchload, reads
 from membrane_core.storage.queries import shaped
 from membrane_core.trust import TrustPolicy
 from tests.conftest import EMBEDDING_DIM, FakeClock
@@ -32,32 +33,63 @@ def _capture(m: Membrane, scope: str, text: str) -> Any:
                       "content": {"text": text}}).record_ids[0]
 
 
-def test_scopes_sharing_a_tag_do_not_see_each_other(membrane: Membrane) -> None:
+def test_scopes_sharing_a_tag_do_not_see_each_other(membrane: Membrane, database_url: str,
+                                                    clock: FakeClock) -> None:
     assert _tag(TWINS[0]) == _tag(TWINS[1])  # the premise of this test
-    mine = _capture(membrane, TWINS[0], "zephyr lantern in the north tower")
+    mine = [_capture(membrane, TWINS[0], "zephyr lantern in the north tower"),
+            _capture(membrane, TWINS[0], "a zephyr lantern again")]
     theirs = _capture(membrane, TWINS[1], "zephyr lantern in the south tower")
     caller = TrustPolicy(read_scopes=frozenset({TWINS[0]}), max_sensitivity=Sensitivity.LOW,
                          actor="caller")
     res = membrane.retrieve({"query": "zephyr lantern", "limit": 10}, caller)
     ids = [r.id for r in res.records]
-    assert mine in ids  # positive control, found by the full-text arm
-    assert res.diagnostics["arms"]["text"] == 1
+    assert set(mine) <= set(ids)  # positive control, found by the full-text arm
+    assert res.diagnostics["arms"]["text"] == 2
     assert theirs not in ids and str(theirs) not in res.model_dump_json()
+    # the fallback path (more matching rows than 2 x df_cap): frequencies and candidates
+    # from the index again, through the same scope filter
+    params = {**_params([TWINS[0]], [0.0] * EMBEDDING_DIM, clock), "qvec": None,
+              "has_qvec": False, "query": "zephyr lantern", "df_cap": 1, "fts_cap": 2}
+    for scoped in (True, False):  # the index of scoped lexemes, and the scope lexemes
+        st = shaped("retrieval_roots", {**params, "scoped": scoped}, ints=INTS,
+                    relations=("embeddings",))
+        assert ("scoped_lexemes(" in st.sql) is scoped
+        with psycopg.connect(database_url) as conn:
+            rows = psycopg.RawCursor(conn, row_factory=dict_row).execute(st.sql, st.values).fetchall()
+        assert {r["id"] for r in rows} == set(mine) and rows[0]["n_text"] == 2, scoped
+
+
+def test_many_scopes_read_the_scope_lexemes(membrane: Membrane) -> None:
+    """More than SCOPED_MAX scopes: one query per scope and word would grow with both, so the
+    words are matched with the scope lexemes instead (RFC 8.1.2)."""
+    scopes = [f"many-{i}" for i in range(reads.SCOPED_MAX + 1)]
+    rid = _capture(membrane, scopes[-1], "a quiet harbour at dawn")
+    _capture(membrane, "elsewhere", "a quiet harbour at dusk")
+    res = membrane.retrieve({"query": "quiet harbour", "scopes": scopes, "limit": 5})
+    assert [r.id for r in res.records] == [rid] and res.diagnostics["arms"]["text"] == 1
 
 
 def test_long_words_are_left_out_of_the_scoped_lexemes(membrane: Membrane,
                                                        database_url: str) -> None:
-    """A lexeme the tag would take past Postgres' 2,047-byte limit is not indexed there: the
-    capture succeeds and its other words are found."""
-    word = "q" * 2040
+    """A lexeme of over 2,037 bytes is not in the index of scoped lexemes nor in its queries
+    (with the tag it would pass Postgres' limits): a capture or a query holding one works
+    and its other words are found; a word of 2,037 bytes is found itself."""
+    word, longest = "q" * 2040, "z" * 2037
     rid = _capture(membrane, "long", f"{word} ordinary marmalade")
-    res = membrane.retrieve({"query": "marmalade", "scopes": ["long"], "limit": 5})
-    assert [r.id for r in res.records] == [rid]
+    kept = _capture(membrane, "long", f"{longest} plain")
+    for query in ("marmalade", f"{word} marmalade"):
+        res = membrane.retrieve({"query": query, "scopes": ["long"], "limit": 5})
+        assert [r.id for r in res.records] == [rid], query
+    res = membrane.retrieve({"query": longest, "scopes": ["long"], "limit": 5})
+    assert [r.id for r in res.records] == [kept] and res.diagnostics["arms"]["text"] == 1
     with psycopg.connect(database_url) as conn:
         got = conn.execute("SELECT tsvector_to_array(scoped_lexemes('long', search_tsv)) "
                            "FROM memory_records WHERE id = %s", (rid,)).fetchone()
         assert got is not None and sorted(got[0]) == sorted(
             f"{_tag('long')} {w}" for w in ("ordinari", "marmalad"))
+        got = conn.execute("SELECT scoped_tsquery(ARRAY[%s, 'plain'], ARRAY['long'])::text",
+                           (word,)).fetchone()
+        assert got == (f"'{_tag('long')} plain'",)
         # why the guard: past 2,047 bytes array_to_tsvector keeps a lexeme's length modulo
         # 2,048 without an error (here 2,049 bytes became 1), a corrupt lexeme in the index
         kept = conn.execute("SELECT octet_length((tsvector_to_array(array_to_tsvector(ARRAY[%s])))[1])",
@@ -105,3 +137,8 @@ def test_full_text_arm_reads_the_scoped_index_for_given_scopes(database_url: str
         every = shaped("retrieval_roots", {**_params(None, qvec, clock), "query": words},
                        ints=INTS, relations=("embeddings",)).sql
         assert "scoped_lexemes(" not in every and "r.search_tsv @@ anyq.q" in every
+        # more scopes than SCOPED_MAX: the scope lexemes, through the same index
+        many = [f"scope-{i}" for i in range(reads.SCOPED_MAX + 1)]
+        wide = shaped("retrieval_roots", {**_params(many, qvec, clock), "query": words},
+                      ints=INTS, relations=("embeddings",)).sql
+        assert "scoped_lexemes(" not in wide and "scopes_tsquery(" in wide

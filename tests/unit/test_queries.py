@@ -53,7 +53,8 @@ def test_shaped_writes_in_only_nulls_booleans_and_named_integers() -> None:
               "id_values": [], "arm_k": 50, "vec_k": 10, "fanout": 25, "df_cap": 1000,
               "fts_cap": 5000, "tag_cap": 2000, "limit": 10, "max_bytes": 65536, "rrf": False,
               "rrf_k": 60.0, "sd_floor_salience": 0.1, "embeddings": "record_embeddings",
-              "has_tags": False, "hop": False, "hop_rows": 0, "hop_edges": 0, "hop_new": 0,
+              "has_tags": False, "hop": False, "scoped": True, "hop_rows": 0, "hop_edges": 0,
+              "hop_new": 0,
               "w_vector": 1.0, "w_text": 1.0, "w_entity": 1.0, "w_salience": 0.25}
     st = queries.shaped("retrieval_roots", params, ints=("max_rank", "vec_k"))
     sql, bound = st.sql, st.bound()
@@ -107,8 +108,9 @@ def test_parts_are_kept_or_left_out_by_their_written_in_flag() -> None:
         queries.load.cache_clear()
         queries._placeholders.cache_clear()
         queries._render.cache_clear()
-    for bad in ("SELECT /*?a*/ 1", "SELECT 1 /*?end*/", "SELECT /*?a*/ /*?b*/ 1 /*?end*/ /*?end*/"):
-        with pytest.raises(ValueError, match="unclosed or nested"):
+    for bad in ("SELECT /*?a*/ 1", "SELECT 1 /*?end*/", "SELECT /*?a*/ /*?b*/ 1 /*?end*/ /*?end*/",
+                "SELECT /*?end*/ 1 /*?end*/", "SELECT /*? a */ 1 /*?end*/"):
+        with pytest.raises(ValueError, match="unclosed, nested or misspelt"):
             queries._check_parts("t", bad)
     queries._check_parts("t", "SELECT /*?a*/ 1 /*?end*/ + /*?!a*/ 2 /*?end*/")
     # positive control on the real statement: the hop and the salience arm are parts

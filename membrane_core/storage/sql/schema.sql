@@ -21,13 +21,14 @@ $$;
 -- md5 and a space), for the index the full-text arm reads when it is given scopes (RFC
 -- 8.1.2): a query's posting lists then hold only the records of those scopes. Two scopes
 -- sharing a tag only cost the scope filter every read applies too. Without the scope
--- lexeme; a lexeme the tag would take past the 2,047-byte limit (array_to_tsvector would
--- keep its length modulo 2,048, silently) is not indexed here.
+-- lexeme. A lexeme of over 2,037 bytes (the parser keeps words of up to 2,046) is left out
+-- here and in scoped_tsquery: with the tag it would pass the 2,046 bytes a tsquery operand
+-- may hold (and array_to_tsvector keeps a length past 2,047 modulo 2,048, silently).
 CREATE FUNCTION scoped_lexemes(scope text, tsv tsvector) RETURNS tsvector
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
     SELECT array_to_tsvector(ARRAY(
                SELECT t.tag || l FROM unnest(tsvector_to_array(tsv)) AS l
-                WHERE l NOT LIKE 'scope %' AND octet_length(l) <= 2000))
+                WHERE l NOT LIKE 'scope %' AND octet_length(l) <= 2037))
       FROM (SELECT left(md5(scope), 8) || ' ' AS tag) t
 $$;
 
@@ -36,6 +37,7 @@ CREATE FUNCTION scoped_tsquery(lexemes text[], scopes text[]) RETURNS tsquery
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
     SELECT string_agg(quote_literal(left(md5(s), 8) || ' ' || l), ' | ')::tsquery
       FROM unnest(scopes) AS s, unnest(lexemes) AS l
+     WHERE octet_length(l) <= 2037
 $$;
 
 CREATE TABLE memory_records (

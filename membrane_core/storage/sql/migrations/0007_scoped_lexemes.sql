@@ -10,14 +10,15 @@
 -- A record's lexemes, each prefixed with the first 8 hex digits of its scope's md5 and a
 -- space (which the parser never emits). The tag is short to keep the index small; two
 -- scopes that share it only cost the scope filter that every read applies as well. The
--- scope lexeme is left out, and a lexeme the prefix would take past the 2,047-byte limit
--- (only reachable through a 2,040-byte word; array_to_tsvector would keep its length modulo
--- 2,048, silently) is not indexed here.
+-- scope lexeme is left out. A lexeme of over 2,037 bytes (the parser keeps words of up to
+-- 2,046) is left out here and in scoped_tsquery: with the tag it would pass the 2,046 bytes
+-- a tsquery operand may hold (and array_to_tsvector keeps a length past 2,047 modulo 2,048,
+-- silently).
 CREATE FUNCTION scoped_lexemes(scope text, tsv tsvector) RETURNS tsvector
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
     SELECT array_to_tsvector(ARRAY(
                SELECT t.tag || l FROM unnest(tsvector_to_array(tsv)) AS l
-                WHERE l NOT LIKE 'scope %' AND octet_length(l) <= 2000))
+                WHERE l NOT LIKE 'scope %' AND octet_length(l) <= 2037))
       FROM (SELECT left(md5(scope), 8) || ' ' AS tag) t
 $$;
 
@@ -26,6 +27,7 @@ CREATE FUNCTION scoped_tsquery(lexemes text[], scopes text[]) RETURNS tsquery
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
     SELECT string_agg(quote_literal(left(md5(s), 8) || ' ' || l), ' | ')::tsquery
       FROM unnest(scopes) AS s, unnest(lexemes) AS l
+     WHERE octet_length(l) <= 2037
 $$;
 
 CREATE INDEX memory_records_scoped_tsv ON memory_records USING gin (scoped_lexemes(scope, search_tsv));

@@ -13,11 +13,13 @@ SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true),
 -- name: retrieval_roots
 -- Hybrid retrieval in one statement: the candidate pool of the vector, full-text (BM25), entity and salience arms with every feature (RFC 8.1), fused (8.2), cut by rows and projected bytes, and what fits hydrated (8.3).
 WITH qlex AS MATERIALIZED (
-    -- the query's lexemes; stsq: the lexeme in the caller's scopes, as the index of scoped
-    -- lexemes holds it (any scope for a caller that reads every scope, RFC 8.1.2)
+    -- the query's lexemes; stsq: the lexeme in the caller's scopes: as the index of scoped
+    -- lexemes holds it for a few scopes (`scoped`, written in), else ANDed with the scope
+    -- lexemes; any scope for a caller that reads every scope (RFC 8.1.2)
     SELECT w.lexeme, quote_literal(w.lexeme)::tsquery AS tsq,
            CASE WHEN %(all_scopes)s THEN quote_literal(w.lexeme)::tsquery
-                ELSE scoped_tsquery(ARRAY[w.lexeme], %(scopes)s::text[]) END AS stsq
+                WHEN %(scoped)s THEN scoped_tsquery(ARRAY[w.lexeme], %(scopes)s::text[])
+                ELSE quote_literal(w.lexeme)::tsquery && scopes_tsquery(%(scopes)s::text[]) END AS stsq
       FROM unnest(to_tsvector('english', coalesce(%(query)s::text, ''))) AS w
      LIMIT 32
 ), corpus AS (
@@ -25,9 +27,12 @@ WITH qlex AS MATERIALIZED (
                     (SELECT c.reltuples FROM pg_class c WHERE c.oid = 'memory_records'::regclass))
                ::float8 AS n
 ), anyq AS (
-    SELECT CASE WHEN %(all_scopes)s THEN (SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery
-                                            FROM qlex)
-                ELSE (SELECT scoped_tsquery(array_agg(lexeme), %(scopes)s::text[]) FROM qlex) END AS q
+    SELECT CASE WHEN %(scoped)s THEN (SELECT scoped_tsquery(array_agg(lexeme), %(scopes)s::text[])
+                                        FROM qlex)
+                ELSE (SELECT CASE WHEN %(all_scopes)s THEN t.q
+                                  ELSE t.q && scopes_tsquery(%(scopes)s::text[]) END
+                        FROM (SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery AS q
+                                FROM qlex) t) END AS q
 ), seen AS MATERIALIZED (
     -- one pass over the rows that match any query lexeme in the caller's scopes, at most
     -- 2 x df_cap of them (RFC 8.1.2): `counts` marks what the caller may see (document
@@ -72,11 +77,13 @@ WITH qlex AS MATERIALIZED (
                     (SELECT string_agg(quote_literal(lexeme), ' | ') FROM idf))::tsquery AS gen,
            (SELECT string_agg(quote_literal(lexeme), ' | ') FROM idf)::tsquery AS tsq
 ), qs AS (
-    -- the informative lexemes in the caller's scopes, for the index of scoped lexemes
+    -- the informative lexemes in the caller's scopes, spelled as stsq is
     SELECT CASE WHEN %(all_scopes)s THEN qq.gen
-                ELSE scoped_tsquery(coalesce((SELECT array_agg(lexeme) FROM idf WHERE df < %(df_cap)s),
+                WHEN %(scoped)s THEN
+                     scoped_tsquery(coalesce((SELECT array_agg(lexeme) FROM idf WHERE df < %(df_cap)s),
                                              (SELECT array_agg(lexeme) FROM idf)),
-                                    %(scopes)s::text[]) END AS gen
+                                    %(scopes)s::text[])
+                ELSE qq.gen && scopes_tsquery(%(scopes)s::text[]) END AS gen
       FROM qq
 )/*?has_tags*/, tagged AS MATERIALIZED (
     -- with a tag filter, the tagged records (up to tag_cap + 1): when there are at most
@@ -558,8 +565,8 @@ coalesce((SELECT jsonb_agg(jsonb_build_object('predicate', l.predicate,
              AND x.sensitivity_rank <= %(max_rank)s), '[]')
 
 -- name: match_scoped
--- Fragment (/*@match_scoped*/): the tsvector of record r that a full-text match in the caller's scopes reads: its scoped lexemes (their GIN index, RFC 8.1.2), or its own lexemes for a caller that reads every scope.
-/*?all_scopes*/r.search_tsv/*?end*//*?!all_scopes*/scoped_lexemes(r.scope, r.search_tsv)/*?end*/
+-- Fragment (/*@match_scoped*/): the tsvector of record r that a full-text match in the caller's scopes reads: for a few scopes (`scoped`, written in) its scoped lexemes (their GIN index, RFC 8.1.2), else its own lexemes (with the scope lexeme).
+/*?scoped*/scoped_lexemes(r.scope, r.search_tsv)/*?end*//*?!scoped*/r.search_tsv/*?end*/
 
 -- name: neighbour_filters
 -- Fragment (/*@neighbour_filters*/): the predicates on record r that hold at every hop (RFC 8.4): sensitivity at most one level above the caller's maximum, transaction and valid time, status.
