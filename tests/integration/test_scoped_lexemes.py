@@ -46,17 +46,40 @@ def test_scopes_sharing_a_tag_do_not_see_each_other(membrane: Membrane, database
     assert set(mine) <= set(ids)  # positive control, found by the full-text arm
     assert res.diagnostics["arms"]["text"] == 2
     assert theirs not in ids and str(theirs) not in res.model_dump_json()
-    # the fallback path (more matching rows than 2 x df_cap): frequencies and candidates
-    # from the index again, through the same scope filter
-    params = {**_params([TWINS[0]], [0.0] * EMBEDDING_DIM, clock), "qvec": None,
-              "has_qvec": False, "query": "zephyr lantern", "df_cap": 1, "fts_cap": 2}
+    # the fallback path (more matching rows than 2 x df_cap): candidates from the index
+    # again, through the same scope filter (fts_cap leaves room for a leaked row)
     for scoped in (True, False):  # the index of scoped lexemes, and the scope lexemes
-        st = shaped("retrieval_roots", {**params, "scoped": scoped}, ints=INTS,
-                    relations=("embeddings",))
-        assert ("scoped_lexemes(" in st.sql) is scoped
-        with psycopg.connect(database_url) as conn:
-            rows = psycopg.RawCursor(conn, row_factory=dict_row).execute(st.sql, st.values).fetchall()
+        rows = _roots(database_url, clock, TWINS[0], "zephyr lantern", scoped, df_cap=1)
         assert {r["id"] for r in rows} == set(mine) and rows[0]["n_text"] == 2, scoped
+
+
+def _roots(url: str, clock: FakeClock, scope: str, query: str, scoped: bool, *,
+           df_cap: int) -> list[dict[str, Any]]:
+    """The roots statement for one scope, run directly with small caps (RFC 8.1.2)."""
+    params = {**_params([scope], [0.0] * EMBEDDING_DIM, clock), "qvec": None, "has_qvec": False,
+              "query": query, "df_cap": df_cap, "fts_cap": 10, "scoped": scoped}
+    st = shaped("retrieval_roots", params, ints=INTS, relations=("embeddings",))
+    assert ("scoped_lexemes(" in st.sql) is scoped
+    with psycopg.connect(url) as conn:
+        return psycopg.RawCursor(conn, row_factory=dict_row).execute(st.sql, st.values).fetchall()
+
+
+def test_fallback_frequencies_count_only_the_scopes_asked_for(membrane: Membrane,
+                                                              database_url: str,
+                                                              clock: FakeClock) -> None:
+    """Document frequencies counted on the fallback path see one scope of two sharing a tag:
+    'quasar' is rare in mine (one record) and common in theirs; counted with theirs it
+    would reach the cap, and every word would become a candidate word."""
+    beacons = [_capture(membrane, TWINS[0], f"beacon number {i}") for i in range(3)]
+    wanted = _capture(membrane, TWINS[0], "quasar beacon")
+    for i in range(3):
+        _capture(membrane, TWINS[1], f"quasar far away {i}")
+    for scoped in (True, False):
+        rows = _roots(database_url, clock, TWINS[0], "quasar beacon", scoped, df_cap=2)
+        # only the informative word (quasar, frequency 1 under the cap of 2) proposes
+        # candidates; beacon (4, capped) does not
+        assert [r["id"] for r in rows] == [wanted] and rows[0]["n_text"] == 1, scoped
+        assert not set(beacons) & {r["id"] for r in rows}
 
 
 def test_many_scopes_read_the_scope_lexemes(membrane: Membrane) -> None:
