@@ -74,15 +74,22 @@ def _execute_generic(conn: psycopg.Connection, params: dict[str, Any]) -> set[st
         conn.execute("RESET plan_cache_mode")
 
 
-def test_one_scope_vector_arm_scans_one_partition(database_url: str, clock: FakeClock) -> None:
+def load_corpus(database_url: str, clock: FakeClock) -> bench.Corpus:
+    """2,000 synthetic records over 20 scopes (the benchmark's generator), analysed."""
     corpus = bench.Corpus(dim=EMBEDDING_DIM, clusters=4, scopes=20, seed=5)
     for chunk in bench._chunks(corpus, 2_000, 2_000, clock.now):
         benchload.copy_chunk(database_url, records=chunk["records"], payloads=chunk["payloads"],
                              embeddings=chunk["embeddings"], relations=chunk["relations"],
                              entity_terms=chunk["terms"])
     with psycopg.connect(database_url, autocommit=True) as conn:
-        register_vector(conn)
         conn.execute("ANALYZE")
+    return corpus
+
+
+def test_one_scope_vector_arm_scans_one_partition(database_url: str, clock: FakeClock) -> None:
+    corpus = load_corpus(database_url, clock)
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        register_vector(conn)
         conn.execute("SET hnsw.iterative_scan = relaxed_order")
         qvec = corpus.centres[0].tolist()
         # positive control: without a scope filter the arm reads every partition holding rows

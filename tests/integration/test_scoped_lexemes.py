@@ -10,14 +10,13 @@ import psycopg
 from pgvector.psycopg import register_vector
 from psycopg.rows import dict_row
 
-from membrane_cli.bench import retrieve as bench
 from membrane_core import Membrane
 from membrane_core.enums import Sensitivity
-from membrane_core.storage import benchload, reads
+from membrane_core.storage import reads
 from membrane_core.storage.queries import shaped
 from membrane_core.trust import TrustPolicy
 from tests.conftest import EMBEDDING_DIM, FakeClock
-from tests.integration.test_partitioning import INTS, _params
+from tests.integration.test_partitioning import INTS, _params, load_corpus
 
 # Two scopes whose md5 starts with the same 8 hex digits (found by search): their scoped
 # lexemes are spelled alike, so only the scope filter tells their records apart.
@@ -135,14 +134,9 @@ def _indexes(plan: Any) -> set[str]:
 
 def test_full_text_arm_reads_the_scoped_index_for_given_scopes(database_url: str,
                                                                clock: FakeClock) -> None:
-    corpus = bench.Corpus(dim=EMBEDDING_DIM, clusters=4, scopes=20, seed=5)
-    for chunk in bench._chunks(corpus, 2_000, 2_000, clock.now):
-        benchload.copy_chunk(database_url, records=chunk["records"], payloads=chunk["payloads"],
-                             embeddings=chunk["embeddings"], relations=chunk["relations"],
-                             entity_terms=chunk["terms"])
+    corpus = load_corpus(database_url, clock)
     with psycopg.connect(database_url, autocommit=True) as conn:
         register_vector(conn)
-        conn.execute("ANALYZE")
         qvec = corpus.centres[0].tolist()
         words = " ".join(corpus.topics[0][:2])
 
