@@ -27,19 +27,19 @@ WITH qlex AS MATERIALIZED (
                     (SELECT c.reltuples FROM pg_class c WHERE c.oid = 'memory_records'::regclass))
                ::float8 AS n
 ), anyq AS (
-    SELECT CASE WHEN %(scoped)s THEN (SELECT scoped_tsquery(array_agg(lexeme), %(scopes)s::text[])
+    -- any query lexeme in the caller's scopes, spelled as stsq is
+    SELECT CASE WHEN %(all_scopes)s THEN t.q
+                WHEN %(scoped)s THEN (SELECT scoped_tsquery(array_agg(lexeme), %(scopes)s::text[])
                                         FROM qlex)
-                ELSE (SELECT CASE WHEN %(all_scopes)s THEN t.q
-                                  ELSE t.q && scopes_tsquery(%(scopes)s::text[]) END
-                        FROM (SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery AS q
-                                FROM qlex) t) END AS q
+                ELSE t.q && scopes_tsquery(%(scopes)s::text[]) END AS q
+      FROM (SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery AS q FROM qlex) t
 ), seen AS MATERIALIZED (
     -- one pass over the rows that match any query lexeme in the caller's scopes, at most
     -- 2 x df_cap of them (RFC 8.1.2): `counts` marks what the caller may see (document
     -- frequencies: hidden records must not move ranks), `eligible` what passes the request's
-    -- filters (candidates). Given scopes, the match reads the index of scoped lexemes, whose
-    -- posting lists hold only those scopes' records; `|| ''` keeps the planner from ANDing
-    -- in a bitmap of every record of the scope from the btree.
+    -- filters (candidates). For a few scopes the match reads the index of scoped lexemes,
+    -- whose posting lists hold only those scopes' records; `|| ''` keeps the planner from
+    -- ANDing in a bitmap of every record of the scope from the btree.
     SELECT r.id, r.search_tsv, (r.status <> 'retracted') AS counts,
            (/*@request_filters*/) AS eligible
       FROM memory_records r, anyq
