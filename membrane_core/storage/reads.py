@@ -286,10 +286,11 @@ def roots(
 
 
 def _run(conn: psycopg.Connection, st: Shaped, *, tuples: bool = False) -> psycopg.RawCursor[Any]:
-    """Execute a shaped statement, prepared (RFC 8.1.5), rows as dicts unless ``tuples``."""
+    """Execute a shaped statement, prepared, its rows in binary (RFC 8.1.5), as dicts unless
+    ``tuples``."""
     cur: psycopg.RawCursor[Any] = (psycopg.RawCursor(conn) if tuples
                                    else psycopg.RawCursor(conn, row_factory=dict_row))
-    cur.execute(st.sql, st.values, prepare=True)
+    cur.execute(st.sql, st.values, prepare=True, binary=True)
     return cur
 
 

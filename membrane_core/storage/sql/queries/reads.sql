@@ -554,15 +554,15 @@ SELECT id, scope, sensitivity,
   FROM memory_records WHERE id = ANY(%(ids)s::uuid[])
 
 -- name: visible_relations
--- Fragment (/*@visible_relations*/): the outgoing relations of r to records the read filter shows in full, with the target's scope and sensitivity for the check in Python (RFC 2.5).
-coalesce((SELECT jsonb_agg(jsonb_build_object('predicate', l.predicate,
-                 'target_id', l.target_id, 'weight', l.weight,
-                 'target_scope', x.scope, 'target_sensitivity', x.sensitivity)
-                 ORDER BY l.created_at, l.predicate, l.target_id)
-            FROM relations l JOIN memory_records x ON x.id = l.target_id
-           WHERE l.source_id = r.id
-             AND (%(all_scopes)s OR x.scope = ANY(%(scopes)s::text[]))
-             AND x.sensitivity_rank <= %(max_rank)s), '[]')
+-- Fragment (/*@visible_relations*/): the outgoing relations of r to records the read filter shows in full, with the target's scope and sensitivity for the check in Python (RFC 2.5); an ARRAY subquery, as record_fields' lists.
+to_jsonb(ARRAY(SELECT jsonb_build_object('predicate', l.predicate, 'target_id', l.target_id,
+                                         'weight', l.weight, 'target_scope', x.scope,
+                                         'target_sensitivity', x.sensitivity)
+                 FROM relations l JOIN memory_records x ON x.id = l.target_id
+                WHERE l.source_id = r.id
+                  AND (%(all_scopes)s OR x.scope = ANY(%(scopes)s::text[]))
+                  AND x.sensitivity_rank <= %(max_rank)s
+                ORDER BY l.created_at, l.predicate, l.target_id))
 
 -- name: match_scoped
 -- Fragment (/*@match_scoped*/): the tsvector of record r that a full-text match in the caller's scopes reads: for a few scopes (`scoped`, written in) its scoped lexemes (their GIN index, RFC 8.1.2), else its own lexemes (with the scope lexeme).

@@ -85,24 +85,22 @@ RETURNING r.id, r.scope, r.sensitivity
 -- name: hydrate_records
 -- Full records by id, with payload, tags, provenance and outgoing relations (RFC 2.1).
 SELECT /*@record_fields*/,
-       coalesce((SELECT jsonb_agg(jsonb_build_object('predicate', l.predicate,
-                        'target_id', l.target_id, 'weight', l.weight)
-                        ORDER BY l.created_at, l.predicate, l.target_id)
-                   FROM relations l WHERE l.source_id = r.id), '[]') AS relations
+       to_jsonb(ARRAY(SELECT jsonb_build_object('predicate', l.predicate,
+                                                'target_id', l.target_id, 'weight', l.weight)
+                        FROM relations l WHERE l.source_id = r.id
+                       ORDER BY l.created_at, l.predicate, l.target_id)) AS relations
   FROM memory_records r
   JOIN record_payloads p ON p.record_id = r.id
  WHERE r.id = ANY(%(ids)s::uuid[])
 
 -- name: record_fields
--- Fragment (/*@record_fields*/): a record's columns, payload (p), tags and provenance, as records._row_to_record reads them (RFC 2.1).
+-- Fragment (/*@record_fields*/): a record's columns, payload (p), tags and provenance, as records._row_to_record reads them (RFC 2.1). Lists are ARRAY subqueries rather than ordered aggregates: the tags come in the primary key's order, with no sort, and no aggregate state is set up for each row (RFC 8.3).
 r.id, r.type, r.scope, r.sensitivity, r.confidence, r.salience, r.status,
 r.decay_curve, r.half_life_seconds, r.min_salience, r.max_age_seconds,
 r.reinforcement_gain, r.base_salience, r.reinforced_at, r.pinned, r.deletion_policy,
 r.validity_mode, r.valid_from, r.valid_to, r.recorded_at, r.retracted_at,
 r.occurred_at, r.created_at, r.updated_at, r.summary, r.metadata, p.body AS payload,
-coalesce((SELECT array_agg(t.tag ORDER BY t.tag) FROM record_tags t
-           WHERE t.record_id = r.id), '{}') AS tags,
-coalesce((SELECT jsonb_agg(jsonb_build_object('kind', s.kind, 'ref', s.ref,
-                 'hash', s.hash, 'created_by', s.created_by, 'timestamp', s.ts)
-                 ORDER BY s.id)
-            FROM provenance_sources s WHERE s.record_id = r.id), '[]') AS provenance
+ARRAY(SELECT t.tag FROM record_tags t WHERE t.record_id = r.id ORDER BY t.tag) AS tags,
+to_jsonb(ARRAY(SELECT jsonb_build_object('kind', s.kind, 'ref', s.ref, 'hash', s.hash,
+                                         'created_by', s.created_by, 'timestamp', s.ts)
+                 FROM provenance_sources s WHERE s.record_id = r.id ORDER BY s.id)) AS provenance
