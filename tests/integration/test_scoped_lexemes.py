@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from typing import Any
 
 import psycopg
+import pytest
 from pgvector.psycopg import register_vector
 from psycopg.rows import dict_row
 
@@ -14,7 +16,7 @@ from membrane_core import Membrane
 from membrane_core.enums import Sensitivity
 from membrane_core.storage import reads
 from membrane_core.storage.queries import shaped
-from membrane_core.trust import TrustPolicy
+from membrane_core.trust import DEVELOPMENT_POLICY, TrustPolicy
 from tests.conftest import EMBEDDING_DIM, FakeClock
 from tests.integration.test_partitioning import INTS, _params, load_corpus
 
@@ -53,10 +55,11 @@ def test_scopes_sharing_a_tag_do_not_see_each_other(membrane: Membrane, database
 
 
 def _roots(url: str, clock: FakeClock, scope: str, query: str, scoped: bool, *,
-           df_cap: int) -> list[dict[str, Any]]:
+           df_cap: int, max_rank: int = 4) -> list[dict[str, Any]]:
     """The roots statement for one scope, run directly with small caps (RFC 8.1.2)."""
     params = {**_params([scope], [0.0] * EMBEDDING_DIM, clock), "qvec": None, "has_qvec": False,
-              "query": query, "df_cap": df_cap, "fts_cap": 10, "scoped": scoped}
+              "query": query, "df_cap": df_cap, "fts_cap": 10, "scoped": scoped,
+              "max_rank": max_rank}
     st = shaped("retrieval_roots", params, ints=INTS, relations=("embeddings",))
     assert ("scoped_lexemes(" in st.sql) is scoped
     with psycopg.connect(url) as conn:
@@ -79,6 +82,65 @@ def test_fallback_frequencies_count_only_the_scopes_asked_for(membrane: Membrane
         # candidates; beacon (4, capped) does not
         assert [r["id"] for r in rows] == [wanted] and rows[0]["n_text"] == 1, scoped
         assert not set(beacons) & {r["id"] for r in rows}
+
+
+def test_text_scores_are_bm25_over_what_the_caller_may_see(membrane: Membrane,
+                                                           database_url: str,
+                                                           clock: FakeClock) -> None:
+    """RFC 8.1.2: on the path where every matching row was seen, a root's text score is BM25
+    (term frequency 1, k1 = 1.2, b = 0.1) with document frequencies counted over what the
+    caller may see. A retracted fact, a record two levels above the caller's sensitivity and
+    one in another scope hold the query's words and count for nothing; a record one level
+    above (shown redacted) counts. Under a cap of 4 only 'orbit' is informative, so records
+    holding only the common words are no candidates, yet those words still score the rest."""
+    scope, words = "bm25", ("comet", "nebula", "orbit")
+    common = [_capture(membrane, scope, "comet only here tonight"),
+              _capture(membrane, scope, "comet nebula"),
+              _capture(membrane, scope, "nebula far away from the comet")]
+    _capture(membrane, scope, "comet nebula orbit")
+    membrane.capture({"source_kind": "event", "scope": scope, "sensitivity": "medium",
+                      "content": {"text": "orbit decay"}})
+    hidden = membrane.capture({"source_kind": "event", "scope": scope, "sensitivity": "high",
+                               "content": {"text": "nebula orbit comet"}}).record_ids[0]
+    fact = membrane.capture({"source_kind": "observation", "scope": scope, "content": {
+        "subject": "nebula", "predicate": "has", "object": "orbit comet"}}).record_ids[1]
+    membrane.revisions.retract(fact, {"rationale": "wrong"}, DEVELOPMENT_POLICY)
+    elsewhere = _capture(membrane, "bm25-other", "nebula orbit comet")
+    df_cap, max_rank = 4, 1  # the caller reads low; medium comes back redacted
+    with psycopg.connect(database_url) as conn:
+        stored = conn.execute(
+            "SELECT id, sensitivity_rank, status, tsvector_to_array(search_tsv), "
+            "length(search_tsv) - 1 FROM memory_records WHERE scope = %s", [scope]).fetchall()
+        reltuples = conn.execute("SELECT reltuples FROM pg_class "
+                                 "WHERE oid = 'memory_records'::regclass").fetchone()[0]  # type: ignore[index]
+    # what the statement sees: the caller's scope, at most one level above its sensitivity
+    seen = [(rid, status, set(lex) & set(words), dl) for rid, rank, status, lex, dl in stored
+            if rank <= max_rank + 1 and set(lex) & set(words)]
+    assert len(seen) < 2 * df_cap  # the premise: the path where every matching row is seen
+    df = {w: sum(1 for _, status, held, _ in seen if w in held and status != "retracted")
+          for w in words}
+    # the observation's episode holds all three words; hidden and retracted count for nothing
+    assert df == {"comet": 5, "nebula": 4, "orbit": 3}
+    # a frequency counts up to the cap (comet: 4); the corpus is at least twice the cap
+    n = max(2.0 * df_cap, reltuples)
+    idf = {w: math.log(1.0 + (n - min(d, df_cap) + 0.5) / (min(d, df_cap) + 0.5))
+           for w, d in df.items()}
+    # candidates: the rows passing the filters (not retracted) that hold an informative word
+    cands = [(rid, held, dl) for rid, status, held, dl in seen
+             if status != "retracted" and "orbit" in held]
+    avgdl = sum(dl for _, _, dl in cands) / len(cands)
+    want = {rid: sum(idf[w] for w in held) * 2.2 / (1.0 + 1.2 * (0.9 + 0.1 * dl / max(avgdl, 1.0)))
+            for rid, held, dl in cands}
+    assert len(want) == 3  # "comet nebula orbit", the redacted record, the observation's episode
+    for scoped in (True, False):
+        rows = _roots(database_url, clock, scope, " ".join(words), scoped, df_cap=df_cap,
+                      max_rank=max_rank)
+        got = {r["id"]: r["text_score"] for r in rows if r["text_score"] is not None}
+        assert set(got) == set(want), scoped  # every positive control is here
+        for rid, score in want.items():
+            assert got[rid] == pytest.approx(score, rel=1e-9), scoped
+        assert not {hidden, fact, elsewhere, *common} & {r["id"] for r in rows}
+        assert rows[0]["n_text"] == 3
 
 
 def test_many_scopes_read_the_scope_lexemes(membrane: Membrane) -> None:

@@ -51,6 +51,15 @@ WITH qlex AS MATERIALIZED (
     -- every matching row was seen: frequencies and candidates come from `seen`; otherwise
     -- (the query's words match more than 2 x df_cap rows) from the index again
     SELECT count(*) < 2 * %(df_cap)s AS yes FROM seen
+), hits AS MATERIALIZED (
+    -- when every matching row was seen: each seen row with each query lexeme it holds, one
+    -- pass of matches for both the frequencies and the rows' scores (RFC 8.1.2)
+    SELECT s.id, l.lexeme, s.counts, s.eligible, (length(s.search_tsv) - 1)::float8 AS dl
+      FROM complete, seen s JOIN qlex l ON s.search_tsv @@ l.tsq
+     WHERE complete.yes
+), hit_df AS MATERIALIZED (
+    -- document frequencies among them: what the caller may see (hidden rows must not move ranks)
+    SELECT h.lexeme, count(*) FILTER (WHERE h.counts) AS df FROM hits h GROUP BY h.lexeme
 ), idf AS MATERIALIZED (
     SELECT l.lexeme, l.tsq, d.df, ln(1.0 + (corpus.n - d.df + 0.5) / (d.df + 0.5)) AS idf
       FROM qlex l
@@ -58,8 +67,8 @@ WITH qlex AS MATERIALIZED (
      CROSS JOIN complete
      CROSS JOIN LATERAL (
            SELECT CASE WHEN complete.yes THEN
-                       least(%(df_cap)s, (SELECT count(*) FROM seen s
-                                           WHERE s.counts AND s.search_tsv @@ l.tsq))::float8
+                       least(%(df_cap)s, coalesce((SELECT h.df FROM hit_df h
+                                                    WHERE h.lexeme = l.lexeme), 0))::float8
                   ELSE (SELECT count(*)::float8 FROM (
                         SELECT 1 FROM memory_records r
                          WHERE /*@match_scoped*/ @@ l.stsq
@@ -129,11 +138,15 @@ WITH qlex AS MATERIALIZED (
      ORDER BY x.dist, x.id
      LIMIT %(vec_k)s
 ), fts_all AS MATERIALIZED (
-    -- dl leaves out the scope lexeme every record carries
-    SELECT s.id, (length(s.search_tsv) - 1)::float8 AS dl,
-           (SELECT sum(i.idf) FROM idf i WHERE s.search_tsv @@ i.tsq) AS s
-      FROM seen s, qq, complete
-     WHERE complete.yes AND s.eligible AND qq.gen IS NOT NULL AND s.search_tsv @@ qq.gen
+    -- dl leaves out the scope lexeme every record carries. Every matching row was seen: the
+    -- eligible rows holding an informative lexeme (those of qq.gen), scored by every query
+    -- lexeme they hold; else the rows the index finds for the informative lexemes
+    SELECT h.id, min(h.dl) AS dl, sum(i.idf) AS s
+      FROM hits h JOIN idf i ON i.lexeme = h.lexeme
+     WHERE h.eligible
+     GROUP BY h.id
+    HAVING bool_or(i.df < %(df_cap)s)
+        OR NOT EXISTS (SELECT 1 FROM idf x WHERE x.df < %(df_cap)s)
     UNION ALL
     (SELECT r.id, (length(r.search_tsv) - 1)::float8 AS dl,
             (SELECT sum(i.idf) FROM idf i WHERE r.search_tsv @@ i.tsq) AS s
