@@ -182,6 +182,7 @@ class Figures:
     loadavg: list[str] = field(default_factory=list)
     shared_buffers: str = "?"
     warmed: int = 0
+    warmup: int = 0
 
 
 def loadavg() -> str:
@@ -267,7 +268,8 @@ def report(f: Figures, size: int, argv: str, hw: str) -> str:
     bare50, bare99 = _pct(f.bare, 50), _pct(f.bare, 99)
     lines = [MARK_START, f"Command: `{argv}`  ", f"Hardware: {hw}  ",
              f"Run: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {size:,} records, "
-             f"{len(f.bare)} measured queries (after warm-up), one scope filter per query, "
+             f"{len(f.bare)} measured queries (after {f.warmup} unmeasured ones, three variants "
+             "each), one scope filter per query, "
              f"load average {' -> '.join(f.loadavg)} on the shared machine, "
              f"shared_buffers {f.shared_buffers}, "
              + (f"the database's {f.warmed / 2**30:.1f} GiB of files read once into the OS page "
@@ -343,6 +345,7 @@ def retrieve(
             embedder = FixedEmbedder(dim)
             qs = _queries(corpus, queries + warmup, embedder)
             retriever = Retriever(db, clock=lambda: datetime.now(UTC), embedder=embedder)
+            figures.warmup = warmup
             _measure(db, retriever, qs, figures, warmup)
         finally:
             db.close()
@@ -354,8 +357,8 @@ def retrieve(
             server.stop()
         if temp and folder is not None:
             shutil.rmtree(folder, ignore_errors=True)
-    argv = (f"membrane bench retrieve --size {size} --queries {queries} --dim {dim} "
-            f"--scopes {scopes} --clusters {clusters}")
+    argv = (f"membrane bench retrieve --size {size} --queries {queries} --warmup {warmup} "
+            f"--dim {dim} --scopes {scopes} --clusters {clusters}")
     block = report(figures, size, argv, hardware())
     _print(figures, size)
     if markdown:
