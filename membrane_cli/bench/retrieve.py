@@ -46,6 +46,8 @@ console = Console()
 TARGET_P99_MS = {100_000: 25.0, 1_000_000: 50.0}
 TARGET_RATIO = 3.0
 MARK_START, MARK_END = "<!-- bench-retrieve:start -->", "<!-- bench-retrieve:end -->"
+#: Tags of the synthetic records (RFC 2.1): a pipeline's handful of labels.
+TAGS = ("inbox", "billing", "deploy", "support", "research", "incident", "followup", "weekly")
 _SYLLABLES = ("ka", "lo", "mi", "ra", "ne", "to", "su", "vi", "de", "po", "ga", "ri", "zu", "fe",
               "ho", "la")
 
@@ -90,13 +92,14 @@ def _scope(i: int) -> str:
 
 def _chunks(corpus: Corpus, size: int, chunk: int, now: datetime) -> Iterator[dict[str, list[Any]]]:
     rng = np.random.default_rng(corpus.seed + 1)
+    trng = np.random.default_rng(corpus.seed + 3)  # tags: the rest of the corpus as before
     entity_ids = {(c, s): uuid.uuid4() for c in range(corpus.clusters) for s in range(corpus.scopes)}
     last: dict[tuple[int, int], uuid.UUID] = {}
     first = True
     for start in range(0, size, chunk):
         n = min(chunk, size - start)
         out: dict[str, list[Any]] = {"records": [], "payloads": [], "embeddings": [],
-                                     "relations": [], "terms": []}
+                                     "relations": [], "terms": [], "tags": [], "provenance": []}
         if first:  # the entities, once
             for (c, s), eid in entity_ids.items():
                 name = corpus.entity_name(c)
@@ -122,9 +125,14 @@ def _chunks(corpus: Corpus, size: int, chunk: int, now: datetime) -> Iterator[di
             full_text = f"event {i}: {text}"
             body: dict[str, Any] = {"kind": "episodic", "source_kind": "event", "text": full_text,
                                     "tool_calls": [], "outcome": None, "entities": [], "data": {}}
-            out["records"].append(_row(rid, "episodic", _scope(s), full_text, body,
-                                       now - timedelta(minutes=float(rng.integers(0, 10_000))), 30))
+            at = now - timedelta(minutes=float(rng.integers(0, 10_000)))
+            # what a capture writes besides the payload (RFC 3.3): most records carry a tag or
+            # two, and every one the provenance source of its capture
+            tags = sorted({TAGS[int(j)] for j in trng.integers(0, len(TAGS), int(trng.integers(0, 3)))})
+            out["records"].append(_row(rid, "episodic", _scope(s), full_text, body, at, 30, tags))
             out["payloads"].append((rid, "episodic", json.dumps(body)))
+            out["tags"].extend((rid, t) for t in tags)
+            out["provenance"].append((rid, "event", f"capture:{rid}", None, "bench-pipeline", at))
             out["embeddings"].append((rid, _scope(s), "bench", vectors[k]))
             if mentions:
                 out["relations"].append((rid, "mentions", entity_ids[(c, s)]))
@@ -136,10 +144,12 @@ def _chunks(corpus: Corpus, size: int, chunk: int, now: datetime) -> Iterator[di
 
 
 def _row(rid: uuid.UUID, kind: str, scope: str, text: str, body: dict[str, Any], at: datetime,
-         half_life_days: int) -> tuple[Any, ...]:
+         half_life_days: int, tags: Sequence[str] = ()) -> tuple[Any, ...]:
+    # projected bytes and indexed text as records.projected_bytes and search_text make them
     return (rid, kind, scope, "low", 0.8, 1.0, half_life_days * 86400, 0.01, 1.0, at,
             "auto_prune" if kind == "episodic" else "manual_only", at, at, at, None,
-            len(json.dumps(body)) + 512, text)
+            len(json.dumps(body)) + sum(len(t) + 4 for t in tags) + 512,
+            " ".join([text, *tags]))
 
 
 class FixedEmbedder:
@@ -203,7 +213,8 @@ def _load(dsn: str, corpus: Corpus, size: int, figures: Figures) -> None:
         for chunk in _chunks(corpus, size, 20_000, now):
             benchload.copy_chunk(dsn, records=chunk["records"], payloads=chunk["payloads"],
                                  embeddings=chunk["embeddings"], relations=chunk["relations"],
-                                 entity_terms=chunk["terms"])
+                                 entity_terms=chunk["terms"], tags=chunk["tags"],
+                                 provenance=chunk["provenance"])
             progress.advance(task, len(chunk["embeddings"]))
     figures.load["copy"] = time.perf_counter() - t0
     with console.status("building the GIN and HNSW indexes, ANALYZE"):

@@ -39,7 +39,8 @@ def drop_indexes(dsn: str) -> None:
 def copy_chunk(
     dsn: str, *, records: Iterable[tuple[Any, ...]], payloads: Iterable[tuple[Any, ...]],
     embeddings: Iterable[tuple[uuid.UUID, str, str, Any]], relations: Iterable[tuple[Any, ...]],
-    entity_terms: Iterable[tuple[Any, ...]],
+    entity_terms: Iterable[tuple[Any, ...]], tags: Iterable[tuple[Any, ...]] = (),
+    provenance: Iterable[tuple[Any, ...]] = (),
 ) -> None:
     """One transaction, one COPY per table (embeddings as binary COPY: id, scope, model, vector)."""
     with psycopg.connect(dsn) as conn:
@@ -54,7 +55,8 @@ def copy_chunk(
             for rid, scope, model, vec in embeddings:
                 copy.write_row((rid, scope, model, Vector(vec)))
         for name, rows in (("bench_copy_relations", relations),
-                           ("bench_copy_entity_terms", entity_terms)):
+                           ("bench_copy_entity_terms", entity_terms), ("bench_copy_tags", tags),
+                           ("bench_copy_provenance", provenance)):
             with cur.copy(q(name)) as copy:
                 for row in rows:
                     copy.write_row(row)

@@ -55,14 +55,18 @@ def test_scopes_sharing_a_tag_do_not_see_each_other(membrane: Membrane, database
 
 
 def _roots(url: str, clock: FakeClock, scope: str, query: str, scoped: bool, *,
-           df_cap: int, max_rank: int = 4) -> list[dict[str, Any]]:
-    """The roots statement for one scope, run directly with small caps (RFC 8.1.2)."""
+           df_cap: int, max_rank: int = 4, arm_k: int = 50,
+           setting: str | None = None) -> list[dict[str, Any]]:
+    """The roots statement for one scope, run directly with small caps (RFC 8.1.2);
+    ``setting``: a planner setting for the session, as ``enable_hashagg = off``."""
     params = {**_params([scope], [0.0] * EMBEDDING_DIM, clock), "qvec": None, "has_qvec": False,
               "query": query, "df_cap": df_cap, "fts_cap": 10, "scoped": scoped,
-              "max_rank": max_rank}
+              "max_rank": max_rank, "arm_k": arm_k}
     st = shaped("retrieval_roots", params, ints=INTS, relations=("embeddings",))
     assert ("scoped_lexemes(" in st.sql) is scoped
     with psycopg.connect(url) as conn:
+        if setting is not None:
+            conn.execute(f"SET {setting}")  # a constant of this file's tests
         return psycopg.RawCursor(conn, row_factory=dict_row).execute(st.sql, st.values).fetchall()
 
 
@@ -141,6 +145,28 @@ def test_text_scores_are_bm25_over_what_the_caller_may_see(membrane: Membrane,
             assert got[rid] == pytest.approx(score, rel=1e-9), scoped
         assert not {hidden, fact, elsewhere, *common} & {r["id"] for r in rows}
         assert rows[0]["n_text"] == 3
+
+
+def test_equal_text_scores_tie_whatever_the_plan(membrane: Membrane, database_url: str,
+                                                  clock: FakeClock) -> None:
+    """RFC 8.1.2: rows holding the same query words with the same length score the same to
+    the last bit however the plan adds their words' idf (hashed or sorted grouping), so the
+    arm's cut among them falls by id and is the same under either plan (a review found
+    other roots under sorted grouping before idf was put on its grid)."""
+    words = ["comet", "nebula", "orbit", "pulsar", "quasar"]
+    tied = [_capture(membrane, "ties", " ".join(words) + f" filler{i}") for i in range(25)]
+    for w, k in zip(words, (1, 3, 7, 13, 17), strict=True):  # five different frequencies
+        for j in range(k):
+            _capture(membrane, "ties", f"{w} extra{j} more{j}")
+    runs = [_roots(database_url, clock, "ties", " ".join(words), True, df_cap=1000, arm_k=2,
+                   setting=setting)
+            for setting in (None, "enable_hashagg = off", "enable_hashjoin = off")]
+    for rows in runs:
+        scores = {r["id"]: r["text_score"] for r in rows}
+        assert len(rows) == 2 and set(scores) <= set(tied)  # two of the tied rows are the roots
+        assert len(set(scores.values())) == 1
+        assert [r["id"] for r in rows] == [r["id"] for r in runs[0]]
+    assert [r["id"] for r in runs[0]] == sorted(tied)[:2]  # the tie falls by id
 
 
 def test_many_scopes_read_the_scope_lexemes(membrane: Membrane) -> None:

@@ -35,6 +35,14 @@ COPY record_payloads (record_id, kind, body) FROM STDIN
 -- Bulk load of synthetic embeddings (binary COPY), with each record's scope (the partition key).
 COPY record_embeddings (record_id, scope, model, embedding) FROM STDIN WITH (FORMAT BINARY)
 
+-- name: bench_copy_tags
+-- Bulk load of synthetic tags.
+COPY record_tags (record_id, tag) FROM STDIN
+
+-- name: bench_copy_provenance
+-- Bulk load of synthetic provenance sources (one per record, as a capture writes).
+COPY provenance_sources (record_id, kind, ref, hash, created_by, ts) FROM STDIN
+
 -- name: bench_copy_relations
 -- Bulk load of synthetic relations.
 COPY relations (source_id, predicate, target_id) FROM STDIN

@@ -61,7 +61,11 @@ WITH qlex AS MATERIALIZED (
     -- document frequencies among them: what the caller may see (hidden rows must not move ranks)
     SELECT h.lexeme, count(*) FILTER (WHERE h.counts) AS df FROM hits h GROUP BY h.lexeme
 ), idf AS MATERIALIZED (
-    SELECT l.lexeme, l.tsq, d.df, ln(1.0 + (corpus.n - d.df + 0.5) / (d.df + 0.5)) AS idf
+    -- idf on a grid of 2^-32: a sum of up to 32 of them is exact in double precision, so a
+    -- row's BM25 sum is the same to the last bit in whatever order a plan adds it, and equal
+    -- scores tie (broken by id) wherever they are computed (RFC 8.1.2)
+    SELECT l.lexeme, l.tsq, d.df,
+           round(ln(1.0 + (corpus.n - d.df + 0.5) / (d.df + 0.5)) * 4294967296.0) / 4294967296.0 AS idf
       FROM qlex l
      CROSS JOIN corpus
      CROSS JOIN complete
@@ -167,7 +171,9 @@ WITH qlex AS MATERIALIZED (
 ), ent_match AS MATERIALIZED (
     -- canonical entities named by a query term or identifier; the entity itself must be fully
     -- visible; an entity linked to more than fanout records is too common to discriminate
-    SELECT m.entity_id, ln(1.0 + corpus.n / (1.0 + c.links)) AS idf
+    SELECT m.entity_id,
+           -- on idf's grid of 2^-32, so that a record's sum over its entities is exact
+           round(ln(1.0 + corpus.n / (1.0 + c.links)) * 4294967296.0) / 4294967296.0 AS idf
       FROM (SELECT t.record_id AS entity_id FROM entity_terms t
              WHERE t.term = ANY(%(terms)s::text[])
                AND (%(all_scopes)s OR t.scope = ANY(%(scopes)s::text[]))
