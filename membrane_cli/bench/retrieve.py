@@ -313,7 +313,10 @@ def write_markdown(path: Path, block: str) -> None:
 def retrieve(
     size: Annotated[int, typer.Option("--size", "-n", min=1000, help="Records to build.")] = 100_000,
     queries: Annotated[int, typer.Option(min=10, help="Measured queries.")] = 200,
-    warmup: Annotated[int, typer.Option(min=0, help="Unmeasured warm-up queries.")] = 20,
+    warmup: Annotated[int, typer.Option(
+        min=0, help="Unmeasured warm-up queries (each new query reads pages no earlier one "
+                    "read: at 1,000,000 records the buffers of a serving server take about "
+                    "1,000 to fill).")] = 1000,
     dim: Annotated[int, typer.Option(min=8, max=2000, help="Embedding dimension.")] = 384,
     scopes: Annotated[int, typer.Option(min=1, help="Scopes the records spread over.")] = 20,
     clusters: Annotated[int, typer.Option(min=2, help="Embedding clusters.")] = 200,
