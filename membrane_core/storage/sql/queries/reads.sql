@@ -103,7 +103,12 @@ WITH qlex AS MATERIALIZED (
     -- tag_cap, the vector arm ranks them exactly, instead of walking the HNSW graph for
     -- matches that may be rare or absent (RFC 8.1.1)
     SELECT DISTINCT t.record_id FROM record_tags t
+      JOIN memory_records r ON r.id = t.record_id
      WHERE t.tag = ANY(%(tags)s::text[])
+       -- only what the request may return is counted: records it may not see must not
+       -- decide how the arm ranks (RFC 8.1.1)
+       AND (%(all_scopes)s OR r.scope = ANY(%(scopes)s::text[]))
+       AND /*@request_filters*/
      LIMIT %(tag_cap)s + 1
 ), few_tagged AS (
     SELECT count(*) <= %(tag_cap)s AS yes FROM tagged
@@ -185,10 +190,20 @@ WITH qlex AS MATERIALIZED (
       JOIN memory_records r ON r.id = m.entity_id
      CROSS JOIN corpus
      CROSS JOIN LATERAL (
-           SELECT (SELECT count(*) FROM (SELECT 1 FROM relations l WHERE l.target_id = m.entity_id
-                                          LIMIT %(fanout)s + 1) a)
-                + (SELECT count(*) FROM (SELECT 1 FROM relations l WHERE l.source_id = m.entity_id
-                                          LIMIT %(fanout)s + 1) b) AS links
+           -- links to records the caller may see, as document frequencies count them:
+           -- hidden records must not make an entity too common to rank (RFC 8.1.3)
+           SELECT (SELECT count(*) FROM (
+                          SELECT 1 FROM relations l JOIN memory_records x ON x.id = l.source_id
+                           WHERE l.target_id = m.entity_id
+                             AND (%(all_scopes)s OR x.scope = ANY(%(scopes)s::text[]))
+                             AND x.sensitivity_rank <= %(max_rank)s + 1 AND x.status <> 'retracted'
+                           LIMIT %(fanout)s + 1) a)
+                + (SELECT count(*) FROM (
+                          SELECT 1 FROM relations l JOIN memory_records x ON x.id = l.target_id
+                           WHERE l.source_id = m.entity_id
+                             AND (%(all_scopes)s OR x.scope = ANY(%(scopes)s::text[]))
+                             AND x.sensitivity_rank <= %(max_rank)s + 1 AND x.status <> 'retracted'
+                           LIMIT %(fanout)s + 1) b) AS links
            OFFSET 0) c  -- counted once, not once per use of links (as idf's df)
      WHERE (%(all_scopes)s OR r.scope = ANY(%(scopes)s::text[]))
        AND r.sensitivity_rank <= %(max_rank)s
@@ -494,29 +509,37 @@ SELECT h.bytes, /*@hop_columns*/
 -- name: hop_ctes
 -- Fragment (/*@hop_ctes*/): one hop from the frontier f, skipping nodes in hop_expanded, hydrating new nodes (not in hop_known) within hop_budget; hop_rows, hop_edges, hop_new bound it (RFC 8.4).
 e AS (
-    -- at most hop_rows edges per frontier node and direction, so a hub costs no more
+    -- at most hop_rows edges per frontier node and direction, so a hub costs no more; the
+    -- far end passes the filters (and is not a node expanded before) ahead of that cut, so
+    -- that edges the caller may not follow never crowd out one it may (RFC 8.4)
     SELECT o.* FROM f, LATERAL (
            SELECT l.source_id, l.predicate, l.target_id, l.target_id AS other, l.weight,
-                  l.created_at
-             FROM relations l WHERE l.source_id = f.id
+                  l.created_at, r.scope, r.sensitivity, r.status, r.retracted_at,
+                  r.contested_at, r.sensitivity_rank, r.projected_bytes
+             FROM relations l JOIN memory_records r ON r.id = l.target_id
+            WHERE l.source_id = f.id
+              AND NOT EXISTS (SELECT 1 FROM hop_expanded x WHERE x.id = l.target_id)
+              AND (%(all_scopes)s OR r.scope = ANY(%(scopes)s::text[]))
+              AND /*@neighbour_filters*/
             ORDER BY l.predicate, l.target_id LIMIT %(hop_rows)s) o
     UNION ALL
     SELECT i.* FROM f, LATERAL (
            SELECT l.source_id, l.predicate, l.target_id, l.source_id AS other, l.weight,
-                  l.created_at
-             FROM relations l WHERE l.target_id = f.id
+                  l.created_at, r.scope, r.sensitivity, r.status, r.retracted_at,
+                  r.contested_at, r.sensitivity_rank, r.projected_bytes
+             FROM relations l JOIN memory_records r ON r.id = l.source_id
+            WHERE l.target_id = f.id
+              AND NOT EXISTS (SELECT 1 FROM hop_expanded x WHERE x.id = l.source_id)
+              AND (%(all_scopes)s OR r.scope = ANY(%(scopes)s::text[]))
+              AND /*@neighbour_filters*/
             LIMIT %(hop_rows)s) i
 ), hop AS MATERIALIZED (
-    SELECT e.source_id, e.predicate, e.target_id, e.other, r.scope, r.sensitivity,
-           status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) AS status,
-           CASE WHEN r.sensitivity_rank > %(max_rank)s THEN 256 ELSE r.projected_bytes END AS bytes,
+    SELECT e.source_id, e.predicate, e.target_id, e.other, e.scope, e.sensitivity,
+           status_at(e.status, e.retracted_at, e.contested_at, %(as_of)s::timestamptz) AS status,
+           CASE WHEN e.sensitivity_rank > %(max_rank)s THEN 256 ELSE e.projected_bytes END AS bytes,
            row_number() OVER (ORDER BY coalesce(e.weight, 0) DESC, e.created_at, e.source_id,
                                        e.predicate, e.target_id) AS n
       FROM e
-      JOIN memory_records r ON r.id = e.other
-     WHERE NOT EXISTS (SELECT 1 FROM hop_expanded x WHERE x.id = e.other)
-       AND (%(all_scopes)s OR r.scope = ANY(%(scopes)s::text[]))
-       AND /*@neighbour_filters*/
      ORDER BY n
      LIMIT %(hop_rows)s
 ), edges AS (
