@@ -7,16 +7,20 @@ the chain without trusting the database function that wrote it.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from typing import Any
+
+import psycopg
 
 from membrane_core import errors
 from membrane_core.enums import AuditAction, DeletionPolicy, Sensitivity
 from membrane_core.models import AuditEntry, AuditHistory
 from membrane_core.storage import audit as store
-from membrane_core.storage import records
+from membrane_core.storage import reads, records
 from membrane_core.storage.db import Database
 from membrane_core.trust import TrustPolicy
 
@@ -51,6 +55,45 @@ def verify_chain(rows: Sequence[store.AuditRow]) -> bool:
     return True
 
 
+#: RFC 5.5, 7.3: detail fields that name other records (one id, or a list of them).
+REFERENCE_KEYS = ("superseded_by", "supersedes", "variant_id", "forked_from", "merged_from",
+                  "merged_into", "contesting_record_id", "source_id")
+
+
+def _named(details: dict[str, Any]) -> list[str]:
+    out: list[str] = []
+    for key in REFERENCE_KEYS:
+        value = details.get(key)
+        out.extend(value if isinstance(value, list) else [value] if value is not None else [])
+    return [v for v in out if isinstance(v, str)]
+
+
+def _shown(conn: psycopg.Connection, trust: TrustPolicy, rows: Sequence[store.AuditRow]) -> set[str]:
+    """The records the entries' details name that ``trust`` sees in full (one statement)."""
+    ids: set[uuid.UUID] = set()
+    for row in rows:
+        for value in _named(row.details):
+            with contextlib.suppress(ValueError):
+                ids.add(uuid.UUID(value))
+    return {str(i) for i, (scope, sens, _) in reads.access(conn, sorted(ids)).items()
+            if trust.visibility(scope, Sensitivity(sens)) == "full"}
+
+
+def _with_shown_references(details: dict[str, Any], shown: set[str]) -> dict[str, Any]:
+    """RFC 7.3: ``details`` without the names of records the caller may not see in full (or
+    that are gone): a hidden record is never named, as by id it is 404."""
+    if not _named(details):
+        return details
+    out = dict(details)
+    for key in REFERENCE_KEYS:
+        value = out.get(key)
+        if isinstance(value, list):
+            out[key] = [v for v in value if v in shown]
+        elif value is not None and value not in shown:
+            del out[key]
+    return out
+
+
 def history(db: Database, record_id: uuid.UUID, trust: TrustPolicy) -> AuditHistory:
     """RFC 5.5: a record's entries in order with ``chain_valid``; works after deletion.
 
@@ -60,17 +103,18 @@ def history(db: Database, record_id: uuid.UUID, trust: TrustPolicy) -> AuditHist
     """
     with db.reader() as conn:
         rows = store.entries(conn, record_id)
-    if not rows:
-        raise errors.NotFound(f"record {record_id} not found")
-    last = rows[-1]
-    visibility = trust.visibility(last.scope, Sensitivity(last.sensitivity))
-    if visibility == "hidden":
-        raise errors.NotFound(f"record {record_id} not found")
-    redacted = visibility == "redacted"
+        if not rows:
+            raise errors.NotFound(f"record {record_id} not found")
+        last = rows[-1]
+        visibility = trust.visibility(last.scope, Sensitivity(last.sensitivity))
+        if visibility == "hidden":
+            raise errors.NotFound(f"record {record_id} not found")
+        redacted = visibility == "redacted"
+        shown = set() if redacted else _shown(conn, trust, rows)
     entries = [
         AuditEntry(action=r.action, actor=r.actor, timestamp=r.ts,
                    rationale="" if redacted else r.rationale,
-                   details={} if redacted else r.details)
+                   details={} if redacted else _with_shown_references(r.details, shown))
         for r in rows
     ]
     return AuditHistory(record_id=record_id, entries=entries, chain_valid=verify_chain(rows))

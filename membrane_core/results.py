@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -38,6 +39,23 @@ class RecordView(Frozen):
     score: float | None = None
 
 
+#: RFC 2.5: payload fields that name another record; each is carried by the relation of
+#: the same name, and is shown only when the view shows that relation.
+REFERENCE_FIELDS = ("supersedes", "superseded_by")
+
+
+def shown_references(payload: dict[str, Any] | None,
+                     relations: Iterable[tuple[str, object]]) -> dict[str, Any] | None:
+    """RFC 2.5, 5.6: ``payload`` with each reference field emptied unless ``relations``
+    (``(predicate, target_id)`` as the view shows them) hold its relation, so that a view
+    never names a record its caller may not see, nor, as of a time, one made after it."""
+    if not payload or all(payload.get(f) is None for f in REFERENCE_FIELDS):
+        return payload
+    shown = {(p, str(t)) for p, t in relations}
+    return {**payload, **{f: None for f in REFERENCE_FIELDS
+                          if payload.get(f) is not None and (f, str(payload[f])) not in shown}}
+
+
 def view(
     record: MemoryRecord,
     *,
@@ -61,7 +79,9 @@ def view(
         r for r in record.relations if visible_targets is None or r.target_id in visible_targets
     ]
     return RecordView(
-        payload=record.payload.model_dump(mode="json"), summary=record.summary,
+        payload=shown_references(record.payload.model_dump(mode="json"),
+                                 ((r.predicate, r.target_id) for r in relations)),
+        summary=record.summary,
         tags=record.tags, metadata=record.metadata, relations=relations,
         provenance=[p.model_dump(mode="json") for p in record.provenance],
         validity=record.validity, **common,

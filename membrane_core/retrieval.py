@@ -15,7 +15,7 @@ from membrane_core.models import MemoryRecord
 from membrane_core.providers import EmbeddingProvider, ProviderError, build_embedding_provider
 from membrane_core.providers.base import unit
 from membrane_core.requests import RetrieveRequest
-from membrane_core.results import Edge, RecordView, RetrieveResult, view
+from membrane_core.results import Edge, RecordView, RetrieveResult, shown_references, view
 from membrane_core.settings import Settings
 from membrane_core.storage import reads, records
 from membrane_core.storage.db import Database
@@ -389,11 +389,14 @@ class Retriever:
             tid for tid, (scope, sens, _) in reads.access(conn, targets).items()
             if policy.visibility(scope, Sensitivity(sens)) == "full"
         }
-        return [
-            v if all(r.target_id in visible for r in v.relations)
-            else v.model_copy(update={"relations": [r for r in v.relations if r.target_id in visible]})
-            for v in views
-        ]
+        out = []
+        for v in views:
+            kept = [r for r in v.relations if r.target_id in visible]
+            out.append(v if len(kept) == len(v.relations) else v.model_copy(update={
+                "relations": kept,
+                "payload": shown_references(v.payload, ((r.predicate, r.target_id) for r in kept)),
+            }))
+        return out
 
     def get(self, record_id: uuid.UUID, trust: TrustPolicy, *, as_of: datetime | None = None,
             valid_at: datetime | None = None) -> RecordView:
@@ -409,7 +412,7 @@ class Retriever:
             acc = reads.access(conn, [record_id], as_of=as_of).get(record_id)
             if acc is None or trust.visibility(acc[0], Sensitivity(acc[1])) == "hidden":
                 raise missing
-            rec = records.hydrate(conn, [record_id]).get(record_id)
+            rec = records.hydrate(conn, [record_id], as_of=as_of).get(record_id)
             if rec is None:
                 raise missing
             visibility = trust.visibility(rec.scope, rec.sensitivity)

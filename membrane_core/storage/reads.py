@@ -17,7 +17,7 @@ from pydantic import TypeAdapter
 from membrane_core import decay
 from membrane_core.fusion import FEATURES
 from membrane_core.models import MemoryRecord, Payload, ProvenanceSource
-from membrane_core.results import RecordView
+from membrane_core.results import RecordView, shown_references
 from membrane_core.storage import records
 from membrane_core.storage.queries import Shaped, q, shaped
 
@@ -106,9 +106,11 @@ class Stored:
         prov = row["provenance"]
         return RecordView.model_validate({
             # the payload through its model: maintenance writes some of its fields in SQL
-            # (timestamps, rates), and a field a later model adds takes its default
-            **common, "payload": _PAYLOAD.dump_python(_PAYLOAD.validate_python(row["payload"]),
-                                                      mode="json"),
+            # (timestamps, rates), and a field a later model adds takes its default; its
+            # references only with their relations (RFC 2.5)
+            **common, "payload": shown_references(
+                _PAYLOAD.dump_python(_PAYLOAD.validate_python(row["payload"]), mode="json"),
+                ((rel["predicate"], rel["target_id"]) for rel in row["relations"])),
             "summary": row["summary"], "tags": row["tags"],
             "metadata": row["metadata"], "relations": row["relations"],
             "provenance": _PROVENANCE.dump_python(_PROVENANCE.validate_python(prov), mode="json")
@@ -317,7 +319,7 @@ def bounded_hydrate(
         return []
     st = shaped("retrieval_bounded_hydrate", {
         "ids": list(ids), "limit": limit, "max_bytes": max_bytes, "max_rank": f.max_rank,
-        "all_scopes": f.scopes is None, "scopes": f.scopes or [],
+        "all_scopes": f.scopes is None, "scopes": f.scopes or [], "as_of": f.as_of,
     }, ints=("max_rank",))
     out = []
     for row in _run(conn, st).fetchall():

@@ -336,13 +336,15 @@ def _row_to_record(row: dict[str, Any]) -> MemoryRecord:
     })
 
 
-def hydrate(conn: psycopg.Connection, ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, MemoryRecord]:
-    """Full records by id; missing ids are absent from the result."""
+def hydrate(conn: psycopg.Connection, ids: Iterable[uuid.UUID], *,
+            as_of: datetime | None = None) -> dict[uuid.UUID, MemoryRecord]:
+    """Full records by id; missing ids are absent from the result. With ``as_of``, only the
+    relations made by then (RFC 5.6)."""
     id_list = list(ids)
     if not id_list:
         return {}
     cur = conn.cursor(row_factory=dict_row)
-    cur.execute(q("hydrate_records"), {"ids": id_list})
+    cur.execute(q("hydrate_records"), {"ids": id_list, "as_of": as_of})
     return {row["id"]: _row_to_record(row) for row in cur.fetchall()}
 
 

@@ -518,6 +518,7 @@ e AS (
                   r.contested_at, r.sensitivity_rank, r.projected_bytes
              FROM relations l JOIN memory_records r ON r.id = l.target_id
             WHERE l.source_id = f.id
+              AND (%(as_of)s::timestamptz IS NULL OR l.created_at <= %(as_of)s::timestamptz)
               AND NOT EXISTS (SELECT 1 FROM hop_expanded x WHERE x.id = l.target_id)
               AND (%(all_scopes)s OR r.scope = ANY(%(scopes)s::text[]))
               AND /*@neighbour_filters*/
@@ -529,6 +530,7 @@ e AS (
                   r.contested_at, r.sensitivity_rank, r.projected_bytes
              FROM relations l JOIN memory_records r ON r.id = l.source_id
             WHERE l.target_id = f.id
+              AND (%(as_of)s::timestamptz IS NULL OR l.created_at <= %(as_of)s::timestamptz)
               AND NOT EXISTS (SELECT 1 FROM hop_expanded x WHERE x.id = l.source_id)
               AND (%(all_scopes)s OR r.scope = ANY(%(scopes)s::text[]))
               AND /*@neighbour_filters*/
@@ -596,7 +598,7 @@ SELECT id, scope, sensitivity,
   FROM memory_records WHERE id = ANY(%(ids)s::uuid[])
 
 -- name: visible_relations
--- Fragment (/*@visible_relations*/): the outgoing relations of r to records the read filter shows in full, with the target's scope and sensitivity for the check in Python (RFC 2.5); an ARRAY subquery, as record_fields' lists.
+-- Fragment (/*@visible_relations*/): the outgoing relations of r to records the read filter shows in full, made by as_of when the read has one, with the target's scope and sensitivity for the check in Python (RFC 2.5, 5.6); an ARRAY subquery, as record_fields' lists.
 to_jsonb(ARRAY(SELECT jsonb_build_object('predicate', l.predicate, 'target_id', l.target_id,
                                          'weight', l.weight, 'target_scope', x.scope,
                                          'target_sensitivity', x.sensitivity)
@@ -604,6 +606,7 @@ to_jsonb(ARRAY(SELECT jsonb_build_object('predicate', l.predicate, 'target_id', 
                 WHERE l.source_id = r.id
                   AND (%(all_scopes)s OR x.scope = ANY(%(scopes)s::text[]))
                   AND x.sensitivity_rank <= %(max_rank)s
+                  AND (%(as_of)s::timestamptz IS NULL OR l.created_at <= %(as_of)s::timestamptz)
                 ORDER BY l.created_at, l.predicate, l.target_id))
 
 -- name: match_scoped

@@ -83,11 +83,12 @@ UPDATE memory_records r
 RETURNING r.id, r.scope, r.sensitivity
 
 -- name: hydrate_records
--- Full records by id, with payload, tags, provenance and outgoing relations (RFC 2.1).
+-- Full records by id, with payload, tags, provenance and outgoing relations (made by as_of, when given: RFC 2.1, 5.6).
 SELECT /*@record_fields*/,
        to_jsonb(ARRAY(SELECT jsonb_build_object('predicate', l.predicate,
                                                 'target_id', l.target_id, 'weight', l.weight)
                         FROM relations l WHERE l.source_id = r.id
+                         AND (%(as_of)s::timestamptz IS NULL OR l.created_at <= %(as_of)s::timestamptz)
                        ORDER BY l.created_at, l.predicate, l.target_id)) AS relations
   FROM memory_records r
   JOIN record_payloads p ON p.record_id = r.id
