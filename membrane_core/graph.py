@@ -55,8 +55,9 @@ def expand(
     """RFC 8.4: breadth-first over relations in both directions from ``roots``.
 
     One query per hop fetches the edges touching the frontier whose far end passes the
-    scope, sensitivity, time and status filters in SQL; each neighbour is checked again
-    here. A redacted record (root or neighbour) is returned but never expanded from. The
+    scope, time and status filters in SQL and is shown in full (a view omits relations to
+    any other record, RFC 2.5); each neighbour is checked again here. A redacted root is
+    returned but never expanded from, and a redacted record is never a neighbour. The
     expansion stops at ``opts.hops`` hops, ``opts.max_nodes`` neighbours and
     ``opts.max_edges`` edges, whichever comes first. Each hop also hydrates the neighbours
     it discovers while their running projected bytes stay within ``budget`` (RFC 8.3).
@@ -95,7 +96,7 @@ def expand(
             if key in seen_edges:
                 continue
             vis = policy.visibility(row.scope, Sensitivity(row.sensitivity))
-            if vis == "hidden" or not status_allowed(
+            if vis != "full" or not status_allowed(
                 row.status, include_retracted=f.include_retracted,
                 include_contested=f.include_contested,
             ):
@@ -111,8 +112,7 @@ def expand(
                 known[row.other] = vis
                 out.neighbors.append((row.other, vis, row.status))
                 out.bytes[row.other] = row.bytes
-                if vis == "full":
-                    nxt.append(row.other)
+                nxt.append(row.other)
             seen_edges.add(key)
             out.edges.append(key)
         frontier = nxt

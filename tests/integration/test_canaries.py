@@ -98,8 +98,11 @@ def test_neighbours_only(membrane: Membrane, planted: Planted) -> None:
     assert [r.id for r in got.records] == [planted.control]
     neighbours = {r.id: r for r in got.neighbors}
     assert planted.neighbour in neighbours  # positive control
-    assert neighbours[planted.redacted].redacted
-    returned = set(neighbours) | {e.source_id for e in got.edges} | {e.target_id for e in got.edges}
+    # RFC 8.4, 2.5: a relation to a record not shown in full is not followed, nor returned
+    assert planted.redacted not in neighbours
+    ends = {e.source_id for e in got.edges} | {e.target_id for e in got.edges}
+    assert planted.neighbour in ends and planted.redacted not in ends
+    returned = set(neighbours) | ends
     assert_absent(planted, got.model_dump_json(), returned)
     # the control's own relations list drops what the caller cannot see
     rel_targets = {r.target_id for r in got.records[0].relations}

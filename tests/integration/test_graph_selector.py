@@ -99,8 +99,9 @@ def test_trust_at_every_hop_and_no_expansion_from_redacted(membrane: Membrane,
     got = membrane.retrieve({"query": "kappa", "limit": 1, "expand": {"hops": 2}}, LOW_A)
     by_id = {r.id: r for r in got.neighbors}
     assert visible in by_id and behind_visible in by_id  # positive controls
-    assert by_id[redacted].redacted and by_id[redacted].payload is None
-    assert behind_redacted not in by_id
+    # RFC 8.4, 2.5: relations are followed only to records shown in full
+    assert redacted not in by_id and behind_redacted not in by_id
+    assert redacted not in {e.target_id for e in got.edges}
     assert hidden_scope not in by_id and hidden_sens not in by_id
     dump = got.model_dump_json()
     assert str(hidden_scope) not in dump and str(hidden_sens) not in dump
@@ -113,6 +114,26 @@ def test_trust_at_every_hop_and_no_expansion_from_redacted(membrane: Membrane,
     assert red.neighbors == [] and red.edges == []
     full = membrane.retrieve({"query": "lambda", "expand": {"hops": 2}})
     assert leaf in {r.id for r in full.neighbors}  # positive control with a wider policy
+
+
+def test_edges_touch_only_records_shown_in_full(membrane: Membrane, database_url: str) -> None:
+    """RFC 8.4, 2.5, 7.3: a redacted record's relations, and a root's relations to one, are
+    not in its view, so expansion neither follows nor returns them."""
+    root = put(membrane, "zebracorn root note")
+    friend = put(membrane, "plain neighbour")
+    red_in = put(membrane, "medium incoming", sensitivity="medium")
+    red_out = put(membrane, "medium outgoing", sensitivity="medium")
+    link(database_url, (root, "supports", friend), (red_in, "contradicts", root),
+         (root, "mentions", red_out))
+    query = {"query": "zebracorn", "limit": 1, "expand": {"hops": 1}}
+    full = membrane.retrieve(query)
+    assert {(e.source_id, e.target_id) for e in full.edges} == {
+        (root, friend), (red_in, root), (root, red_out)}  # control: all three for a wider caller
+    got = membrane.retrieve(query, LOW_A)
+    assert [r.id for r in got.records] == [root]
+    assert [(e.source_id, e.predicate, e.target_id) for e in got.edges] == [(root, "supports", friend)]
+    assert [r.id for r in got.neighbors] == [friend]
+    assert [r.target_id for r in got.records[0].relations] == [friend]
 
 
 def test_neighbours_share_the_byte_budget(membrane: Membrane, database_url: str) -> None:

@@ -511,34 +511,35 @@ SELECT h.bytes, /*@hop_columns*/
 e AS (
     -- at most hop_rows edges per frontier node and direction, so a hub costs no more; the
     -- far end passes the filters (and is not a node expanded before) ahead of that cut, so
-    -- that edges the caller may not follow never crowd out one it may (RFC 8.4)
+    -- that edges the caller may not follow never crowd out one it may (RFC 8.4). A relation
+    -- is followed only to a record shown in full: a view omits the others (RFC 2.5)
     SELECT o.* FROM f, LATERAL (
            SELECT l.source_id, l.predicate, l.target_id, l.target_id AS other, l.weight,
                   l.created_at, r.scope, r.sensitivity, r.status, r.retracted_at,
-                  r.contested_at, r.sensitivity_rank, r.projected_bytes
+                  r.contested_at, r.projected_bytes
              FROM relations l JOIN memory_records r ON r.id = l.target_id
             WHERE l.source_id = f.id
               AND (%(as_of)s::timestamptz IS NULL OR l.created_at <= %(as_of)s::timestamptz)
               AND NOT EXISTS (SELECT 1 FROM hop_expanded x WHERE x.id = l.target_id)
               AND (%(all_scopes)s OR r.scope = ANY(%(scopes)s::text[]))
-              AND /*@neighbour_filters*/
+              AND r.sensitivity_rank <= %(max_rank)s AND /*@neighbour_filters*/
             ORDER BY l.predicate, l.target_id LIMIT %(hop_rows)s) o
     UNION ALL
     SELECT i.* FROM f, LATERAL (
            SELECT l.source_id, l.predicate, l.target_id, l.source_id AS other, l.weight,
                   l.created_at, r.scope, r.sensitivity, r.status, r.retracted_at,
-                  r.contested_at, r.sensitivity_rank, r.projected_bytes
+                  r.contested_at, r.projected_bytes
              FROM relations l JOIN memory_records r ON r.id = l.source_id
             WHERE l.target_id = f.id
               AND (%(as_of)s::timestamptz IS NULL OR l.created_at <= %(as_of)s::timestamptz)
               AND NOT EXISTS (SELECT 1 FROM hop_expanded x WHERE x.id = l.source_id)
               AND (%(all_scopes)s OR r.scope = ANY(%(scopes)s::text[]))
-              AND /*@neighbour_filters*/
+              AND r.sensitivity_rank <= %(max_rank)s AND /*@neighbour_filters*/
             LIMIT %(hop_rows)s) i
 ), hop AS MATERIALIZED (
     SELECT e.source_id, e.predicate, e.target_id, e.other, e.scope, e.sensitivity,
            status_at(e.status, e.retracted_at, e.contested_at, %(as_of)s::timestamptz) AS status,
-           CASE WHEN e.sensitivity_rank > %(max_rank)s THEN 256 ELSE e.projected_bytes END AS bytes,
+           e.projected_bytes AS bytes,
            row_number() OVER (ORDER BY coalesce(e.weight, 0) DESC, e.created_at, e.source_id,
                                        e.predicate, e.target_id) AS n
       FROM e
