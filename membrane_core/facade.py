@@ -133,9 +133,13 @@ class Membrane:
                     ) -> CaptureRequest:
         req = parse(CaptureRequest, request)
         trust.require_write(req.scope)
-        if req.sensitivity and req.sensitivity.rank > trust.max_sensitivity.rank:
+        # the level the capture is written at, the configured default included: a writer
+        # never writes (nor, by its fact's key, meets) what it may not read (RFC 3.4, 7.3)
+        level = self.policy.sensitivity(req.sensitivity)
+        if level.rank > trust.max_sensitivity.rank:
             raise errors.Forbidden(
-                f"sensitivity {req.sensitivity.value!r} is above the caller's maximum",
+                f"sensitivity {level.value!r} is above the caller's maximum"
+                + ("" if req.sensitivity else " (it is the configured default)"),
                 details=[{"field": "sensitivity", "message": "above policy", "type": "forbidden"}],
             )
         return req

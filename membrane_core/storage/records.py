@@ -222,12 +222,15 @@ class FactMatch:
     live_status: str | None
 
 
-def lock_and_match_facts(conn: psycopg.Connection, keys: Sequence[FactKey]) -> list[FactMatch]:
+def lock_and_match_facts(conn: psycopg.Connection, keys: Sequence[FactKey],
+                         levels: Sequence[int | None] | None = None) -> list[FactMatch]:
     """RFC 3.4, 5.4: serialise every writer of ``keys`` (advisory locks), then match each.
 
     The one rule every path that derives facts follows (capture, extraction,
     consolidation): a live active fact is reinforced, a live contested one is left for
     revision to settle, a blocked key is not re-created, anything else is created.
+    ``levels`` (a sensitivity rank per key, or ``None``) confine a key to facts at its
+    level and to retractions at or below it: a capture's (RFC 3.4).
     """
     if not keys:
         return []
@@ -235,7 +238,8 @@ def lock_and_match_facts(conn: psycopg.Connection, keys: Sequence[FactKey]) -> l
             "predicates": [k[2] for k in keys], "objects": [k[3] for k in keys]}
     cur = conn.cursor()
     cur.execute(q("lock_fact_keys"), cols)
-    cur.execute(q("match_facts"), {"idx": list(range(len(keys))), **cols})
+    cur.execute(q("match_facts"), {"idx": list(range(len(keys))), **cols,
+                                   "levels": list(levels) if levels else [None] * len(keys)})
     found = {row[0]: FactMatch(row[1], row[2], row[3]) for row in cur.fetchall()}
     return [found[i] for i in range(len(keys))]
 
@@ -254,11 +258,13 @@ def _resolve_facts(
     if not idx:
         return {}
     keys = [_fact_key(plans[i].fact.record) for i in idx]  # type: ignore[union-attr]
-    matches = lock_and_match_facts(conn, keys)
+    # RFC 3.4: a capture's fact meets only facts at its own level (polyinstantiation)
+    levels = [plans[i].fact.record.sensitivity.rank for i in idx]  # type: ignore[union-attr]
+    matches = lock_and_match_facts(conn, keys, levels)
     results: dict[int, tuple[uuid.UUID | None, str]] = {}
-    created: dict[FactKey, uuid.UUID] = {}
+    created: dict[tuple[FactKey, int], uuid.UUID] = {}
     reinforce: list[tuple[uuid.UUID, uuid.UUID, int]] = []
-    for i, key, match in zip(idx, keys, matches, strict=True):
+    for i, key, level, match in zip(idx, keys, levels, matches, strict=True):
         plan = plans[i]
         assert plan.fact is not None
         if match.live_id is not None and match.live_status != "active":
@@ -268,8 +274,8 @@ def _resolve_facts(
             results[i] = (match.live_id, "reinforced")
         elif match.blocked:
             results[i] = (None, "tombstoned")
-        elif key in created:
-            reinforce_new = created[key]
+        elif (key, level) in created:
+            reinforce_new = created[(key, level)]
             batch.relations.append((reinforce_new, "derived_from", plan.primary.id, None, now))
             results[i] = (reinforce_new, "created")
         else:
@@ -277,7 +283,7 @@ def _resolve_facts(
             batch.add_record(fact, actor=plan.actor, rationale="derived from observation")
             batch.relations.append((fact.id, "derived_from", plan.primary.id, None, now))
             _schedule(batch, fact, now, opts)
-            created[key] = fact.id
+            created[(key, level)] = fact.id
             results[i] = (fact.id, "created")
     if reinforce:
         _reinforce_from_sources(conn, batch, reinforce, plans, now)

@@ -9,21 +9,29 @@ from membrane_core.enums import Sensitivity
 from membrane_core.trust import TrustPolicy
 
 
-def test_fact_reinforced_by_a_more_sensitive_observation_rises(membrane: Membrane) -> None:
+def test_a_more_sensitive_observation_of_a_fact_is_a_fact_of_its_own(membrane: Membrane) -> None:
+    """RFC 3.4, 7.4: a capture's fact meets facts at its own level only, so the low fact
+    neither absorbs the high source nor disappears from low readers."""
     low_reader = TrustPolicy(read_scopes=frozenset({"p"}), max_sensitivity=Sensitivity.LOW)
     obs = {"source_kind": "observation", "scope": "p",
            "content": {"subject": "ann", "predicate": "likes", "object": "tea"}}
     first = membrane.capture(obs)
     fact_id = first.record_ids[1]
     assert membrane.get(fact_id, low_reader).redacted is False  # positive control
+    again = membrane.capture(obs)
+    assert again.fact == "reinforced" and again.record_ids[1] == fact_id  # same level: one fact
     secret = membrane.capture({**obs, "sensitivity": "high"})
-    assert secret.fact == "reinforced" and secret.record_ids[1] == fact_id
-    assert membrane.get(fact_id).sensitivity is Sensitivity.HIGH
+    assert secret.fact == "created" and secret.record_ids[1] != fact_id
+    assert membrane.get(secret.record_ids[1]).sensitivity is Sensitivity.HIGH
+    assert membrane.get(fact_id).sensitivity is Sensitivity.LOW
     with pytest.raises(errors.NotFound):
-        membrane.get(fact_id, low_reader)  # two levels above: invisible
+        membrane.get(secret.record_ids[1], low_reader)  # two levels above: invisible
     found = membrane.retrieve({"query": "ann tea"}, low_reader)
-    assert str(secret.record_ids[0]) not in found.model_dump_json()
-    assert first.record_ids[0] in {r.id for r in found.records}  # the low episode still is
+    text = found.model_dump_json()
+    assert str(secret.record_ids[0]) not in text and str(secret.record_ids[1]) not in text
+    assert {first.record_ids[0], fact_id} <= {r.id for r in found.records}  # low stays low
+    assert {fact_id, secret.record_ids[1]} <= {r.id for r in membrane.retrieve(
+        {"query": "ann tea"}).records}  # a reader of both levels sees both
 
 
 def test_entity_edge_from_a_more_sensitive_observation_is_not_written(membrane: Membrane) -> None:

@@ -356,9 +356,16 @@ BEGIN
         RETURN NEW;
     END IF;
     IF NEW.type = 'semantic' AND NEW.status <> 'retracted' THEN
+        -- a tombstone binds the retracted record's level and every level above it (RFC 3.4);
+        -- a tombstone whose record is gone binds every level (generated columns are not
+        -- computed yet in a BEFORE trigger, hence the rank from NEW.sensitivity)
         IF EXISTS (SELECT 1 FROM fact_tombstones t
                     WHERE t.scope = NEW.scope AND t.subject = NEW.fact_subject
-                      AND t.predicate = NEW.fact_predicate AND t.object = NEW.fact_object) THEN
+                      AND t.predicate = NEW.fact_predicate AND t.object = NEW.fact_object
+                      AND coalesce((SELECT x.sensitivity_rank FROM memory_records x
+                                     WHERE x.id = t.record_id), -1)
+                          <= array_position(ARRAY['public','low','medium','high','hyper'],
+                                            NEW.sensitivity) - 1) THEN
             RAISE EXCEPTION 'fact (%, %, %) is tombstoned in scope %', NEW.fact_subject,
                 NEW.fact_predicate, NEW.fact_object, NEW.scope USING ERRCODE = 'check_violation';
         END IF;

@@ -49,12 +49,16 @@ ON CONFLICT (kind, target_id) DO UPDATE
  WHERE work_items.claimed_by IS NULL OR work_items.claim_expires_at < %(now)s
 
 -- name: revision_insert_tombstones
--- Record retracted fact keys with who and why; an existing tombstone keeps its first author (RFC 5.4).
-INSERT INTO fact_tombstones (scope, subject, predicate, object, record_id, actor, rationale, created_at)
+-- Record retracted fact keys with who and why; an existing tombstone keeps its first author unless the new retraction is of a less sensitive record, which binds more writers (RFC 5.4, 3.4).
+INSERT INTO fact_tombstones AS t (scope, subject, predicate, object, record_id, actor, rationale, created_at)
 SELECT * FROM unnest(%(scopes)s::text[], %(subjects)s::text[], %(predicates)s::text[],
                      %(objects)s::text[], %(record_ids)s::uuid[], %(actors)s::text[],
                      %(rationales)s::text[], %(created)s::timestamptz[])
-ON CONFLICT (scope, subject, predicate, object) DO NOTHING
+ON CONFLICT (scope, subject, predicate, object) DO UPDATE
+   SET record_id = EXCLUDED.record_id, actor = EXCLUDED.actor,
+       rationale = EXCLUDED.rationale, created_at = EXCLUDED.created_at
+ WHERE coalesce((SELECT x.sensitivity_rank FROM memory_records x WHERE x.id = EXCLUDED.record_id), -1)
+     < coalesce((SELECT x.sensitivity_rank FROM memory_records x WHERE x.id = t.record_id), -1)
 
 -- name: revision_clear_tombstones
 -- An explicit revision re-asserts tombstoned keys: remove them and return what they said (RFC 5.4).
