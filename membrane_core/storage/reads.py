@@ -232,6 +232,10 @@ def embeddings_relation(conn: psycopg.Connection, scopes: Sequence[str] | None) 
 #: them exactly instead of searching the HNSW graph.
 TAG_CAP = 2000
 
+#: RFC 8.1.3: an entity with more links than this in a direction is too common to rank for
+#: every caller, so that counting the links a caller may see never reads a hub's every link.
+LINK_SCAN = 1000
+
 #: RFC 8.1.2: a request for at most this many scopes matches its words in the index of scoped
 #: lexemes; its query holds every word in every scope, and Postgres checks each match
 #: against the whole query, so more scopes read the plain index with the scope lexemes.
@@ -257,7 +261,8 @@ def roots(
         "qvec": Vector(list(qvec)) if qvec is not None else None, "has_qvec": qvec is not None,
         "terms": list(terms), "id_namespaces": [i[0] for i in identifiers],
         "id_values": [i[1] for i in identifiers], "arm_k": arm_k, "vec_k": vec_k, "fanout": fanout,
-        "df_cap": df_cap, "fts_cap": fts_cap, "tag_cap": TAG_CAP, "limit": limit,
+        "df_cap": df_cap, "fts_cap": fts_cap, "tag_cap": TAG_CAP, "link_scan": LINK_SCAN,
+        "limit": limit,
         "max_bytes": max_bytes, "rrf": rrf, "rrf_k": rrf_k,
         "sd_floor_salience": sd_floor_salience,
         **{f"w_{name}": float(weights.get(name, 0.0)) for name in FEATURES},
@@ -265,7 +270,8 @@ def roots(
         "has_tags": f.tags is not None, "hop": first_hop is not None,
         "scoped": f.scopes is not None and 1 <= len(f.scopes) <= SCOPED_MAX,
         "hop_rows": 2 * edges + 1 if first_hop else 0, "hop_edges": edges, "hop_new": nodes,
-    }, ints=("max_rank", "arm_k", "vec_k", "fanout", "df_cap", "fts_cap", "tag_cap", "hop_rows"),
+    }, ints=("max_rank", "arm_k", "vec_k", "fanout", "df_cap", "fts_cap", "tag_cap", "link_scan",
+             "hop_rows"),
         relations=("embeddings",))
     found = _run(conn, st).fetchall()
     rows = [row for row in found if row["kind"] == "root"]

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import uuid
 
+import pytest
+
 from membrane_core import Membrane
+from membrane_core.storage import reads
 from tests.integration.test_canaries import CALLER, capture, link
 
 
@@ -68,3 +71,17 @@ def test_hidden_links_do_not_make_an_entity_too_common(
     after = membrane.retrieve(query, CALLER)
     assert after.diagnostics["arms"]["entity"] == before.diagnostics["arms"]["entity"]
     assert note in {r.id for r in after.records}
+
+
+def test_a_hub_is_too_common_for_every_caller(
+    membrane: Membrane, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """RFC 8.1.3: past LINK_SCAN links in a direction an entity is a hub for everyone, so
+    counting what a caller may see never reads every link of it."""
+    monkeypatch.setattr(reads, "LINK_SCAN", 3)
+    capture(membrane, "kickoff with Zorblat", entities=["Zorblat"])
+    hyper_mentions(membrane, "Zorblat", 2)
+    query = {"query": "Zorblat", "limit": 20}
+    assert membrane.retrieve(query, CALLER).diagnostics["arms"]["entity"] == 2  # control: 3 links
+    hyper_mentions(membrane, "Zorblat", 1)
+    assert membrane.retrieve(query, CALLER).diagnostics["arms"]["entity"] == 0

@@ -26,7 +26,7 @@ def _params(scopes: list[str] | None, qvec: list[float], clock: FakeClock) -> di
         "valid_at": None, "has_query": True, "has_qvec": True,
         "query": "to be or not", "qvec": Vector(qvec), "terms": [], "id_namespaces": [],
         "id_values": [], "arm_k": 50, "vec_k": 50, "fanout": 8, "df_cap": 1000, "fts_cap": 5000,
-        "tag_cap": 2000, "limit": 10, "max_bytes": 65536, "rrf": False, "rrf_k": 60.0,
+        "tag_cap": 2000, "link_scan": 1000, "limit": 10, "max_bytes": 65536, "rrf": False, "rrf_k": 60.0,
         "sd_floor_salience": 0.1, "w_vector": 1.0, "w_text": 1.0, "w_entity": 1.0,
         "w_salience": 0.25, "embeddings": "record_embeddings", "has_tags": False, "hop": False,
         "scoped": scopes is not None and 1 <= len(scopes) <= reads.SCOPED_MAX,
@@ -50,7 +50,8 @@ def _scanned(plan: Any) -> set[str]:
     return out
 
 
-INTS = ("max_rank", "arm_k", "vec_k", "fanout", "df_cap", "fts_cap", "tag_cap", "hop_rows")
+INTS = ("max_rank", "arm_k", "vec_k", "fanout", "df_cap", "fts_cap", "tag_cap", "link_scan",
+        "hop_rows")
 
 
 def _vec_arm_partitions(conn: psycopg.Connection, params: dict[str, Any]) -> set[str]:

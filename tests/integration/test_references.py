@@ -90,3 +90,25 @@ def test_as_of(membrane: Membrane, clock: FakeClock) -> None:
     got = membrane.retrieve({**query, "as_of": then.isoformat()})
     assert old in {r.id for r in got.records}
     assert str(new) not in got.model_dump_json()
+
+
+def test_as_of_entity_arm(membrane: Membrane, clock: FakeClock) -> None:
+    """RFC 5.6: the entity arm follows only the links made by as_of."""
+    membrane.capture({"source_kind": "event", "scope": "a",
+                      "content": {"text": "met Zorblax at the harbour", "entities": ["Zorblax"]}})
+    later = membrane.capture({"source_kind": "event", "scope": "a",
+                              "content": {"text": "quarterly numbers were fine"}}).record_ids[0]
+    clock.advance(hours=1)
+    then = clock.now
+    query = {"query": "Zorblax", "limit": 10}
+    before = membrane.retrieve(query)
+    entity = next(r.id for r in before.records if r.type.value == "entity")
+    clock.advance(hours=1)
+    membrane.revisions.contest(entity, {"rationale": "disputed",
+                                        "contesting_record_id": str(later)}, DEVELOPMENT_POLICY)
+    now = membrane.retrieve(query)  # control: the new link brings the record in
+    assert now.diagnostics["arms"]["entity"] == before.diagnostics["arms"]["entity"] + 1
+    assert later in {r.id for r in now.records}
+    past = membrane.retrieve({**query, "as_of": then.isoformat()})
+    assert past.diagnostics["arms"]["entity"] == before.diagnostics["arms"]["entity"]
+    assert later not in {r.id for r in past.records}

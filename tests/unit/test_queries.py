@@ -51,8 +51,9 @@ def test_shaped_writes_in_only_nulls_booleans_and_named_integers() -> None:
               "as_of": None, "valid_at": None, "query": "1; select", "has_query": True,
               "qvec": None, "has_qvec": False, "terms": ["x"], "id_namespaces": [],
               "id_values": [], "arm_k": 50, "vec_k": 10, "fanout": 25, "df_cap": 1000,
-              "fts_cap": 5000, "tag_cap": 2000, "limit": 10, "max_bytes": 65536, "rrf": False,
-              "rrf_k": 60.0, "sd_floor_salience": 0.1, "embeddings": "record_embeddings",
+              "fts_cap": 5000, "tag_cap": 2000, "link_scan": 1000, "limit": 10,
+              "max_bytes": 65536, "rrf": False, "rrf_k": 60.0, "sd_floor_salience": 0.1,
+              "embeddings": "record_embeddings",
               "has_tags": False, "hop": False, "scoped": True, "hop_rows": 0, "hop_edges": 0,
               "hop_new": 0,
               "w_vector": 1.0, "w_text": 1.0, "w_entity": 1.0, "w_salience": 0.25}

@@ -191,19 +191,28 @@ WITH qlex AS MATERIALIZED (
      CROSS JOIN corpus
      CROSS JOIN LATERAL (
            -- links to records the caller may see, as document frequencies count them:
-           -- hidden records must not make an entity too common to rank (RFC 8.1.3)
-           SELECT (SELECT count(*) FROM (
-                          SELECT 1 FROM relations l JOIN memory_records x ON x.id = l.source_id
-                           WHERE l.target_id = m.entity_id
-                             AND (%(all_scopes)s OR x.scope = ANY(%(scopes)s::text[]))
-                             AND x.sensitivity_rank <= %(max_rank)s + 1 AND x.status <> 'retracted'
-                           LIMIT %(fanout)s + 1) a)
-                + (SELECT count(*) FROM (
-                          SELECT 1 FROM relations l JOIN memory_records x ON x.id = l.target_id
-                           WHERE l.source_id = m.entity_id
-                             AND (%(all_scopes)s OR x.scope = ANY(%(scopes)s::text[]))
-                             AND x.sensitivity_rank <= %(max_rank)s + 1 AND x.status <> 'retracted'
-                           LIMIT %(fanout)s + 1) b) AS links
+           -- hidden records must not make an entity too common to rank (RFC 8.1.3). An
+           -- entity with more than link_scan links in a direction is a hub, too common
+           -- however few of them the caller sees: counting those would read every link
+           SELECT CASE WHEN (SELECT count(*) FROM (
+                                    SELECT 1 FROM relations l WHERE l.target_id = m.entity_id
+                                     LIMIT %(link_scan)s + 1) h) > %(link_scan)s
+                         OR (SELECT count(*) FROM (
+                                    SELECT 1 FROM relations l WHERE l.source_id = m.entity_id
+                                     LIMIT %(link_scan)s + 1) h) > %(link_scan)s
+                       THEN greatest(%(link_scan)s, %(fanout)s) + 1
+                  ELSE (SELECT count(*) FROM (
+                               SELECT 1 FROM relations l JOIN memory_records x ON x.id = l.source_id
+                                WHERE l.target_id = m.entity_id
+                                  AND (%(all_scopes)s OR x.scope = ANY(%(scopes)s::text[]))
+                                  AND x.sensitivity_rank <= %(max_rank)s + 1 AND x.status <> 'retracted'
+                                LIMIT %(fanout)s + 1) a)
+                     + (SELECT count(*) FROM (
+                               SELECT 1 FROM relations l JOIN memory_records x ON x.id = l.target_id
+                                WHERE l.source_id = m.entity_id
+                                  AND (%(all_scopes)s OR x.scope = ANY(%(scopes)s::text[]))
+                                  AND x.sensitivity_rank <= %(max_rank)s + 1 AND x.status <> 'retracted'
+                                LIMIT %(fanout)s + 1) b) END AS links
            OFFSET 0) c  -- counted once, not once per use of links (as idf's df)
      WHERE (%(all_scopes)s OR r.scope = ANY(%(scopes)s::text[]))
        AND r.sensitivity_rank <= %(max_rank)s
@@ -217,9 +226,12 @@ WITH qlex AS MATERIALIZED (
     SELECT x.id, sum(x.idf) AS score
       FROM (SELECT m.entity_id AS id, m.idf FROM ent_match m
             UNION ALL
+            -- the links as of the read's as_of (RFC 5.6)
             SELECT l.source_id, m.idf FROM ent_match m JOIN relations l ON l.target_id = m.entity_id
+             WHERE %(as_of)s::timestamptz IS NULL OR l.created_at <= %(as_of)s::timestamptz
             UNION ALL
-            SELECT l.target_id, m.idf FROM ent_match m JOIN relations l ON l.source_id = m.entity_id) x
+            SELECT l.target_id, m.idf FROM ent_match m JOIN relations l ON l.source_id = m.entity_id
+             WHERE %(as_of)s::timestamptz IS NULL OR l.created_at <= %(as_of)s::timestamptz) x
       JOIN memory_records r ON r.id = x.id
      WHERE true
        AND (%(all_scopes)s OR r.scope = ANY(%(scopes)s::text[]))
