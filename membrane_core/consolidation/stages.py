@@ -101,7 +101,7 @@ def _reinforce_from(
     for rid, sid in linked:
         scope, sensitivity = updated[rid]
         w.batch.provenance.append((rid, by_id[(rid, sid)].kind.value, f"record:{sid}", None,
-                                   ctx.actor, ctx.now))
+                                   ctx.actor, ctx.now, ctx.now))
         w.batch.audit_entry(rid, scope, sensitivity, AuditAction.REINFORCE, ctx.actor, ctx.now,
                             "reinforced by a new successful episode",
                             {"source_id": str(sid), "stage": label})

@@ -104,7 +104,8 @@ class RowBatch:
         self.payloads.append((r.id, r.payload.kind, payload_json))
         self.tags.extend((r.id, t) for t in dict.fromkeys(r.tags))
         self.provenance.extend(
-            (r.id, s.kind.value, s.ref, s.hash, s.created_by, s.timestamp) for s in r.provenance
+            (r.id, s.kind.value, s.ref, s.hash, s.created_by, s.timestamp, r.created_at)
+            for s in r.provenance
         )
         self.relations.extend(
             (r.id, rel.predicate, rel.target_id, rel.weight, r.created_at) for rel in r.relations
@@ -309,7 +310,7 @@ def _reinforce_from_sources(
         batch.relations.append((target, "derived_from", source, None, now))
         prov = plans[i].primary.provenance
         batch.provenance.extend(
-            (target, s.kind.value, s.ref, s.hash, s.created_by, s.timestamp) for s in prov
+            (target, s.kind.value, s.ref, s.hash, s.created_by, s.timestamp, now) for s in prov
         )
         batch.audit_entry(target, scope, sens, AuditAction.REINFORCE, plans[i].actor, now,
                           "observed again", {"source_id": str(source)})

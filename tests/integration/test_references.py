@@ -112,3 +112,23 @@ def test_as_of_entity_arm(membrane: Membrane, clock: FakeClock) -> None:
     past = membrane.retrieve({**query, "as_of": then.isoformat()})
     assert past.diagnostics["arms"]["entity"] == before.diagnostics["arms"]["entity"]
     assert later not in {r.id for r in past.records}
+
+
+def test_as_of_provenance(membrane: Membrane, clock: FakeClock) -> None:
+    """RFC 5.6: as of T a fact shows the sources it had by T, not a later reinforcement's."""
+    obs = {"source_kind": "observation", "scope": "a",
+           "content": {"subject": "project", "predicate": "codename", "object": "bluebird"}}
+    fact_id = membrane.capture(obs).record_ids[1]
+    clock.advance(hours=1)
+    then = clock.now
+    clock.advance(hours=1)
+    later = membrane.capture(obs)
+    assert later.fact == "reinforced" and later.record_ids[1] == fact_id
+    episode = str(later.record_ids[0])
+    now = membrane.get(fact_id)
+    assert len(now.provenance) == 2 and episode in now.model_dump_json()  # control
+    past = membrane.get(fact_id, as_of=then)
+    assert len(past.provenance) == 1 and episode not in past.model_dump_json()
+    got = membrane.retrieve({"query": "project codename bluebird", "as_of": then.isoformat()})
+    root = next(r for r in got.records if r.id == fact_id)
+    assert len(root.provenance) == 1 and episode not in got.model_dump_json()

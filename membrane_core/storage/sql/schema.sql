@@ -158,7 +158,8 @@ CREATE TABLE provenance_sources (
     ref        text NOT NULL,
     hash       text,
     created_by text,
-    ts         timestamptz
+    ts         timestamptz,
+    added_at   timestamptz  -- RFC 5.6: when the source was added (NULL: before migration 0009)
 );
 CREATE INDEX provenance_sources_record ON provenance_sources (record_id);
 CREATE INDEX provenance_sources_ref ON provenance_sources (ref);

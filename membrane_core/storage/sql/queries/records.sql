@@ -16,7 +16,7 @@ COPY record_tags (record_id, tag) FROM STDIN
 
 -- name: copy_provenance
 -- Bulk insert of provenance sources.
-COPY provenance_sources (record_id, kind, ref, hash, created_by, ts) FROM STDIN
+COPY provenance_sources (record_id, kind, ref, hash, created_by, ts, added_at) FROM STDIN
 
 -- name: copy_relations
 -- Bulk insert of relations.
@@ -98,7 +98,7 @@ SELECT /*@record_fields*/,
  WHERE r.id = ANY(%(ids)s::uuid[])
 
 -- name: record_fields
--- Fragment (/*@record_fields*/): a record's columns, payload (p), tags and provenance, as records._row_to_record reads them (RFC 2.1). Lists are ARRAY subqueries rather than ordered aggregates: the tags come in the primary key's order, with no sort, and no aggregate state is set up for each row (RFC 8.3).
+-- Fragment (/*@record_fields*/): a record's columns, payload (p), tags and provenance (the sources added by as_of, when the read has one: RFC 5.6), as records._row_to_record reads them (RFC 2.1). Lists are ARRAY subqueries rather than ordered aggregates: the tags come in the primary key's order, with no sort, and no aggregate state is set up for each row (RFC 8.3).
 r.id, r.type, r.scope, r.sensitivity, r.confidence, r.salience, r.status,
 r.decay_curve, r.half_life_seconds, r.min_salience, r.max_age_seconds,
 r.reinforcement_gain, r.base_salience, r.reinforced_at, r.pinned, r.deletion_policy,
@@ -107,4 +107,7 @@ r.occurred_at, r.created_at, r.updated_at, r.summary, r.metadata, p.body AS payl
 ARRAY(SELECT t.tag FROM record_tags t WHERE t.record_id = r.id ORDER BY t.tag) AS tags,
 to_jsonb(ARRAY(SELECT jsonb_build_object('kind', s.kind, 'ref', s.ref, 'hash', s.hash,
                                          'created_by', s.created_by, 'timestamp', s.ts)
-                 FROM provenance_sources s WHERE s.record_id = r.id ORDER BY s.id)) AS provenance
+                 FROM provenance_sources s WHERE s.record_id = r.id
+                  AND (%(as_of)s::timestamptz IS NULL OR s.added_at IS NULL
+                       OR s.added_at <= %(as_of)s::timestamptz)
+                ORDER BY s.id)) AS provenance
