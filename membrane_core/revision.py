@@ -417,14 +417,15 @@ class Revisions:
     def _reassert(
         conn: psycopg.Connection, new: MemoryRecord, same_as: store.FactKey | None
     ) -> bool:
-        """RFC 5.4: an explicit revision re-asserting a tombstoned key removes its tombstone."""
+        """RFC 5.4: an explicit revision re-asserting a tombstoned key removes the tombstones
+        that bind the new record's level (RFC 3.4)."""
         p = new.payload
         if not isinstance(p, SemanticPayload):
             return False
         key = records.fact_key(new.scope, p.subject, p.predicate, p.object)
         if key == same_as:
             return False
-        return bool(store.clear_tombstones(conn, [key]))
+        return bool(store.clear_tombstones(conn, [(key, new.sensitivity.rank)]))
 
     @staticmethod
     def _tombstone(
@@ -436,7 +437,8 @@ class Revisions:
         if new is not None and isinstance(new.payload, SemanticPayload):
             p = new.payload
             keep = records.fact_key(new.scope, p.subject, p.predicate, p.object)
-        rows = [(t.key, t.id, actor, rationale) for t in targets if t.key and t.key != keep]
+        rows = [(t.key, t.id, actor, rationale, Sensitivity(t.sensitivity).rank)
+                for t in targets if t.key and t.key != keep]
         store.insert_tombstones(conn, rows, now)
 
     def _add_new(

@@ -106,9 +106,11 @@ def set_salience(
 
 
 def insert_tombstones(
-    conn: psycopg.Connection, rows: Sequence[tuple[FactKey, uuid.UUID, str, str]], now: datetime
+    conn: psycopg.Connection, rows: Sequence[tuple[FactKey, uuid.UUID, str, str, int]],
+    now: datetime,
 ) -> None:
-    """RFC 5.4: tombstone ``(key, record_id, actor, rationale)`` rows; existing ones are kept."""
+    """RFC 5.4: tombstone ``(key, record_id, actor, rationale, level)`` rows, each binding the
+    retracted record's level (RFC 3.4); existing ones are kept."""
     if not rows:
         return
     conn.execute(q("revision_insert_tombstones"), {
@@ -116,16 +118,19 @@ def insert_tombstones(
         "predicates": [r[0][2] for r in rows], "objects": [r[0][3] for r in rows],
         "record_ids": [r[1] for r in rows], "actors": [r[2] for r in rows],
         "rationales": [r[3] for r in rows], "created": [now] * len(rows),
+        "ranks": [r[4] for r in rows],
     })
 
 
-def clear_tombstones(conn: psycopg.Connection, keys: Iterable[FactKey]) -> list[Tombstone]:
-    """RFC 5.4: remove the tombstones of re-asserted keys; returns what they recorded."""
+def clear_tombstones(conn: psycopg.Connection, keys: Iterable[tuple[FactKey, int]]) -> list[Tombstone]:
+    """RFC 5.4: remove the tombstones that bind re-asserted ``(key, level)``s (RFC 3.4);
+    returns what they recorded."""
     uniq = sorted(set(keys))
     if not uniq:
         return []
     cur = conn.execute(q("revision_clear_tombstones"), {
-        "scopes": [k[0] for k in uniq], "subjects": [k[1] for k in uniq],
-        "predicates": [k[2] for k in uniq], "objects": [k[3] for k in uniq],
+        "scopes": [k[0][0] for k in uniq], "subjects": [k[0][1] for k in uniq],
+        "predicates": [k[0][2] for k in uniq], "objects": [k[0][3] for k in uniq],
+        "ranks": [k[1] for k in uniq],
     })
     return [Tombstone((r[0], r[1], r[2], r[3]), r[4], r[5], r[6], r[7]) for r in cur.fetchall()]

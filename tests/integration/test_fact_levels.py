@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import uuid
 
+import psycopg
 import pytest
 
 from membrane_core import Membrane, errors
@@ -42,16 +43,65 @@ def test_a_hidden_fact_is_not_met(membrane: Membrane) -> None:
     assert again.fact == "reinforced" and again.record_ids[1] == mine
 
 
-def test_a_retraction_binds_its_level_and_above(membrane: Membrane) -> None:
+def test_a_retraction_binds_its_own_level(membrane: Membrane) -> None:
     secret = observe(membrane, "condition y", "hyper").record_ids[1]
     retract(membrane, secret)
     assert observe(membrane, "condition y", "hyper").fact == "tombstoned"  # control
     low = observe(membrane, "condition y", "low", LOW)
     assert low.fact == "created" and secret not in low.record_ids
     retract(membrane, low.record_ids[1])
-    # the tombstone now holds the low retraction, which binds every level from low up
     assert observe(membrane, "condition y", "low", LOW).fact == "tombstoned"
-    assert observe(membrane, "condition y", "high").fact == "tombstoned"
+    assert observe(membrane, "condition y", "hyper").fact == "tombstoned"  # still its own
+
+
+def test_deleting_a_hidden_retraction_changes_nothing_for_a_low_writer(membrane: Membrane) -> None:
+    for obj, delete in (("y1", False), ("y2", True)):
+        secret = observe(membrane, obj, "hyper").record_ids[1]
+        retract(membrane, secret)
+        if delete:
+            membrane.delete(secret, DEVELOPMENT_POLICY, "erasure request")
+        assert observe(membrane, obj, "low", LOW).fact == "created", obj
+
+
+def test_revisions_across_levels(membrane: Membrane, database_url: str) -> None:
+    evidence = [{"kind": "observation", "ref": "user said so"}]
+
+    def merge(ids: list[uuid.UUID], obj: str) -> uuid.UUID:
+        return membrane.revisions.merge({"record_ids": ids, "record": {"object": obj},
+                                         "rationale": "one", "evidence": evidence},
+                                        DEVELOPMENT_POLICY)
+
+    # two records of one key merged into another key: one tombstone a level
+    low, high = observe(membrane, "q", "low").record_ids[1], observe(membrane, "q", "hyper").record_ids[1]
+    assert low != high
+    merge([low, high], "q corrected")
+    first = observe(membrane, "r", "low").record_ids[1]
+    variant = membrane.revisions.fork(first, {"record": {}, "condition": "paid plan",
+                                              "rationale": "differs", "evidence": evidence},
+                                      DEVELOPMENT_POLICY)
+    merge([first, variant], "s")
+    with psycopg.connect(database_url) as conn:
+        rows = conn.execute("SELECT object, sensitivity_rank FROM fact_tombstones"
+                            " WHERE object IN ('q', 'r') ORDER BY 1, 2").fetchall()
+    assert rows == [("q", 1), ("q", 4), ("r", 1)]
+    # a live hyper fact is revised under the low level's tombstone of its key
+    hyper = observe(membrane, "t", "hyper").record_ids[1]
+    retract(membrane, observe(membrane, "t", "low", LOW).record_ids[1])
+    assert membrane.revisions.supersede(hyper, {"record": {"confidence": 0.8},
+                                                "rationale": "fix", "evidence": evidence},
+                                        DEVELOPMENT_POLICY)
+    # a low writer re-asserting a key does not clear, nor hear of, a hyper retraction
+    def reassert(obj: str) -> bool:
+        mine = observe(membrane, f"from {obj}", "low", LOW).record_ids[1]
+        new = membrane.revisions.supersede(mine, {"record": {"object": obj}, "rationale": "r",
+                                                  "evidence": evidence}, LOW)
+        return bool(membrane.audit(new, LOW).entries[0].details["reasserted"])
+
+    retract(membrane, observe(membrane, "w", "low", LOW).record_ids[1])
+    assert reassert("w")  # control: its own level's tombstone is re-asserted
+    retract(membrane, observe(membrane, "u", "hyper").record_ids[1])
+    assert not reassert("u")
+    assert observe(membrane, "u", "hyper").fact == "tombstoned"
 
 
 def test_a_default_level_above_the_writer_is_refused(membrane: Membrane) -> None:

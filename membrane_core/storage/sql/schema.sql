@@ -326,7 +326,10 @@ CREATE TABLE fact_tombstones (
     actor      text NOT NULL,
     rationale  text NOT NULL,
     created_at timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (scope, subject, predicate, object)
+    -- RFC 3.4, 5.4: the level the tombstone binds, the retracted record's sensitivity rank;
+    -- -1 binds every level (a tombstone from before migration 0010 whose record was gone)
+    sensitivity_rank smallint NOT NULL,
+    PRIMARY KEY (scope, subject, predicate, object, sensitivity_rank)
 );
 
 -- Tool-call signatures seen in episodes, per scope: competence and plan-graph mining (RFC 6.4.3).
@@ -357,16 +360,13 @@ BEGIN
         RETURN NEW;
     END IF;
     IF NEW.type = 'semantic' AND NEW.status <> 'retracted' THEN
-        -- a tombstone binds the retracted record's level and every level above it (RFC 3.4);
-        -- a tombstone whose record is gone binds every level (generated columns are not
-        -- computed yet in a BEFORE trigger, hence the rank from NEW.sensitivity)
+        -- a tombstone binds its own level (RFC 3.4, 5.4), or every level (-1); generated
+        -- columns are not computed yet in a BEFORE trigger, hence the rank from NEW.sensitivity
         IF EXISTS (SELECT 1 FROM fact_tombstones t
                     WHERE t.scope = NEW.scope AND t.subject = NEW.fact_subject
                       AND t.predicate = NEW.fact_predicate AND t.object = NEW.fact_object
-                      AND coalesce((SELECT x.sensitivity_rank FROM memory_records x
-                                     WHERE x.id = t.record_id), -1)
-                          <= array_position(ARRAY['public','low','medium','high','hyper'],
-                                            NEW.sensitivity) - 1) THEN
+                      AND t.sensitivity_rank IN (-1, array_position(
+                              ARRAY['public','low','medium','high','hyper'], NEW.sensitivity) - 1)) THEN
             RAISE EXCEPTION 'fact (%, %, %) is tombstoned in scope %', NEW.fact_subject,
                 NEW.fact_predicate, NEW.fact_object, NEW.scope USING ERRCODE = 'check_violation';
         END IF;

@@ -47,17 +47,16 @@ SELECT pg_advisory_xact_lock(k) FROM (
     ORDER BY 1) keys
 
 -- name: match_facts
--- Per candidate key: blocked (tombstone, or a retracted fact with no live one) and the live fact, active first (RFC 5.4); a key with a level (rk, a capture's sensitivity rank) matches only live facts at that level and is blocked only by retractions at or below it (RFC 3.4); without one (NULL), every level.
+-- Per candidate key: blocked (tombstone, or a retracted fact with no live one) and the live fact, active first (RFC 5.4); a key with a level (rk, a capture's sensitivity rank) matches only live facts and retractions at that level, and tombstones of that level or of every level (RFC 3.4); without one (NULL), every level.
 SELECT f.i,
        (EXISTS (SELECT 1 FROM fact_tombstones t
                  WHERE t.scope = f.s AND t.subject = f.su AND t.predicate = f.pr AND t.object = f.ob
-                   AND (f.rk IS NULL OR coalesce((SELECT x.sensitivity_rank FROM memory_records x
-                                                   WHERE x.id = t.record_id), -1) <= f.rk))
+                   AND (f.rk IS NULL OR t.sensitivity_rank IN (-1, f.rk)))
         OR (live.id IS NULL AND EXISTS (
                 SELECT 1 FROM memory_records r
                  WHERE r.type = 'semantic' AND r.scope = f.s AND r.fact_subject = f.su
                    AND r.fact_predicate = f.pr AND r.fact_object = f.ob
-                   AND r.status = 'retracted' AND (f.rk IS NULL OR r.sensitivity_rank <= f.rk)))) AS blocked,
+                   AND r.status = 'retracted' AND (f.rk IS NULL OR r.sensitivity_rank = f.rk)))) AS blocked,
        live.id AS live_id, live.status AS live_status
   FROM unnest(%(idx)s::int[], %(scopes)s::text[], %(subjects)s::text[], %(predicates)s::text[],
               %(objects)s::text[], %(levels)s::int[]) AS f(i, s, su, pr, ob, rk)

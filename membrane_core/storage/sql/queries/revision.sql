@@ -49,21 +49,19 @@ ON CONFLICT (kind, target_id) DO UPDATE
  WHERE work_items.claimed_by IS NULL OR work_items.claim_expires_at < %(now)s
 
 -- name: revision_insert_tombstones
--- Record retracted fact keys with who and why; an existing tombstone keeps its first author unless the new retraction is of a less sensitive record, which binds more writers (RFC 5.4, 3.4).
-INSERT INTO fact_tombstones AS t (scope, subject, predicate, object, record_id, actor, rationale, created_at)
+-- Record retracted fact keys with who and why, each at its record's level; an existing tombstone of the key and level keeps its first author (RFC 5.4).
+INSERT INTO fact_tombstones (scope, subject, predicate, object, record_id, actor, rationale,
+                             created_at, sensitivity_rank)
 SELECT * FROM unnest(%(scopes)s::text[], %(subjects)s::text[], %(predicates)s::text[],
                      %(objects)s::text[], %(record_ids)s::uuid[], %(actors)s::text[],
-                     %(rationales)s::text[], %(created)s::timestamptz[])
-ON CONFLICT (scope, subject, predicate, object) DO UPDATE
-   SET record_id = EXCLUDED.record_id, actor = EXCLUDED.actor,
-       rationale = EXCLUDED.rationale, created_at = EXCLUDED.created_at
- WHERE coalesce((SELECT x.sensitivity_rank FROM memory_records x WHERE x.id = EXCLUDED.record_id), -1)
-     < coalesce((SELECT x.sensitivity_rank FROM memory_records x WHERE x.id = t.record_id), -1)
+                     %(rationales)s::text[], %(created)s::timestamptz[], %(ranks)s::smallint[])
+ON CONFLICT (scope, subject, predicate, object, sensitivity_rank) DO NOTHING
 
 -- name: revision_clear_tombstones
--- An explicit revision re-asserts tombstoned keys: remove them and return what they said (RFC 5.4).
+-- An explicit revision re-asserts tombstoned keys at its record's level: remove the tombstones that bind that level (its own, and those of every level) and return what they said (RFC 5.4).
 DELETE FROM fact_tombstones t
  USING unnest(%(scopes)s::text[], %(subjects)s::text[], %(predicates)s::text[],
-              %(objects)s::text[]) AS k(s, su, pr, ob)
+              %(objects)s::text[], %(ranks)s::smallint[]) AS k(s, su, pr, ob, rk)
  WHERE t.scope = k.s AND t.subject = k.su AND t.predicate = k.pr AND t.object = k.ob
+   AND t.sensitivity_rank IN (-1, k.rk)
 RETURNING t.scope, t.subject, t.predicate, t.object, t.record_id, t.actor, t.rationale, t.created_at
