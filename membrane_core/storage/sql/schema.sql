@@ -327,7 +327,7 @@ CREATE TABLE fact_tombstones (
     rationale  text NOT NULL,
     created_at timestamptz NOT NULL DEFAULT now(),
     -- RFC 3.4, 5.4: the level the tombstone binds, the retracted record's sensitivity rank;
-    -- -1 binds every level (a tombstone from before migration 0010 whose record was gone)
+    -- -1 binds every level (a tombstone from before migration 0008 whose record was gone)
     sensitivity_rank smallint NOT NULL,
     PRIMARY KEY (scope, subject, predicate, object, sensitivity_rank)
 );

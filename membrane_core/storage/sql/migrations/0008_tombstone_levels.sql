@@ -1,11 +1,10 @@
--- Tombstones per level (RFC 3.4, 5.4). A capture's fact meets only facts at its own level,
--- and a tombstone binds only the level of the record it retracted: levels are independent,
--- so no writer is told, by a capture or by a revision's re-assertion, of a retraction at a
--- level it may not read, and a hard deletion of the retracted record changes nothing.
--- (Migration 0008 made a tombstone bind its record's level and above, looked up from the
--- record: a merge of two records sharing a key failed, a revision at a higher level was
--- refused under a lower level's tombstone, and deleting the record made it bind all.)
--- A tombstone whose record is gone keeps -1: it binds every level, as before.
+-- Fact levels (RFC 3.4, 5.4). A capture's fact meets only facts at its own sensitivity
+-- (polyinstantiation), and a tombstone binds only the level of the record it retracted,
+-- kept in the row: levels are independent, so no writer is told, by a capture or by a
+-- revision's re-assertion, of a retraction at a level it may not read, and a hard deletion
+-- of the retracted record changes nothing. A tombstone whose record is already gone gets
+-- -1: it binds every level, as every tombstone did before. The backstop trigger refuses a
+-- fact under a tombstone of its level (or of every level).
 ALTER TABLE fact_tombstones ADD COLUMN sensitivity_rank smallint NOT NULL DEFAULT -1;
 UPDATE fact_tombstones t SET sensitivity_rank = x.sensitivity_rank
   FROM memory_records x WHERE x.id = t.record_id;
