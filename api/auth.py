@@ -37,6 +37,14 @@ class KeyRing:
     def __init__(self, keys: Mapping[str, Mapping[str, Any]] | None = None) -> None:
         # Keyed by digest so a lookup never compares secrets character by character.
         self._policies = {_digest(k): policy_from_config(k, v) for k, v in (keys or {}).items()}
+        # RFC 9.1, 10.3: operations and idempotency keys belong to the actor, so two keys may
+        # share one only with one policy (a rotated key), never to widen each other's reach
+        by_actor: dict[str, TrustPolicy] = {}
+        for policy in self._policies.values():
+            other = by_actor.setdefault(policy.actor, policy)
+            if other != policy:
+                raise ValueError(f"MEMBRANE_API_KEYS: actor {policy.actor!r} is given to keys with "
+                                 "different policies; an actor's keys must share one policy")
 
     @property
     def enabled(self) -> bool:

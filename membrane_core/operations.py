@@ -237,7 +237,10 @@ class Operations(processing.OperationProcessing):
             raise errors.InvalidInput("the revision body must be a JSON object")
         budget.check_json_budget(dict(body), field="body", max_bytes=budget.MAX_PAYLOAD_BYTES,
                                  max_depth=budget.MAX_PAYLOAD_DEPTH)
-        revision_rules.parse_body(op_kind, body)
+        parsed = revision_rules.parse_body(op_kind, body)
+        # RFC 7.2, 9.1: refused at submission, with nothing written, as it would be when run
+        revision_rules.require_level(getattr(getattr(parsed, "record", None), "sensitivity", None),
+                                     trust.max_sensitivity.rank)
         self._authorise_targets(op_kind, target, body, trust)
         text = json.dumps(dict(body), separators=(",", ":"), ensure_ascii=False, default=str)
         _check_nul(text, "body")
@@ -283,11 +286,12 @@ class Operations(processing.OperationProcessing):
             raise errors.InvalidInput(f"{kind.value} needs a target record id")
         with self._m.db.reader() as conn:
             found = reads.access(conn, ids)
-        for rid in ids:
+        for rid in ids:  # RFC 5.2: as the revision will answer when it runs
             got = found.get(rid)
-            if got is None or trust.visibility(got[0], Sensitivity(got[1])) != "full":
+            if got is None:
                 raise errors.NotFound(f"record {rid} not found")
-            trust.require_write(got[0])
+            revision_rules.require_revisable(rid, trust.visibility(got[0], Sensitivity(got[1])),
+                                             trust.can_write_scope(got[0]))
 
     def _new_row(self, op_id: uuid.UUID, kind: OperationKind, trust: TrustPolicy, hash_: str,
                  request: str, now: datetime, *, key: str | None = None,
@@ -374,7 +378,9 @@ class Operations(processing.OperationProcessing):
             return store.counts(conn, now=self._m.clock())
 
 def _may_see(principal: str, trust: TrustPolicy) -> bool:
-    """RFC 9.1: the submitter sees its operations; an all-scope operator sees every one."""
+    """RFC 9.1: the submitter sees its operations; an operator (every scope read and written,
+    every level) sees every one, whose record ids may name records at any level."""
     return principal == trust.actor or (
         trust.reads_all and ALL_SCOPES in trust.write_scopes
+        and trust.max_sensitivity is Sensitivity.HYPER
     )

@@ -52,6 +52,8 @@ from membrane_core.revision_rules import (
     is_inferred,
     is_inferring_actor,
     parse_body,
+    require_level,
+    require_revisable,
     revised_content,
     revised_validity,
 )
@@ -323,12 +325,10 @@ class Revisions:
         locked = store.lock_targets(conn, ids)
         for i in ids:
             t = locked.get(i)
-            visibility = trust.visibility(t.scope, Sensitivity(t.sensitivity)) if t else "hidden"
-            if t is None or visibility == "hidden":
+            if t is None:
                 raise errors.NotFound(f"record {i} not found")
-            if visibility == "redacted" or not trust.can_write_scope(t.scope):
-                raise errors.Forbidden(f"the caller may not revise record {i}", details=[
-                    {"field": "scope", "message": "not writable", "type": "forbidden"}])
+            require_revisable(i, trust.visibility(t.scope, Sensitivity(t.sensitivity)),
+                              trust.can_write_scope(t.scope))
             if t.type == MemoryType.EPISODIC.value and not allow_episodic:
                 raise errors.RevisionRefused(f"record {i} is episodic; episodes are immutable")
             if t.status == RevisionStatus.RETRACTED.value and not allow_retracted:
@@ -358,9 +358,7 @@ class Revisions:
         validity: Validity | None = None,
     ) -> MemoryRecord:
         """RFC 5.2: the new record of a supersede, fork or merge."""
-        if rec.sensitivity and rec.sensitivity.rank > trust.max_sensitivity.rank:
-            raise errors.Forbidden("requested sensitivity is above the caller's maximum", details=[
-                {"field": "record.sensitivity", "message": "above policy", "type": "forbidden"}])
+        require_level(rec.sensitivity, trust.max_sensitivity.rank)
         rank = max([s.sensitivity.rank for s in sources]
                    + [rec.sensitivity.rank if rec.sensitivity else 0])
         validity = revised_validity(validity or rec.validity or Validity(), rec)

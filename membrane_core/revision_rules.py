@@ -145,6 +145,25 @@ def parse_body(kind: OperationKind | str, body: Mapping[str, Any] | BaseModel) -
         raise errors.InvalidInput(f"invalid {kind} body", details=errors.field_errors(exc)) from exc
 
 
+def require_revisable(record_id: uuid.UUID, visibility: str, writable: bool) -> None:
+    """RFC 5.2, 7.3: a record the caller cannot see (or that is missing) is 404; one it sees
+    redacted, or in a scope it may not write, is 403. The service checks this when a revision
+    is submitted and again when it runs, so both answer alike."""
+    if visibility == "hidden":
+        raise errors.NotFound(f"record {record_id} not found")
+    if visibility == "redacted" or not writable:
+        raise errors.Forbidden(f"the caller may not revise record {record_id}", details=[
+            {"field": "scope", "message": "not writable", "type": "forbidden"}])
+
+
+def require_level(level: Sensitivity | None, max_rank: int) -> None:
+    """RFC 7.2: a revision's new record may not ask for a level above the caller's maximum
+    (checked at submission, nothing written, and again when it runs)."""
+    if level is not None and level.rank > max_rank:
+        raise errors.Forbidden("requested sensitivity is above the caller's maximum", details=[
+            {"field": "record.sensitivity", "message": "above policy", "type": "forbidden"}])
+
+
 def is_inferring_actor(actor: str | None) -> bool:
     """RFC 5.2: consolidators and extractors write inferred records."""
     return bool(actor) and str(actor).split(":", 1)[0].strip().casefold() in INFERRING_ACTORS

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from fastapi import APIRouter
@@ -13,6 +14,8 @@ from api.deps import Svc, Trust
 from api.routes.captures import ACCEPTED, IdemKey, Wait
 from membrane_core import errors
 from membrane_core.enums import OperationKind
+
+log = logging.getLogger(__name__)
 
 router = APIRouter(tags=["operators"])
 
@@ -67,8 +70,11 @@ def readyz(svc: Svc) -> JSONResponse:
             probe()
             checks[name] = "ok"
         except Exception as exc:
+            # the driver's text names hosts and ports; it goes to the log, not to the caller
+            log.warning("readiness probe failed", extra={"probe": name, "error": str(exc)})
             checks[name] = "unavailable"
-            failures.append({"field": name, "message": str(exc), "type": "unavailable"})
+            failures.append({"field": name, "message": f"{name} unreachable",
+                             "type": "unavailable"})
     if failures:
         err = errors.Unavailable(
             "not ready: " + ", ".join(f["field"] for f in failures) + " unreachable", details=failures)

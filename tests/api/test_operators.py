@@ -37,6 +37,9 @@ def test_readyz_checks_the_real_broker_and_writes_survive_its_absence(serve: Ser
     ready = down.get("/readyz")
     assert ready.status_code == 503
     assert ready.json()["checks"] == {"postgres": "ok", "broker": "unavailable"}
+    # the driver's text (hosts, ports) goes to the log, not to an unauthenticated caller
+    assert ready.json()["error"]["details"] == [
+        {"field": "broker", "message": "broker unreachable", "type": "unavailable"}]
     resp = down.post("/v1/captures", json={"source_kind": "event", "scope": "a", "content": {"text": "y"}})
     assert resp.status_code == 202  # the inbox row is committed; beat re-dispatches it
     assert down.get(resp.headers["location"]).json()["status"] == "queued"
