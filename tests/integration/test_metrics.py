@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from membrane_core import Membrane
+from membrane_core import Membrane, errors
 from membrane_core.enums import Sensitivity
 from membrane_core.trust import DEVELOPMENT_POLICY, TrustPolicy
 from tests.support.sql import execute
@@ -46,6 +46,15 @@ def test_metrics_respect_trust(membrane: Membrane, clock, database_url: str) -> 
     assert full["records_by_status"] == {"active": 4, "retracted": 1}
     membrane.revisions.reinforce(a1, {"rationale": "it helped"}, DEVELOPMENT_POLICY)
     assert membrane.metrics(narrow)["retrieval_usefulness"] == pytest.approx(1 / 2)
+    # an entry that raises a record out of the caller's sight hides its whole history, as
+    # the audit read does (RFC 5.5.1); counted until then (a1's create and reinforce)
+    before = membrane.metrics(narrow)["total_audit_entries"]
+    assert len(membrane.audit(a1, narrow).entries) == 2
+    execute(database_url, "INSERT INTO audit_log (record_id, scope, sensitivity, action, actor,"
+            " rationale) VALUES (%s, 'a', 'hyper', 'reinforce', 'x', 'raised')", a1)
+    assert membrane.metrics(narrow)["total_audit_entries"] == before - 2
+    with pytest.raises(errors.NotFound):
+        membrane.audit(a1, narrow)
     # queues: operations by kind and status, backlog by kind with the oldest due age
     assert full["operations"] == {}
     backlog = full["work_backlog"]

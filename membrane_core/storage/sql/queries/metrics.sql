@@ -39,11 +39,12 @@ SELECT coalesce(sum((p.body #>> '{performance,success_count}')::bigint)
    AND r.sensitivity_rank <= %(max_rank)s
 
 -- name: metrics_audit
--- Audit entries the caller may read, by the scope and sensitivity stored with each entry (RFC 5.5, 14.2).
-SELECT count(*)
-  FROM audit_log a
- WHERE (%(all_scopes)s OR a.scope = ANY(%(scopes)s::text[]))
-   AND array_position(ARRAY['public','low','medium','high','hyper'], a.sensitivity) - 1
+-- Audit entries of the records whose history the caller may read in full, by the scope and sensitivity stored with each record's latest entry, as the audit read checks them (RFC 5.5.1, 14.2).
+SELECT coalesce(sum(g.n), 0)::bigint
+  FROM (SELECT count(*) AS n, max(a.id) AS last FROM audit_log a GROUP BY a.record_id) g
+  JOIN audit_log l ON l.id = g.last
+ WHERE (%(all_scopes)s OR l.scope = ANY(%(scopes)s::text[]))
+   AND array_position(ARRAY['public','low','medium','high','hyper'], l.sensitivity) - 1
        <= %(max_rank)s
 
 -- name: metrics_operations
