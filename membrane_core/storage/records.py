@@ -230,8 +230,8 @@ def lock_and_match_facts(conn: psycopg.Connection, keys: Sequence[FactKey],
     The one rule every path that derives facts follows (capture, extraction,
     consolidation): a live active fact is reinforced, a live contested one is left for
     revision to settle, a blocked key is not re-created, anything else is created.
-    ``levels`` (a sensitivity rank per key, or ``None``) confine a key to facts at its
-    level and to retractions at or below it: a capture's (RFC 3.4).
+    ``levels`` (a sensitivity rank per key, or ``None`` for every level) confine a key to
+    the facts and retractions of its level: a capture's (RFC 3.4).
     """
     if not keys:
         return []
