@@ -134,14 +134,13 @@ WITH qlex AS MATERIALIZED (
          WHERE %(has_qvec)s/*?has_tags*/ AND NOT (SELECT yes FROM few_tagged)/*?end*/
         /*?has_tags*/UNION ALL
         SELECT t.id, t.dist FROM (
-               -- few tagged records: rank them exactly (RFC 8.1.1)
+               -- few tagged records: rank them exactly (RFC 8.1.1); tagged holds only
+               -- records that pass the request's scope and filters
                SELECT r.id, e.embedding <=> %(qvec)s::vector AS dist
                  FROM tagged g
                  JOIN memory_records r ON r.id = g.record_id
                  JOIN %(embeddings)s e ON e.scope = r.scope AND e.record_id = r.id
                 WHERE %(has_qvec)s AND (SELECT yes FROM few_tagged)
-                  AND (%(all_scopes)s OR r.scope = ANY(%(scopes)s::text[]))
-                  AND /*@request_filters*/
                 ORDER BY 2
                 LIMIT %(vec_k)s) t/*?end*/) x
      ORDER BY x.dist, x.id
