@@ -1,7 +1,8 @@
-"""Byte and nesting-depth budgets for client-supplied JSON (RFC 2.4)."""
+"""Byte and nesting-depth budgets for client-supplied JSON, and what it may hold (RFC 2.4)."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pydantic_core
@@ -63,3 +64,60 @@ def check_json_budget(value: Any, *, field: str, max_bytes: int, max_depth: int)
             details=[{"field": field, "message": f"{size} bytes exceeds {max_bytes}",
                       "type": "byte_budget"}],
         )
+
+
+#: Byte patterns in a value's JSON encoding that may mean it cannot be stored as sent: a
+#: NUL character (an escape in the encoding) and the non-finite constants.
+_SUSPECT = (b"\\u0000", b"NaN", b"Infinity")
+
+
+def check_storable(value: Any, *, field: str = "") -> None:
+    """Refuse a NUL character (U+0000, in a string or a key) or a non-finite number anywhere in
+    ``value`` (RFC 2.4): Postgres stores neither, so what is kept would differ from what was sent.
+
+    One C-level encoding of the value decides the common case; only a suspect encoding (which
+    the same characters inside a string also produce) is walked to find the offending path.
+    """
+    encoded = pydantic_core.to_json(value, inf_nan_mode="constants", fallback=str)
+    if not any(pattern in encoded for pattern in _SUSPECT):
+        return
+    found = _unstorable(value, field)
+    if found is None:
+        return
+    path, kind = found
+    name = path or "body"
+    if kind == "nul":
+        raise errors.InvalidInput(
+            f"{name} contains a NUL character (U+0000), which cannot be stored",
+            details=[{"field": path, "message": "NUL character (U+0000)", "type": "nul_character"}],
+        )
+    raise errors.InvalidInput(
+        f"{name} is not a finite number (NaN, Infinity and out-of-range numbers are refused)",
+        details=[{"field": path, "message": "not a finite number", "type": "finite_number"}],
+    )
+
+
+def _unstorable(value: Any, root: str) -> tuple[str, str] | None:
+    """The first path (``a.b.0``) holding a NUL or a non-finite float, with which it is."""
+    stack: list[tuple[Any, str]] = [(value, root)]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return path, "nul"
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                return path, "finite"
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                name = _join(path, str(key).replace("\x00", "\\u0000"))
+                if isinstance(key, str) and "\x00" in key:
+                    return name, "nul"
+                stack.append((child, name))
+        elif isinstance(item, list | tuple):
+            stack.extend((child, _join(path, str(i))) for i, child in enumerate(item))
+    return None
+
+
+def _join(path: str, part: str) -> str:
+    return f"{path}.{part}" if path else part

@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from membrane_core import budget
 from membrane_core.enums import (
@@ -34,9 +34,24 @@ JSONDict = dict[str, Any]
 
 
 class Frozen(BaseModel):
-    """Base of every model: immutable, unknown fields refused."""
+    """Base of every model: immutable, unknown fields and non-finite floats refused."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+
+class ClientInput(Frozen):
+    """Base of every model a client sends (RFC 2.4): besides its fields' own rules, no NUL
+    character and no non-finite number anywhere in it, keys and free-form JSON included.
+
+    The one place that rule lives: every request the API or the library accepts is one of
+    these, so no route checks it on its own.
+    """
+
+    @model_validator(mode="before")
+    @classmethod
+    def _storable(cls, data: Any) -> Any:
+        budget.check_storable(data)
+        return data
 
 
 # -- payloads (RFC 2.2) -------------------------------------------------------
@@ -85,8 +100,8 @@ class Validity(Frozen):
 
     mode: ValidityMode = ValidityMode.GLOBAL
     conditions: JSONDict = Field(default_factory=dict)
-    valid_from: datetime | None = None
-    valid_to: datetime | None = None
+    valid_from: AwareDatetime | None = None
+    valid_to: AwareDatetime | None = None
 
     @model_validator(mode="after")
     def _window(self) -> Validity:
@@ -130,7 +145,7 @@ class PerformanceStats(Frozen):
     success_count: int = Field(default=0, ge=0)
     failure_count: int = Field(default=0, ge=0)
     avg_latency_ms: float | None = Field(default=None, ge=0)
-    last_used_at: datetime | None = None
+    last_used_at: AwareDatetime | None = None
 
     @property
     def success_rate(self) -> float:
@@ -176,7 +191,7 @@ class PlanMetrics(Frozen):
     execution_count: int = Field(default=0, ge=0)
     failure_rate: float = Field(default=0.0, ge=0, le=1)
     avg_latency_ms: float | None = Field(default=None, ge=0)
-    last_executed_at: datetime | None = None
+    last_executed_at: AwareDatetime | None = None
 
 
 class PlanGraphPayload(Frozen):

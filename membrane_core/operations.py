@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import re
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -50,8 +49,6 @@ MAINTENANCE_JOBS = ("decay", "prune", "consolidate", "embed", "extract")
 REVISION_KINDS = frozenset(OperationKind) - {OperationKind.CAPTURE, OperationKind.MAINTENANCE}
 
 _FINISHED = (OperationStatus.SUCCEEDED, OperationStatus.FAILED)
-#: A JSON ``\u0000`` escape that is not itself an escaped backslash.
-_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 
 
 class OperationView(Frozen):
@@ -115,15 +112,6 @@ def request_hash(kind: OperationKind, target_id: uuid.UUID | None, body: Any) ->
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def _check_nul(text: str, field: str) -> None:
-    # Postgres text and jsonb cannot hold U+0000; refuse it at accept time (RFC 2.4).
-    if "\\u0000" in text and _NUL.search(text):
-        raise errors.InvalidInput(
-            f"{field} contains a NUL character (U+0000), which cannot be stored",
-            details=[{"field": field, "message": "NUL character", "type": "value_error"}],
-        )
-
-
 def _view(row: store.OperationRow) -> OperationView:
     return OperationView(
         operation_id=row.id, kind=OperationKind(row.kind), status=OperationStatus(row.status),
@@ -166,9 +154,7 @@ class Operations(processing.OperationProcessing):
         if req.occurred_at is None:
             # The event happened when it was accepted, not when a worker got to it.
             req = req.model_copy(update={"occurred_at": now})
-        text = req.model_dump_json()
-        _check_nul(text, "body")
-        return _Prepared(new_id(), text, hash_)
+        return _Prepared(new_id(), req.model_dump_json(), hash_)
 
     def submit_capture(
         self, body: CaptureRequest | Mapping[str, Any], trust: TrustPolicy, *,
@@ -243,7 +229,6 @@ class Operations(processing.OperationProcessing):
                                      trust.max_sensitivity.rank)
         self._authorise_targets(op_kind, target, body, trust)
         text = json.dumps(dict(body), separators=(",", ":"), ensure_ascii=False, default=str)
-        _check_nul(text, "body")
         now = self._m.clock()
         hash_ = request_hash(op_kind, target, json.loads(text))
         row = self._new_row(new_id(), op_kind, trust, hash_, text, now, key=idempotency_key,

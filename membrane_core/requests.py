@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
-from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic import AwareDatetime, Field, ValidationInfo, field_validator, model_validator
 
 from membrane_core import budget
 from membrane_core.enums import MemoryType, Sensitivity, SourceKind
-from membrane_core.models import Frozen, JSONDict, Scope, Tag
+from membrane_core.models import ClientInput, Frozen, JSONDict, Scope, Tag
 
 
-class CaptureRequest(Frozen):
+class CaptureRequest(ClientInput):
     """What a client offers to remember (RFC 3)."""
 
     source_kind: SourceKind
@@ -22,7 +21,7 @@ class CaptureRequest(Frozen):
     reason_to_remember: str | None = Field(default=None, max_length=4096)
     tags: list[Tag] = Field(default_factory=list, max_length=64)
     sensitivity: Sensitivity | None = None
-    occurred_at: datetime | None = None
+    occurred_at: AwareDatetime | None = None
     metadata: JSONDict = Field(default_factory=dict)
 
     @model_validator(mode="before")
@@ -69,7 +68,7 @@ class ExpandOptions(Frozen):
     max_edges: int = Field(default=100, ge=1, le=2000)
 
 
-class RetrieveRequest(Frozen):
+class RetrieveRequest(ClientInput):
     """A bounded, trust-aware retrieval (RFC 8)."""
 
     query: str | None = Field(default=None, max_length=4096)
@@ -82,6 +81,6 @@ class RetrieveRequest(Frozen):
     max_bytes: int = Field(default=1024 * 1024, ge=1024, le=16 * 1024 * 1024)
     include_contested: bool = True
     include_retracted: bool = False
-    as_of: datetime | None = None
-    valid_at: datetime | None = None
+    as_of: AwareDatetime | None = None
+    valid_at: AwareDatetime | None = None
     expand: ExpandOptions | None = None

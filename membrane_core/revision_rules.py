@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
-from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import BaseModel, Field, StringConstraints, ValidationError, model_validator
+from pydantic import AwareDatetime, BaseModel, Field, StringConstraints, ValidationError, model_validator
 
 from membrane_core import errors
 from membrane_core.enums import (
@@ -20,6 +19,7 @@ from membrane_core.enums import (
     ValidityMode,
 )
 from membrane_core.models import (
+    ClientInput,
     Frozen,
     JSONDict,
     MemoryRecord,
@@ -54,8 +54,8 @@ class RevisedRecord(Frozen):
     evidence: list[ProvenanceRef] = Field(default_factory=list, max_length=256)
     provenance: list[ProvenanceSource] = Field(default_factory=list, max_length=256)
     validity: Validity | None = None
-    valid_from: datetime | None = None
-    valid_to: datetime | None = None
+    valid_from: AwareDatetime | None = None
+    valid_to: AwareDatetime | None = None
     sensitivity: Sensitivity | None = None
     confidence: float | None = Field(default=None, ge=0, le=1)
     summary: str | None = Field(default=None, max_length=4096)
@@ -69,7 +69,7 @@ class RevisedRecord(Frozen):
         return self
 
 
-class SupersedeBody(Frozen):
+class SupersedeBody(ClientInput):
     """RFC 5.2.1."""
 
     record: RevisedRecord
@@ -78,7 +78,7 @@ class SupersedeBody(Frozen):
     force: bool = False
 
 
-class ForkBody(Frozen):
+class ForkBody(ClientInput):
     """RFC 5.2.2."""
 
     record: RevisedRecord = Field(default_factory=RevisedRecord)
@@ -87,7 +87,7 @@ class ForkBody(Frozen):
     evidence: list[ProvenanceRef] = Field(default_factory=list, max_length=256)
 
 
-class MergeBody(Frozen):
+class MergeBody(ClientInput):
     """RFC 5.2.3."""
 
     record_ids: list[uuid.UUID] = Field(min_length=2, max_length=100)
@@ -97,26 +97,26 @@ class MergeBody(Frozen):
     force: bool = False
 
 
-class RetractBody(Frozen):
+class RetractBody(ClientInput):
     """RFC 5.2.4."""
 
     rationale: Rationale
 
 
-class ContestBody(Frozen):
+class ContestBody(ClientInput):
     """RFC 5.2.5."""
 
     rationale: Rationale
     contesting_record_id: uuid.UUID | None = None
 
 
-class ReinforceBody(Frozen):
+class ReinforceBody(ClientInput):
     """RFC 5.2.6."""
 
     rationale: Rationale = "reinforced"
 
 
-class PenalizeBody(Frozen):
+class PenalizeBody(ClientInput):
     """RFC 5.2.7."""
 
     amount: float = Field(default=DEFAULT_PENALTY, gt=0, le=1)

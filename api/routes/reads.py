@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Any
 from uuid import UUID
 
 from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
+from pydantic import AwareDatetime
 
 from api import writes
 from api.deps import Svc, Trust
@@ -25,8 +25,8 @@ def get_operation(svc: Svc, policy: Trust, operation_id: UUID) -> JSONResponse:
 
 @router.get("/records/{record_id}", response_model=RecordView)
 def get_record(svc: Svc, policy: Trust, record_id: UUID,
-               as_of: Annotated[datetime | None, Query(description="as believed then")] = None,
-               valid_at: Annotated[datetime | None, Query(description="only if valid then")] = None,
+               as_of: Annotated[AwareDatetime | None, Query(description="as believed then")] = None,
+               valid_at: Annotated[AwareDatetime | None, Query(description="only if valid then")] = None,
                ) -> RecordView:
     """One record, trust-checked, marked with its status (RFC 5.1); bitemporal (RFC 5.6)."""
     return svc.membrane.get(record_id, policy, as_of=as_of, valid_at=valid_at)
