@@ -332,8 +332,28 @@ class Revisions:
             if t.type == MemoryType.EPISODIC.value and not allow_episodic:
                 raise errors.RevisionRefused(f"record {i} is episodic; episodes are immutable")
             if t.status == RevisionStatus.RETRACTED.value and not allow_retracted:
-                raise errors.RevisionRefused(f"record {i} is retracted")
+                raise self._already_retracted(conn, i, trust)
         return locked
+
+    @staticmethod
+    def _already_retracted(conn: psycopg.Connection, record_id: uuid.UUID, trust: TrustPolicy,
+                           ) -> errors.RevisionRefused:
+        """RFC 5.2: the refusal names the revision that won (a supersede or merge names its
+        successor when the caller sees that record in full, as an audit read would, 5.5)."""
+        won = store.retracted_by(conn, record_id)
+        if won is None:
+            return errors.RevisionRefused(f"record {record_id} is retracted")
+        operation, successor, actor, at = won
+        verb = {"supersede": "superseded", "merge": "merged"}.get(operation, "retracted")
+        detail: dict[str, Any] = {"field": "record_id", "message": f"already {verb}",
+                                  "type": f"already_{verb}", "actor": actor, "at": at.isoformat()}
+        message = f"record {record_id} was already {verb} by {actor} at {at.isoformat()}"
+        if successor is not None:
+            seen = store.access(conn, [successor]).get(successor)
+            if seen is not None and trust.visibility(seen[0], Sensitivity(seen[1])) == "full":
+                detail["successor_id"] = str(successor)
+                message += f"; its successor is record {successor}"
+        return errors.RevisionRefused(message, details=[detail])
 
     @staticmethod
     def _hydrate(conn: psycopg.Connection, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, MemoryRecord]:

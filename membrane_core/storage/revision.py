@@ -82,6 +82,15 @@ def access(conn: psycopg.Connection, ids: Iterable[uuid.UUID]) -> dict[uuid.UUID
     return {row[0]: (row[1], row[2]) for row in cur.fetchall()}
 
 
+def retracted_by(conn: psycopg.Connection, record_id: uuid.UUID,
+                 ) -> tuple[str, uuid.UUID | None, str, datetime] | None:
+    """RFC 5.2: (operation, successor id, actor, time) of the revision that retracted a record."""
+    row = conn.execute(q("revision_retracted_by"), {"id": record_id}).fetchone()
+    if row is None:
+        return None
+    return row[0], uuid.UUID(row[1]) if row[1] else None, row[2], row[3]
+
+
 def mark_retracted(conn: psycopg.Connection, ids: Sequence[uuid.UUID], now: datetime) -> None:
     """RFC 5.2.4: status retracted, ``retracted_at = now``; salience untouched (RFC 5.3)."""
     conn.execute(q("revision_mark_retracted"), {"ids": list(ids), "now": now})

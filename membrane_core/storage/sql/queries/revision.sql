@@ -17,6 +17,15 @@ SELECT id, type, scope, sensitivity, status, confidence, base_salience, reinforc
 -- Scope and sensitivity of records a revision wants to link to, for the caller's visibility check (RFC 5.2.5).
 SELECT id, scope, sensitivity FROM memory_records WHERE id = ANY(%(ids)s::uuid[])
 
+-- name: revision_retracted_by
+-- The revision that retracted a record: its latest retracting audit entry's operation, successor, actor and time (RFC 5.2).
+SELECT details ->> 'operation', coalesce(details ->> 'superseded_by', details ->> 'merged_into'),
+       actor, ts
+  FROM audit_log
+ WHERE record_id = %(id)s AND details ->> 'operation' IN ('supersede', 'merge', 'retract')
+ ORDER BY id DESC
+ LIMIT 1
+
 -- name: revision_mark_retracted
 -- Retract records: status and transaction-time end; salience is left alone (RFC 5.3, 5.6).
 UPDATE memory_records
