@@ -1,4 +1,4 @@
-"""The API entry point: checks the listen address, then runs uvicorn (RFC 7.5, 13.1)."""
+"""The API entry point: checks the listen address and TLS, then runs uvicorn (RFC 7.5, 13.1)."""
 
 from __future__ import annotations
 
@@ -10,23 +10,31 @@ from typing import Any
 import uvicorn
 
 from api.app import create_app
-from api.auth import check_listen
+from api.auth import plan_listen
 from membrane_core import Settings, errors
+
+log = logging.getLogger(__name__)
 
 
 def serve(settings: Settings | None = None, *, host: str | None = None, port: int | None = None,
           log_level: str = "info", workers: int = 1) -> None:
-    """RFC 7.5: refuse a non-loopback ``host`` without API keys, else serve until stopped.
+    """RFC 7.5: refuse an unsafe listen address, else serve (HTTPS with TLS files) until stopped.
 
-    With ``workers > 1`` uvicorn forks that many processes, each building its own app
-    (and Membrane) from the environment's settings.
+    The checks run before the app (and its Membrane) is built and before binding, so a
+    refused start connects to nothing. With ``workers > 1`` uvicorn forks that many
+    processes, each building its own app (and Membrane) from the environment's settings.
     """
     s = settings or Settings()
     bind = host or s.host
-    check_listen(bind, s.api_keys)
+    plan = plan_listen(bind, s.api_keys, certfile=s.tls_certfile, keyfile=s.tls_keyfile,
+                       allow_insecure=s.allow_insecure_credentials)
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    if plan.warning:
+        log.warning(plan.warning)
     common: dict[str, Any] = {"host": bind, "port": port or s.port, "log_level": log_level,
                               "access_log": False, "timeout_graceful_shutdown": 10}
+    if plan.certfile and plan.keyfile:
+        common.update(ssl_certfile=str(plan.certfile), ssl_keyfile=str(plan.keyfile))
     if workers > 1:
         uvicorn.run("api.app:create_app", factory=True, workers=workers, **common)
     else:

@@ -15,11 +15,12 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 from membrane_cli import demo as demo_mod
-from membrane_cli.stack import QUEUES, Stack, StackError, StackOptions
+from membrane_cli.stack import QUEUES, WATCH_SECONDS, Stack, StackError, StackOptions
 from membrane_core import Membrane, Settings, errors
 
 app = typer.Typer(name="membrane", no_args_is_help=True, add_completion=False,
@@ -54,11 +55,11 @@ def print_stack(stack: Stack) -> None:
     """The URLs of a running stack."""
     o = stack.opts
     t = Table(title="Membrane is running", show_header=False, box=None, pad_edge=False)
-    api = f"http://{o.host}:{o.api_port}"
+    api = stack.api_url
     t.add_row("API", f"{api}   (docs {api}/docs, Prometheus {api}/metrics, ready {api}/readyz)")
     if o.flower:
         auth = f"   (basic auth {stack.flower_auth})" if stack.flower_auth else "   (open)"
-        t.add_row("Flower", f"http://{o.host}:{o.flower_port}{auth}")
+        t.add_row("Flower", f"{stack.listen.scheme}://{o.host}:{o.flower_port}{auth}")
     t.add_row("Postgres", ("embedded, " if stack.embedded else "") + _redact(stack.dsn))
     t.add_row("Redis", _redact(stack.redis_url))
     t.add_row("Workers", ", ".join(o.queues) + (" + beat" if o.beat else "")
@@ -89,24 +90,31 @@ def run(
                         flower_port=flower_port, flower=flower, flower_open=flower_open,
                         stop_database=not keep_db)
     stack = Stack(settings, opts)
+    try:
+        stack.preflight()  # RFC 7.5: a refused address starts nothing
+    except errors.MembraneError as exc:
+        console.print(f"[red]cannot start the stack:[/red] {escape(exc.message)}")
+        raise typer.Exit(2) from exc
+    for warning in stack.warnings:
+        console.print(f"[yellow]warning:[/yellow] {escape(warning)}")
     signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     try:
         with console.status("starting Postgres, Redis, the API, workers, beat and Flower ..."):
             stack.start()
         print_stack(stack)
         if demo:
-            demo_mod.run_demo(f"http://{opts.host}:{opts.api_port}", console=console,
-                              api_key=demo_mod.first_key(settings))
+            demo_mod.run_demo(stack.api_url, console=console, api_key=demo_mod.first_key(settings))
             if exit_after_demo:
                 return
         console.print("[bold]Ctrl-C stops every process.[/bold]")
         while True:
-            dead = stack.dead()
-            if dead:
-                code = dead.proc.returncode if dead.proc else "?"
-                console.print(f"[red]{dead.name} exited[/red] (code {code}):\n{stack.tail(dead)}")
+            look = stack.watch()
+            for event in look.events:
+                console.print(f"[yellow]{escape(event)}[/yellow]")
+            if look.stop:  # log tails hold brackets that are not markup
+                console.print(f"[red]{escape(look.stop)}[/red]")
                 raise typer.Exit(1)
-            time.sleep(0.5)
+            time.sleep(WATCH_SECONDS)
     except StackError as exc:
         console.print(f"[red]cannot start the stack:[/red] {exc}")
         raise typer.Exit(1) from exc
@@ -133,7 +141,8 @@ def api(
     port: Annotated[int | None, typer.Option(help="Port (default MEMBRANE_PORT).")] = None,
     workers: Annotated[int, typer.Option(min=1, max=64, help="API processes.")] = 1,
 ) -> None:
-    """Serve the HTTP API alone; refuses a non-loopback host without API keys (RFC 7.5)."""
+    """Serve the HTTP API alone; refuses a non-loopback host without API keys, or with keys
+    but neither TLS nor MEMBRANE_ALLOW_INSECURE_CREDENTIALS (RFC 7.5)."""
     from api.server import serve
 
     try:

@@ -5,6 +5,11 @@ if it answers, else a private ``redis-server``), the API, one Celery worker per 
 beat and Flower. Every child runs in its own process group so stopping kills its
 whole tree (prefork pool children included) and a Ctrl-C in the terminal reaches
 only this supervisor, which then stops everything in reverse order.
+
+:meth:`Stack.watch` is one look at every child and at the embedded Postgres: the
+private ``redis-server`` is restarted on its port within a budget, anything else that
+dies stops the stack. Every start, death and restart is written to
+``logs/supervisor.log``.
 """
 
 from __future__ import annotations
@@ -19,16 +24,21 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import urlparse
 
 import httpx
 
+from api.auth import Listen, check_credentials, plan_listen, tls_files
 from membrane_core import Settings
 from membrane_core.storage import embedded, migrate
 
 #: The Celery queues, one worker pool each (RFC 9.5).
 QUEUES = ("ingest", "revision", "embedding", "llm", "maintenance")
+
+#: How often ``membrane run`` calls :meth:`Stack.watch`, in seconds (RFC 13.1).
+WATCH_SECONDS = 0.5
 
 
 class StackError(RuntimeError):
@@ -68,6 +78,35 @@ def rss_kib(pid: int) -> int | None:
     return None
 
 
+def pid_alive(pid: int) -> bool:
+    """True when ``pid`` runs; a zombie (dead, not yet reaped) counts as gone."""
+    if Path("/proc/self/stat").exists():
+        try:
+            # the state follows the parenthesised command name, which may itself hold spaces
+            state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+        except (OSError, IndexError):
+            return False
+        return state not in {"Z", "X"}
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # alive, owned by another user (pgserver's user under root)
+    return True
+
+
+def exit_status(returncode: int) -> str:
+    """``exit status N`` or ``killed by signal N (SIGNAME)`` for a Popen return code."""
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = "unknown"
+        return f"killed by signal {-returncode} ({name})"
+    return f"exit status {returncode}"
+
+
 def process_tree(pid: int) -> list[int]:
     """``pid`` and its descendants (via ``/proc/<pid>/task/*/children``)."""
     out, todo = [], [pid]
@@ -89,6 +128,22 @@ class Child:
     log: Path
     url: str | None = None
     proc: subprocess.Popen[bytes] | None = None
+    #: Loopback port that accepts connections once the child is up.
+    port: int | None = None
+    #: Restarted with the same argv (so on the same port) when it dies (RFC 13.1).
+    restart: bool = False
+    #: Monotonic times of its restarts inside the current budget window.
+    restarts: list[float] = field(default_factory=list)
+
+
+@dataclass
+class Watch:
+    """What one look at the stack found (RFC 13.1)."""
+
+    #: Deaths and restarts, already written to the supervisor log, to print.
+    events: list[str] = field(default_factory=list)
+    #: Why the stack must stop, or ``None`` while it runs on.
+    stop: str | None = None
 
 
 @dataclass
@@ -106,6 +161,10 @@ class StackOptions:
     flower: bool = True
     flower_open: bool = False
     stop_database: bool = True
+    #: Restart budget of the private redis-server: at most ``restart_limit`` restarts
+    #: within any ``restart_window`` seconds, then the stack stops (RFC 13.1).
+    restart_limit: int = 5
+    restart_window: float = 60.0
 
 
 class Stack:
@@ -119,10 +178,52 @@ class Stack:
         self.redis_url = ""
         self.flower_auth: str | None = None
         self.embedded = False
-        self._redis: subprocess.Popen[bytes] | None = None
         self.logs = options.data_dir / "logs"
+        self.listen = Listen()
+        #: Warnings of the listen rules (RFC 7.5), to print at start.
+        self.warnings: list[str] = []
+
+    @property
+    def pgdata(self) -> Path:
+        """The embedded server's data folder (RFC 11.2)."""
+        return self.opts.data_dir / "pg"
+
+    @property
+    def postgres_log(self) -> Path:
+        """Where the embedded server logs (``pg_ctl -l``)."""
+        return self.pgdata / "log"
+
+    @property
+    def supervisor_log(self) -> Path:
+        """Starts, deaths and restarts of the children (RFC 13.1)."""
+        return self.logs / "supervisor.log"
+
+    @property
+    def api_url(self) -> str:
+        """The API's base URL, ``https`` when TLS is configured (RFC 7.5)."""
+        return f"{self.listen.scheme}://{self.opts.host}:{self.opts.api_port}"
 
     # -- start ------------------------------------------------------------------
+
+    def preflight(self) -> Listen:
+        """RFC 7.5: the listen rules of the API and of Flower, checked before anything starts.
+
+        Raises the ``MembraneError`` of the API entry point (refusal, TLS files); the
+        warnings of the insecure opt-in are kept in :attr:`warnings`.
+        """
+        s, o = self.settings, self.opts
+        self.listen = plan_listen(o.host, s.api_keys, certfile=s.tls_certfile, keyfile=s.tls_keyfile,
+                                  allow_insecure=s.allow_insecure_credentials)
+        self.warnings = [self.listen.warning] if self.listen.warning else []
+        # Flower uses configured basic auth even when opened (workers.flower), and the
+        # stack generates one unless opened
+        if o.flower and (not o.flower_open or s.flower_basic_auth is not None):
+            warning = check_credentials(o.host, "Flower basic auth",
+                                        tls=tls_files(s.tls_certfile, s.tls_keyfile),
+                                        allow_insecure=s.allow_insecure_credentials)
+            if warning:
+                self.warnings.append(warning)
+        return self.listen
 
     def start_database(self) -> str:
         """The configured Postgres, or the embedded one; migrated (RFC 11.2)."""
@@ -149,16 +250,28 @@ class Stack:
         port = free_port()
         workdir = self.opts.data_dir / "redis"
         workdir.mkdir(parents=True, exist_ok=True)
-        self._redis = self._spawn(
-            "redis", [exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                      "--appendonly", "no", "--dir", str(workdir), "--loglevel", "warning"])
-        deadline = time.monotonic() + 10
-        while not port_open("127.0.0.1", port):
-            if self._redis.poll() is not None or time.monotonic() > deadline:
-                raise StackError(f"redis-server did not start; see {self.logs / 'redis.log'}")
-            time.sleep(0.05)
+        # It carries only operation ids (the inbox is Postgres), so a restart loses nothing
+        # that beat does not re-dispatch: it is restarted on this port when it dies.
+        child = Child("redis", [exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                                "--appendonly", "no", "--dir", str(workdir), "--loglevel", "warning"],
+                      self.logs / "redis.log", url=f"redis://127.0.0.1:{port}/0", port=port,
+                      restart=True)
+        self._launch(child)
+        self.children.append(child)
         self.redis_url = f"redis://127.0.0.1:{port}/0"
         return self.redis_url
+
+    def _launch(self, child: Child, env: dict[str, str] | None = None, timeout: float = 10.0) -> None:
+        """Spawn ``child``; with a port, wait until it accepts connections."""
+        child.proc = self._spawn(child.name, child.argv, env)
+        if child.port is None:
+            return
+        deadline = time.monotonic() + timeout
+        while not port_open("127.0.0.1", child.port):
+            if child.proc.poll() is not None or time.monotonic() > deadline:
+                raise StackError(f"{Path(child.argv[0]).name} did not start on port {child.port}; "
+                                 f"see {child.log}")
+            time.sleep(0.05)
 
     def env(self) -> dict[str, str]:
         """The children's environment: the resolved database and broker URLs."""
@@ -180,7 +293,7 @@ class Stack:
 
         o = self.opts
         kids = [Child("api", [sys.executable, "-m", "api", "--host", o.host, "--port", str(o.api_port)],
-                      self.logs / "api.log", url=f"http://{o.host}:{o.api_port}")]
+                      self.logs / "api.log", url=self.api_url)]
         for q in o.queues:
             kids.append(Child(f"worker-{q}",
                               celery_app.worker_argv(q, concurrency=o.concurrency.get(q)),
@@ -191,11 +304,16 @@ class Stack:
         if o.flower:
             kids.append(Child("flower", celery_app.flower_argv(
                 self.settings, address=o.host, port=o.flower_port, open_access=o.flower_open),
-                self.logs / "flower.log", url=f"http://{o.host}:{o.flower_port}"))
+                self.logs / "flower.log", url=f"{self.listen.scheme}://{o.host}:{o.flower_port}"))
         return kids
 
     def start(self, wait_ready: float = 120.0) -> None:
-        """Start everything; returns once the API answers ``/readyz``."""
+        """Start everything; returns once the API answers ``/readyz``.
+
+        The listen rules (:meth:`preflight`) are checked first, so a refused address
+        starts nothing.
+        """
+        self.preflight()
         self.logs.mkdir(parents=True, exist_ok=True)
         try:
             self.start_database()
@@ -214,19 +332,107 @@ class Stack:
 
     def wait_ready(self, timeout: float) -> None:
         """Poll the API's ``/readyz`` until it answers 200."""
-        url = f"http://{self.opts.host}:{self.opts.api_port}/readyz"
+        # A wildcard address is probed on loopback; the probe carries no credentials, so
+        # it need not verify the (possibly self-signed) certificate of its own child.
+        host = {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "::1"}.get(self.opts.host, self.opts.host)
+        host = f"[{host}]" if ":" in host and not host.startswith("[") else host
+        url = f"{self.listen.scheme}://{host}:{self.opts.api_port}/readyz"
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             dead = self.dead()
             if dead:
-                raise StackError(f"{dead.name} exited during start-up:\n{self.tail(dead)}")
+                status = exit_status(dead.proc.returncode) if dead.proc else "?"
+                raise StackError(f"{dead.name} exited during start-up ({status}):\n{self.tail(dead)}")
             with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(url, timeout=2).status_code == 200:
+                if httpx.get(url, timeout=2, verify=False).status_code == 200:
                     return
             time.sleep(0.25)
         raise StackError(f"the API was not ready after {timeout:.0f}s; see {self.logs / 'api.log'}")
 
     # -- watch and stop -----------------------------------------------------------
+
+    def watch(self) -> Watch:
+        """RFC 13.1: one look at the embedded Postgres and every child; what to print, whether to stop.
+
+        The embedded Postgres going away stops the stack. A restartable child (the
+        private redis-server) that died is started again with the same argv, at most
+        ``restart_limit`` times within ``restart_window`` seconds; any other child that
+        exited stops the stack. Every death and restart is written to the supervisor log.
+        """
+        look = Watch()
+        gone = self.postgres_gone()
+        if gone:
+            look.stop = (f"the embedded Postgres stopped ({gone}); stopping the stack. "
+                         f"Postgres log: {self.postgres_log}")
+            self.note(look.stop)
+            return look
+        stopped: list[str] = []
+        for child in self.children:
+            if child.proc is None or child.proc.poll() is None:
+                continue
+            status = exit_status(child.proc.returncode)
+            if child.restart:
+                event, stop = self._restart(child, status)
+                self.note(event)
+                if stop:
+                    stopped.append(event)
+                else:
+                    look.events.append(event)
+            else:
+                message = (f"{child.name} (pid {child.proc.pid}) exited ({status}); stopping the "
+                           f"stack. Last lines of {child.log}:\n{self.tail(child)}")
+                self.note(message)
+                stopped.append(message)
+        if stopped:
+            look.stop = "\n".join(stopped)
+        return look
+
+    def _restart(self, child: Child, status: str) -> tuple[str, bool]:
+        """Start ``child`` again within its budget; the event and whether the stack must stop."""
+        now = time.monotonic()
+        window, limit = self.opts.restart_window, self.opts.restart_limit
+        child.restarts = [t for t in child.restarts if now - t < window]
+        pid = child.proc.pid if child.proc else "?"
+        if len(child.restarts) >= limit:
+            return (f"{child.name} (pid {pid}) exited ({status}) after {len(child.restarts)} restarts "
+                    f"within {window:g} s (at most {limit}); stopping the stack. See {child.log}", True)
+        child.restarts.append(now)
+        try:
+            self._launch(child)
+        except StackError as exc:
+            return f"{child.name} (pid {pid}) exited ({status}) and could not be restarted: {exc}", True
+        new_pid = child.proc.pid if child.proc else "?"
+        where = f" on port {child.port}" if child.port else ""
+        return (f"{child.name} (pid {pid}) exited ({status}); restarted{where} as pid {new_pid} "
+                f"(restart {len(child.restarts)} of at most {limit} within {window:g} s)", False)
+
+    def postgres_gone(self) -> str | None:
+        """Why the embedded Postgres is not running, or ``None`` (not embedded, or running).
+
+        Cheap enough for every look: its ``postmaster.pid`` must exist and name a live
+        process (``pg_ctl stop`` removes the file; a killed postmaster leaves it stale).
+        """
+        if not self.embedded:
+            return None
+        pidfile = self.pgdata / "postmaster.pid"
+        try:
+            first = pidfile.read_text().split("\n", 1)[0].strip()
+        except FileNotFoundError:
+            return f"{pidfile} is gone"
+        except OSError:
+            return None  # unreadable for a moment is not gone
+        if not first.isdigit():
+            return None  # being written by a starting server
+        if not pid_alive(int(first)):
+            return f"its postmaster, pid {first}, is not running"
+        return None
+
+    def note(self, message: str) -> None:
+        """Append ``message`` to the supervisor log with a UTC timestamp."""
+        self.logs.mkdir(parents=True, exist_ok=True)
+        stamp = datetime.now(UTC).isoformat(timespec="milliseconds")
+        with self.supervisor_log.open("a", encoding="utf-8") as f:
+            f.write(f"{stamp} {message}\n")
 
     def dead(self) -> Child | None:
         """The first child that exited, if any."""
@@ -244,7 +450,9 @@ class Stack:
 
     def stop(self, timeout: float = 15.0) -> None:
         """SIGTERM every process group in reverse start order, SIGKILL what outlives ``timeout``."""
-        procs = [c.proc for c in reversed(self.children) if c.proc] + ([self._redis] if self._redis else [])
+        procs = [c.proc for c in reversed(self.children) if c.proc]
+        if procs:
+            self.note("stopping " + ", ".join(c.name for c in reversed(self.children)))
         for p in procs:
             _signal_group(p, signal.SIGTERM)
         deadline = time.monotonic() + timeout
@@ -256,7 +464,6 @@ class Stack:
                 p.wait(5)
             _signal_group(p, signal.SIGKILL)  # stragglers left in the group (pool children)
         self.children.clear()
-        self._redis = None
         if self.embedded and self.opts.stop_database:
             with contextlib.suppress(Exception):
                 embedded.stop(self.opts.data_dir)
@@ -268,10 +475,12 @@ class Stack:
         self.logs.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.logs / f"{name}.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         try:
-            return subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=fd,
+            proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=fd,
                                     stderr=subprocess.STDOUT, start_new_session=True)
         finally:
             os.close(fd)
+        self.note(f"started {name} (pid {proc.pid})")
+        return proc
 
 
 def _signal_group(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:

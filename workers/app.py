@@ -129,7 +129,8 @@ def flower_argv(settings: Settings, *, address: str = "127.0.0.1", port: int = 5
 
     It runs ``workers.flower``, which reads ``MEMBRANE_FLOWER_BASIC_AUTH`` from the
     environment (so the secret is not on the command line) and refuses to start without
-    it unless ``open_access`` is True (``--open``).
+    it unless ``open_access`` is True (``--open``). The TLS files and the insecure
+    opt-in (RFC 7.5) also come from the environment.
     """
     argv = [sys.executable, "-m", "workers.flower", f"--address={address}", f"--port={port}"]
     if open_access:
