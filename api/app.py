@@ -67,7 +67,8 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         s = settings or (membrane.settings if membrane else Settings())
-        keys = KeyRing(s.api_keys)
+        token = s.metrics_token.get_secret_value() if s.metrics_token else None
+        keys = KeyRing(s.api_keys, metrics_token=token)
         owned = membrane is None
         m = membrane or Membrane(s)
         try:
@@ -96,6 +97,7 @@ def create_app(
     app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes,
                        max_batch_bytes=max_batch_body_bytes)
     app.add_middleware(MetricsMiddleware, registry=registry)
+    app.add_middleware(api_errors.CatchAll)  # outermost: nothing escapes it (RFC 10.2)
     return app
 
 

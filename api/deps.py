@@ -57,6 +57,12 @@ async def trust(request: Request, authorization: str | None = Header(default=Non
     return svc.keys.authenticate(authorization)
 
 
+async def scraper(request: Request, authorization: str | None = Header(default=None)) -> None:
+    """RFC 10.1, 14.2: with keys configured, Prometheus text only for an operator's key or the
+    metrics token."""
+    (await services(request)).keys.authenticate_scraper(authorization)
+
+
 def _is_public_ip(host: str) -> bool:
     # A unix socket path or a test transport's name is not a network address.
     try:
@@ -68,3 +74,5 @@ def _is_public_ip(host: str) -> bool:
 #: Route parameter types: the process's services and the caller's policy.
 Svc = Annotated[Services, Depends(services)]
 Trust = Annotated[TrustPolicy, Depends(trust)]
+#: A route dependency: the caller may scrape the deployment's Prometheus figures.
+Scraper = Depends(scraper)

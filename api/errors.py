@@ -11,6 +11,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
+from api.metrics import ASGIApp, Message, Receive, Scope, Send
 from membrane_core import errors
 
 log = logging.getLogger(__name__)
@@ -61,15 +62,41 @@ async def on_http_error(request: Request, exc: Exception) -> JSONResponse:
     return error_response(exc.status_code, code, str(exc.detail), headers=exc.headers)
 
 
-async def on_unexpected(request: Request, exc: Exception) -> JSONResponse:
-    """A bug: logged with its traceback, answered 500 in the error shape."""
-    log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
-    return error_response(500, "internal", "internal error (a bug): see the server log")
+class CatchAll:
+    """Pure ASGI middleware: an exception no handler took becomes a 500 in the error shape.
+
+    RFC 10.2: Starlette's own last-resort handler answers and then re-raises, and the server
+    closes the connection under the client's feet; here the exception ends with the answer,
+    so a keep-alive connection serves the client's next request. An exception after the
+    answer has started cannot be answered and is re-raised.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracking_send)
+        except Exception:
+            if started:
+                raise
+            log.exception("unhandled error on %s %s", scope.get("method"), scope.get("path"))
+            response = error_response(500, "internal", "internal error (a bug): see the server log")
+            await response(scope, receive, send)
 
 
 def install(app: FastAPI) -> None:
-    """Register every handler on ``app``."""
+    """Register every handler on ``app`` (the catch-all is a middleware, :class:`CatchAll`)."""
     app.add_exception_handler(errors.MembraneError, on_membrane_error)
     app.add_exception_handler(RequestValidationError, on_validation_error)
     app.add_exception_handler(HTTPException, on_http_error)
-    app.add_exception_handler(Exception, on_unexpected)

@@ -25,15 +25,17 @@ def shape(raw: dict[str, Any]) -> dict[str, Any]:
     by_status: dict[str, int] = {}
     for row in raw["by_type_status"]:
         by_status[row["status"]] = by_status.get(row["status"], 0) + int(row["n"])
-        if row["status"] != "retracted":
-            by_type[row["type"]] = by_type.get(row["type"], 0) + int(row["n"])
+        by_type[row["type"]] = by_type.get(row["type"], 0) + int(row["n"])
     total = int(rec.get("total_records") or 0)
+    live = int(rec.get("live_records") or 0)
     created = int(rec.get("created_24h") or 0)
     successes, failures = int(proc.get("successes") or 0), int(proc.get("failures") or 0)
-    queues: dict[str, dict[str, int]] = {}
-    for row in raw["operations"]:
-        queues.setdefault(row["kind"], {})[row["status"]] = int(row["n"])
-    backlog = {
+    queues: dict[str, dict[str, int]] | None = None
+    if raw["operations"] is not None:
+        queues = {}
+        for row in raw["operations"]:
+            queues.setdefault(row["kind"], {})[row["status"]] = int(row["n"])
+    backlog = None if raw["backlog"] is None else {
         row["kind"]: {"due": int(row["due"]), "pending": int(row["pending"]),
                       "dead": int(row["dead"]),
                       "oldest_due_seconds": _round(row["oldest_due_seconds"])}
@@ -48,12 +50,11 @@ def shape(raw: dict[str, Any]) -> dict[str, Any]:
         "active_records": int(rec.get("active_records") or 0),
         "pinned_records": int(rec.get("pinned_records") or 0),
         "total_audit_entries": raw["audit_entries"],
-        "revision_rate": _round(_ratio(int(rec.get("revised_records") or 0),
-                                       int(rec.get("all_records") or 0))),
-        "retrieval_usefulness": _round(_ratio(int(rec.get("reinforced_records") or 0), total)),
+        "revision_rate": _round(_ratio(int(rec.get("revised_records") or 0), total)),
+        "retrieval_usefulness": _round(_ratio(int(rec.get("reinforced_records") or 0), live)),
         "competence_success_rate": _round(_ratio(successes, successes + failures)),
         "plan_reuse_frequency": _round(proc.get("plan_executions")),
-        "memory_growth_rate": _round(_ratio(created, total - created)),
+        "memory_growth_rate": _round(_ratio(created, live - created)),
         "records_created_24h": created,
         "operations": queues,
         "work_backlog": backlog,
@@ -61,12 +62,13 @@ def shape(raw: dict[str, Any]) -> dict[str, Any]:
 
 
 def collect(db: Database, trust: TrustPolicy, *, now: datetime) -> dict[str, Any]:
-    """RFC 14.2: metrics computed only over records and audit entries ``trust`` may read."""
+    """RFC 14.2: metrics computed only over records and audit entries ``trust`` may read; the
+    deployment's inbox and backlog only for an operator (``None`` for anyone else)."""
     readable = store.Readable(
         scopes=None if trust.reads_all else sorted(s for s in trust.read_scopes if s),
         max_rank=trust.max_sensitivity.rank, now=now,
     )
     with db.reader() as conn:
-        raw = store.collect(conn, readable)
+        raw = store.collect(conn, readable, deployment=trust.operator)
     return shape(raw)
 

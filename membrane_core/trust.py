@@ -23,6 +23,8 @@ class TrustPolicy(Frozen):
     write_scopes: frozenset[str] = Field(default_factory=lambda: frozenset({ALL_SCOPES}))
     max_sensitivity: Sensitivity = Sensitivity.HYPER
     actor: str = "anonymous"
+    #: RFC 7.1, 14.2: may read the deployment's own figures (inbox, backlog, Prometheus).
+    operator: bool = False
 
     @property
     def reads_all(self) -> bool:
@@ -92,4 +94,4 @@ class TrustPolicy(Frozen):
 
 
 #: Development policy granted when no API keys are configured (RFC 7.5).
-DEVELOPMENT_POLICY = TrustPolicy(actor="development")
+DEVELOPMENT_POLICY = TrustPolicy(actor="development", operator=True)

@@ -7,23 +7,23 @@ from typing import Any
 
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse, PlainTextResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from api import writes
-from api.deps import Svc, Trust
+from api.deps import Scraper, Svc, Trust
 from api.routes.captures import ACCEPTED, IdemKey, Wait
 from membrane_core import errors
 from membrane_core.enums import OperationKind
+from membrane_core.models import ClientInput
 
 log = logging.getLogger(__name__)
 
 router = APIRouter(tags=["operators"])
 
 
-class MaintenanceRun(BaseModel):
+class MaintenanceRun(ClientInput):
     """``{"jobs": [...]}``: one batch of each job, now (RFC 6.5)."""
 
-    model_config = ConfigDict(extra="forbid")
     jobs: list[str] = Field(min_length=1, max_length=16,
                             examples=[["decay", "prune", "consolidate", "embed", "extract"]])
 
@@ -39,12 +39,12 @@ def run_maintenance(svc: Svc, policy: Trust, body: MaintenanceRun,
 
 @router.get("/v1/metrics")
 def metrics_json(svc: Svc, policy: Trust) -> Any:
-    """Totals, averages, audit counts, queue depths and backlog (RFC 14.2)."""
+    """Totals, averages and audit counts; queue depths and backlog for an operator (RFC 14.2)."""
     result = svc.membrane.metrics(policy)
     return result.model_dump(mode="json") if hasattr(result, "model_dump") else result
 
 
-@router.get("/metrics", response_class=PlainTextResponse)
+@router.get("/metrics", response_class=PlainTextResponse, dependencies=[Scraper])
 def metrics_prometheus(svc: Svc) -> PlainTextResponse:
     """Prometheus text: request counts and latency by route, operations accepted (RFC 14.2)."""
     return PlainTextResponse(svc.registry.render(), media_type="text/plain; version=0.0.4")

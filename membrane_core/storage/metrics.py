@@ -27,18 +27,21 @@ class Readable:
                 "max_rank": self.max_rank, "now": self.now}
 
 
-def collect(conn: psycopg.Connection, readable: Readable) -> dict[str, Any]:
-    """RFC 14.2: raw aggregates: records, by type and status, procedural, audit, queues."""
+def collect(conn: psycopg.Connection, readable: Readable, *, deployment: bool) -> dict[str, Any]:
+    """RFC 14.2: raw aggregates: records, by type and status, procedural, audit; with
+    ``deployment``, also the inbox and the work backlog (``None`` without)."""
     p = readable.params()
     cur = conn.cursor(row_factory=dict_row)
     records = cur.execute(q("metrics_records"), p).fetchone() or {}
     by = cur.execute(q("metrics_by_type_status"), p).fetchall()
     procedural = cur.execute(q("metrics_procedural"), p).fetchone() or {}
     audit_row = conn.execute(q("metrics_audit"), p).fetchone()
-    operations = cur.execute(q("metrics_operations")).fetchall()
-    return {
+    raw: dict[str, Any] = {
         "records": dict(records), "by_type_status": [dict(r) for r in by],
         "procedural": dict(procedural), "audit_entries": int(audit_row[0]) if audit_row else 0,
-        "operations": [dict(r) for r in operations],
-        "backlog": workqueue.backlog(conn, now=readable.now),
+        "operations": None, "backlog": None,
     }
+    if deployment:
+        raw["operations"] = [dict(r) for r in cur.execute(q("metrics_operations")).fetchall()]
+        raw["backlog"] = workqueue.backlog(conn, now=readable.now)
+    return raw

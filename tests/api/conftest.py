@@ -11,6 +11,7 @@ import httpx
 import pytest
 import uvicorn
 from fastapi import FastAPI
+from pydantic import SecretStr
 
 from api.app import create_app
 from membrane_core import Membrane, Settings
@@ -71,10 +72,12 @@ def serve(api_membrane: Membrane) -> Iterator[ServeFn]:
 
     def start(*, dispatcher: Any = None, keys: dict[str, Any] | None = None,
               headers: dict[str, str] | None = None, broker_url: str | None = None,
-              **kwargs: Any) -> httpx.Client:
+              metrics_token: str | None = None, **kwargs: Any) -> httpx.Client:
         settings = api_membrane.settings
         if keys is not None:
             settings = settings.model_copy(update={"api_keys": keys})
+        if metrics_token is not None:
+            settings = settings.model_copy(update={"metrics_token": SecretStr(metrics_token)})
         if broker_url is not None:  # the app builds its real Celery dispatcher on this broker
             settings = settings.model_copy(update={"redis_url": broker_url})
         elif dispatcher is None:

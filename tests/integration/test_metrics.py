@@ -28,10 +28,11 @@ def test_metrics_respect_trust(membrane: Membrane, clock, database_url: str) -> 
 
     narrow = TrustPolicy(read_scopes=frozenset({"a"}), max_sensitivity=Sensitivity.LOW)
     m = membrane.metrics(narrow)
-    # readable: a1 (pinned) and the observation episode; the retracted fact only by status
-    assert m["total_records"] == 2
-    assert m["records_by_type"] == {"episodic": 2}
+    # readable: a1 (pinned), the observation episode and the retracted fact; the totals agree
+    assert m["total_records"] == 3
+    assert m["records_by_type"] == {"episodic": 2, "semantic": 1}
     assert m["records_by_status"] == {"active": 2, "retracted": 1}
+    assert sum(m["records_by_status"].values()) == sum(m["records_by_type"].values()) == 3
     assert m["active_records"] == 2 and m["pinned_records"] == 1
     assert m["avg_salience"] == pytest.approx((1.0 + 2 ** -0.5) / 2)
     assert m["avg_confidence"] == pytest.approx((0.8 + 0.7) / 2)
@@ -42,7 +43,7 @@ def test_metrics_respect_trust(membrane: Membrane, clock, database_url: str) -> 
     assert m["records_created_24h"] == 2
     # positive control: the full policy sees every scope and level
     full = membrane.metrics()
-    assert full["total_records"] == 4 and full["total_audit_entries"] == 5
+    assert full["total_records"] == 5 and full["total_audit_entries"] == 5
     assert full["records_by_status"] == {"active": 4, "retracted": 1}
     membrane.revisions.reinforce(a1, {"rationale": "it helped"}, DEVELOPMENT_POLICY)
     assert membrane.metrics(narrow)["retrieval_usefulness"] == pytest.approx(1 / 2)
@@ -55,7 +56,9 @@ def test_metrics_respect_trust(membrane: Membrane, clock, database_url: str) -> 
     assert membrane.metrics(narrow)["total_audit_entries"] == before - 2
     with pytest.raises(errors.NotFound):
         membrane.audit(a1, narrow)
-    # queues: operations by kind and status, backlog by kind with the oldest due age
+    # queues: operations by kind and status, backlog by kind with the oldest due age, for an
+    # operator only (RFC 14.2); the development policy is one
+    assert m["operations"] is None and m["work_backlog"] is None
     assert full["operations"] == {}
     backlog = full["work_backlog"]
     assert "consolidate" not in backlog  # no successful episode was captured
@@ -69,6 +72,12 @@ def test_metrics_respect_trust(membrane: Membrane, clock, database_url: str) -> 
     # an accepted, not yet processed write shows as a queued operation
     membrane.operations.submit_capture(event("a"), DEVELOPMENT_POLICY)
     assert membrane.metrics()["operations"] == {"capture": {"queued": 1}}
+    # another tenant's activity is not a non-operator's to see, however wide its reach
+    wide = TrustPolicy(actor="wide")  # every scope and level, no operator flag
+    assert membrane.metrics(wide)["operations"] is None
+    assert membrane.metrics(wide)["work_backlog"] is None
+    operator = wide.model_copy(update={"operator": True})
+    assert membrane.metrics(operator)["operations"] == {"capture": {"queued": 1}}
 
 
 def test_procedural_metrics(membrane: Membrane, clock) -> None:

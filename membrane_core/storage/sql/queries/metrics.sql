@@ -1,12 +1,12 @@
 -- name: metrics_records
--- Totals over the records the caller may read; retracted records only counted by status (RFC 14.2).
-SELECT count(*) FILTER (WHERE r.status <> 'retracted') AS total_records,
+-- Totals over the records the caller may read; averages and shares over the unretracted (RFC 14.2).
+SELECT count(*) AS total_records,
+       count(*) FILTER (WHERE r.status <> 'retracted') AS live_records,
        count(*) FILTER (WHERE r.status = 'active') AS active_records,
        count(*) FILTER (WHERE r.pinned AND r.status <> 'retracted') AS pinned_records,
        avg(current_salience(r.base_salience, r.reinforced_at, r.half_life_seconds, r.min_salience,
                             r.pinned, %(now)s)) FILTER (WHERE r.status <> 'retracted') AS avg_salience,
        avg(r.confidence) FILTER (WHERE r.status <> 'retracted') AS avg_confidence,
-       count(*) AS all_records,
        count(*) FILTER (WHERE r.status <> 'active') AS revised_records,
        count(*) FILTER (WHERE r.status <> 'retracted' AND r.reinforced_at > r.created_at)
            AS reinforced_records,
