@@ -34,19 +34,30 @@ class CeleryBroker:
     def __init__(self, settings: Settings) -> None:
         # Imported here: only a served API needs Celery; tests inject their own dispatcher.
         from workers.app import make_app
-        from workers.dispatch import CeleryDispatcher
+        from workers.dispatch import PUBLISH_TRANSPORT_OPTIONS, CeleryDispatcher
 
         self.celery = make_app(settings)
+        # RFC 10.5: this app only publishes, and a write waits on it: the short timeouts
+        self.celery.conf.broker_transport_options = {
+            **self.celery.conf.broker_transport_options, **PUBLISH_TRANSPORT_OPTIONS}
         self.dispatcher = CeleryDispatcher(self.celery)
 
     def publish(self, kind: Any, operation_ids: Sequence[UUID]) -> bool:
-        """Send the ids to their queue; False while the broker is down (RFC 9.5)."""
+        """Send the ids to their queue; False while the broker is down (RFC 9.5, 10.5)."""
         return bool(self.dispatcher.publish(kind, operation_ids))
 
     def ping(self) -> None:
-        """Raise unless the broker accepts a connection within about two seconds."""
-        with self.celery.connection_for_write() as conn:
-            conn.ensure_connection(max_retries=1, timeout=2)
+        """Raise unless the broker accepts a connection within about two seconds.
+
+        RFC 10.5: the outcome also closes or opens the publishing circuit.
+        """
+        try:
+            with self.celery.connection_for_write() as conn:
+                conn.ensure_connection(max_retries=1, timeout=2)
+        except Exception:
+            self.dispatcher.failed()
+            raise
+        self.dispatcher.succeeded()
 
     def close(self) -> None:
         """Release the broker connection pool."""

@@ -37,12 +37,19 @@ def field_name(loc: tuple[Any, ...] | list[Any]) -> str:
     return ".".join(parts)
 
 
+#: ``Retry-After`` of a 503 that names no window of its own, in whole seconds (RFC 10.5).
+RETRY_AFTER_SECONDS = 1
+
+
 async def on_membrane_error(request: Request, exc: Exception) -> JSONResponse:
     """A core error at its own status (RFC 10.2)."""
     assert isinstance(exc, errors.MembraneError)
     if exc.http_status >= 500 and exc.http_status != 503:
         log.error("internal error", exc_info=exc)
     headers = {"WWW-Authenticate": "Bearer"} if exc.http_status == 401 else None
+    if exc.http_status == 503:
+        # RFC 10.5: when to try again; an outage refusal knows how long its window runs
+        headers = {"Retry-After": str(getattr(exc, "retry_after", RETRY_AFTER_SECONDS))}
     return error_response(exc.http_status, exc.code, exc.message, exc.details, headers)
 
 

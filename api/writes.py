@@ -49,8 +49,10 @@ def publish(svc: Services, kind: Any, views: Sequence[Any]) -> None:
                     extra={"kind": kind_name, "operations": len(queued)})
         return
     if sent is False:
-        log.warning("broker unavailable; beat will re-dispatch",
-                    extra={"kind": kind_name, "operations": len(queued)})
+        # RFC 10.5: while the broker is down every write lands here; the dispatcher logs the
+        # failure once per window, a warning per write would flood the log
+        log.debug("broker unavailable; beat will re-dispatch",
+                  extra={"kind": kind_name, "operations": len(queued)})
 
 
 def settle(svc: Services, views: Sequence[Any], wait: float | None, trust: TrustPolicy,

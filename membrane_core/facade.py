@@ -26,7 +26,7 @@ from membrane_core.retrieval import Retriever
 from membrane_core.revision import Revisions
 from membrane_core.settings import Settings
 from membrane_core.storage import db as storage_db
-from membrane_core.storage import health, records
+from membrane_core.storage import records
 from membrane_core.trust import DEVELOPMENT_POLICY, TrustPolicy
 
 Clock = Callable[[], datetime]
@@ -106,9 +106,13 @@ class Membrane:
             s = self.settings
             dsn = storage_db.resolve_dsn(s.database_dsn(), s.data_dir)
             read = s.read_database_url.get_secret_value() if s.read_database_url else None
+            # RFC 10.5: a request waits at most request_pool_timeout_seconds for a
+            # connection, and none at all while Postgres is known to be down
             database = storage_db.Database(
                 dsn, embedding_dim=s.embedding_dim, read_dsn=read,
                 min_size=s.pool_min_size, max_size=s.pool_max_size,
+                timeout=s.request_pool_timeout_seconds,
+                outage_retry_seconds=s.outage_retry_seconds,
             )
         self.db = database
         self.policy = policy or policy_from_settings(self.settings)
@@ -208,8 +212,12 @@ class Membrane:
         return self.retriever.retrieve(parse(RetrieveRequest, request), trust)
 
     def ping(self, timeout: float = 2.0) -> None:
-        """RFC 14.2: raise ``errors.Unavailable`` unless the primary answers (readiness)."""
-        health.ping(self.db.dsn, timeout)
+        """RFC 14.2: raise ``errors.Unavailable`` unless the primary answers (readiness).
+
+        RFC 10.5: the outcome feeds the request path's outage circuit, so readiness and
+        requests agree on whether Postgres is down.
+        """
+        self.db.ping(timeout)
 
     # -- correction (RFC 5) ----------------------------------------------------
 

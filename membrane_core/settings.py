@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -26,11 +27,24 @@ class Settings(BaseSettings):
     embedding_dim: int = Field(default=384, ge=1, le=16000)
     pool_min_size: int = Field(default=1, ge=0)
     pool_max_size: int = Field(default=8, ge=1)
+    #: Longest wait for a pooled connection on a request path before ``unavailable``
+    #: (RFC 10.5); workers wait longer, since nothing waits on them.
+    request_pool_timeout_seconds: float = Field(default=0.5, gt=0, le=30)
+    #: While Postgres is down, requests fail at once for this long after a failure
+    #: before one is let through to try again (RFC 10.5).
+    outage_retry_seconds: float = Field(default=1.0, gt=0, le=60)
 
     redis_url: str | None = None
     api_keys: dict[str, dict[str, Any]] = Field(default_factory=dict)
     host: str = "127.0.0.1"
     port: int = 8080
+    #: TLS for the API (RFC 7.5): both set, or neither.
+    tls_certfile: Path | None = None
+    tls_keyfile: Path | None = None
+    #: Serve API keys (and Flower's basic auth) over plain HTTP off loopback (RFC 7.5).
+    allow_insecure_credentials: bool = False
+    #: Bearer token for ``GET /metrics`` besides an operator key (RFC 10.1, 14.2).
+    metrics_token: SecretStr | None = None
 
     embedding_provider: str = "none"
     embedding_base_url: str | None = None
@@ -68,6 +82,17 @@ class Settings(BaseSettings):
     #: Queued capture operations one ingest task drains beyond its own ids (RFC 9.5).
     ingest_drain: int = Field(default=1000, ge=0, le=10000)
     flower_basic_auth: SecretStr | None = None
+
+    def __repr_args__(self) -> Any:
+        # RFC 11.3: a settings object never prints a secret: API keys are secrets too,
+        # and so is a password inside the broker's URL.
+        for name, value in super().__repr_args__():
+            if name == "api_keys" and value:
+                yield name, f"<{len(value)} keys>"
+            elif name == "redis_url" and value:
+                yield name, re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", str(value))
+            else:
+                yield name, value
 
     def database_dsn(self) -> str | None:
         """The configured Postgres URL, or ``None`` for the embedded server."""

@@ -83,11 +83,19 @@ app = make_app()
 _state: dict[str, Membrane] = {}
 
 
+#: RFC 10.5: how long a worker waits for a pooled connection. Nothing waits on a worker, so
+#: under load it queues for a connection rather than failing its task; while Postgres is
+#: known to be down the outage circuit refuses at once all the same.
+WORKER_POOL_TIMEOUT_SECONDS = 30.0
+
+
 def membrane() -> Membrane:
     """This process's Membrane, built on first use (RFC 9.5)."""
     m = _state.get("membrane")
     if m is None:
-        m = _state["membrane"] = Membrane(Settings())
+        s = Settings()
+        m = _state["membrane"] = Membrane(
+            s.model_copy(update={"request_pool_timeout_seconds": WORKER_POOL_TIMEOUT_SECONDS}))
     return m
 
 

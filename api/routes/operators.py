@@ -58,7 +58,11 @@ def healthz() -> dict[str, str]:
 
 @router.get("/readyz")
 def readyz(svc: Svc) -> JSONResponse:
-    """Postgres and the broker are reachable (RFC 14.2); 503 names what is not."""
+    """Postgres and the broker are reachable (RFC 14.2); 503 names what is not.
+
+    RFC 10.5: each probe's outcome also opens or closes that service's circuit, so the
+    request path and readiness agree.
+    """
     checks: dict[str, str] = {}
     failures: list[dict[str, Any]] = []
     probes = {"postgres": svc.membrane.ping, "broker": getattr(svc.dispatcher, "ping", None)}
@@ -78,5 +82,8 @@ def readyz(svc: Svc) -> JSONResponse:
     if failures:
         err = errors.Unavailable(
             "not ready: " + ", ".join(f["field"] for f in failures) + " unreachable", details=failures)
-        return JSONResponse({"error": err.to_dict(), "checks": checks}, status_code=503)
+        from api.errors import RETRY_AFTER_SECONDS
+
+        return JSONResponse({"error": err.to_dict(), "checks": checks}, status_code=503,
+                            headers={"Retry-After": str(RETRY_AFTER_SECONDS)})  # RFC 10.5
     return JSONResponse({"status": "ready", "checks": checks})

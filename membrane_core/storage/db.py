@@ -1,22 +1,37 @@
-"""Connection pools and driver-error translation (RFC 11.1, 13.2)."""
+"""Connection pools, the outage circuit and driver-error translation (RFC 10.5, 11.1, 13.2)."""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import logging
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import psycopg
 from pgvector.psycopg import register_vector
-from psycopg_pool import ConnectionPool
+from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout, TooManyRequests
 
 from membrane_core import errors
-from membrane_core.storage import embedded, migrate
+from membrane_core.storage import embedded, health, migrate
 
 log = logging.getLogger(__name__)
+
+#: RFC 10.5: how long a pool keeps reconnecting in the background after it lost a
+#: connection. psycopg_pool doubles its delay between attempts up to ``reconnect_timeout``
+#: (five minutes by default), so after a long outage it would sit out minutes of a healthy
+#: server; past this it gives up and the next request that needs a connection asks again.
+RECONNECT_SECONDS = 2.0
+
+#: RFC 10.5: the connect timeout of the fresh connection that confirms a suspected outage.
+VERIFY_TIMEOUT_SECONDS = 2.0
+
+#: SQLSTATEs that mean the server ended or refused the connection, not the statement (RFC 10.5):
+#: admin, crash and startup/shutdown; class 08 is matched by prefix.
+_CONNECTION_LOST = frozenset({"57P01", "57P02", "57P03"})
 
 
 def resolve_dsn(database_url: str | None, data_dir: Path) -> str:
@@ -45,14 +60,96 @@ def translate_errors() -> Iterator[None]:
         yield
     except psycopg.errors.CheckViolation as exc:
         raise errors.InvalidInput(f"the database refused a value: {exc.diag.message_primary}") from exc
-    except (psycopg.OperationalError, psycopg.errors.AdminShutdown) as exc:
-        raise errors.Unavailable(f"Postgres is unavailable: {exc}") from exc
+    except psycopg.DataError as exc:
+        # SQLSTATE class 22 (a NUL in text, a value out of range) and the driver's own refusals:
+        # the input's fault, never a 500; the accept-time checks normally catch these first.
+        raise errors.InvalidInput(
+            f"the database refused a value: {exc.diag.message_primary or exc}") from exc
+    except psycopg.OperationalError as exc:  # AdminShutdown and PoolTimeout included
+        # the driver's text names hosts, ports and socket paths: the log gets it, callers do not
+        log.warning("Postgres is unavailable: %s", exc)
+        raise errors.Unavailable("Postgres is unavailable") from exc
     except psycopg.errors.SerializationFailure as exc:
         raise errors.Unavailable("transaction conflict, retry") from exc
 
 
+def _failure(exc: BaseException | None, conn: psycopg.Connection | None) -> str | None:
+    """RFC 10.5: ``"timeout"`` (no pooled connection in time), ``"lost"`` (the connection died) or
+    None (the server answered, or the pool was closed or full: no outage)."""
+    if isinstance(exc, PoolTimeout):
+        return "timeout"
+    if not isinstance(exc, psycopg.OperationalError) or isinstance(exc, (PoolClosed, TooManyRequests)):
+        return None
+    state = exc.sqlstate
+    if (conn is not None and conn.broken) or state is None or state.startswith("08") \
+            or state in _CONNECTION_LOST:
+        return "lost"
+    return None  # a statement the server refused (a cancelled query, a lock timeout ...)
+
+
+class _Server:
+    """One Postgres server: its pool, its circuit and the background check of both (RFC 10.5)."""
+
+    def __init__(self, dsn: str, pool: ConnectionPool, retry_seconds: float) -> None:
+        self.dsn = dsn
+        self.pool = pool
+        self.circuit = health.Circuit(retry_seconds)
+        self._lock = threading.Lock()
+        self._checking = False
+        self._quiet_until = 0.0
+
+    def failed(self, kind: str) -> None:
+        """A request met a connection-level failure of ``kind``."""
+        if self.circuit.is_open:
+            self.circuit.failed()  # a trial (or a straggler) failed: wait another window
+        else:
+            # Confirm with a fresh connection before refusing everyone: one backend killed
+            # or a pool short of connections under load is no outage.
+            self._check(confirm=True, idle=kind == "lost")
+
+    def down(self) -> None:
+        """Readiness found the server unreachable: refuse requests and drop dead idle connections."""
+        self.circuit.failed()
+        self._check(confirm=False, idle=True)
+
+    def _check(self, *, confirm: bool, idle: bool) -> None:
+        with self._lock:
+            if self._checking or (confirm and time.monotonic() < self._quiet_until):
+                return
+            self._checking = True
+        # In the background: a probe or a pool check may wait on a dead host's timeouts.
+        threading.Thread(target=self._run_check, args=(confirm, idle), daemon=True,
+                         name="membrane-db-check").start()
+
+    def _run_check(self, confirm: bool, idle: bool) -> None:
+        try:
+            if confirm:
+                try:
+                    health.ping(self.dsn, VERIFY_TIMEOUT_SECONDS)
+                except errors.Unavailable as exc:
+                    log.warning("Postgres is unreachable; requests are refused for %.1f s at a time "
+                                "until it answers: %s", self.circuit.retry_seconds, exc.__cause__)
+                    self.circuit.failed()
+                    idle = True
+            if idle:
+                # discard the idle connections that died with the server, all at once,
+                # rather than each failing one request after it is back
+                self.pool.check()
+        except Exception:  # a background check must never raise; the next failure retries it
+            log.debug("postgres check failed", exc_info=True)
+        finally:
+            with self._lock:
+                self._checking = False
+                self._quiet_until = time.monotonic() + self.circuit.retry_seconds
+
+
 class Database:
-    """A migrated Postgres with a primary pool and an optional read pool (RFC 13.2)."""
+    """A migrated Postgres with a primary pool and an optional read pool (RFC 13.2).
+
+    RFC 10.5: ``timeout`` bounds the wait for a pooled connection (None: psycopg_pool's
+    30 s); each server has a :class:`~membrane_core.storage.health.Circuit` that refuses
+    requests at once for ``outage_retry_seconds`` after a confirmed connection failure.
+    """
 
     def __init__(
         self,
@@ -63,33 +160,67 @@ class Database:
         min_size: int = 1,
         max_size: int = 8,
         run_migrations: bool = True,
+        timeout: float | None = None,
+        outage_retry_seconds: float = 1.0,
     ) -> None:
         self.dsn = dsn
         self.embedding_dim = embedding_dim
+        self.timeout = timeout
+        opts: dict[str, Any] = {"min_size": min_size, "max_size": max_size, "configure": _configure,
+                                "open": True, "reconnect_timeout": RECONNECT_SECONDS}
+        if timeout is not None:
+            opts["timeout"] = timeout
         with translate_errors():
             if run_migrations:
                 migrate.migrate(dsn, embedding_dim)
-            self.pool = ConnectionPool(
-                dsn, min_size=min_size, max_size=max_size, configure=_configure, open=True,
-                kwargs={"autocommit": False}, name="membrane-primary",
-            )
-            self.read_pool = (
-                ConnectionPool(read_dsn, min_size=min_size, max_size=max_size,
-                               configure=_configure, open=True, name="membrane-read")
-                if read_dsn else self.pool
-            )
+            self.pool = ConnectionPool(dsn, kwargs={"autocommit": False}, name="membrane-primary",
+                                       **opts)
+            self.read_pool = (ConnectionPool(read_dsn, name="membrane-read", **opts)
+                              if read_dsn else self.pool)
+        self._primary = _Server(dsn, self.pool, outage_retry_seconds)
+        self._replica = (_Server(read_dsn, self.read_pool, outage_retry_seconds)
+                         if read_dsn else self._primary)
+        #: The primary's circuit (RFC 10.5): open while the primary is believed down.
+        self.health = self._primary.circuit
+
+    @contextlib.contextmanager
+    def _connection(self, server: _Server) -> Iterator[psycopg.Connection]:
+        """A pooled connection inside one transaction, through the server's circuit (RFC 10.5)."""
+        server.circuit.admit()  # raises health.Outage while the server is believed down
+        conn: psycopg.Connection | None = None
+        try:
+            with translate_errors(), server.pool.connection() as conn, conn.transaction():
+                if server.circuit.is_open:
+                    server.circuit.succeeded()  # the server answered BEGIN: it is back
+                yield conn
+        except errors.Unavailable as exc:
+            kind = _failure(exc.__cause__, conn)
+            if kind is not None:
+                server.failed(kind)
+            # else the server answered, or it is unclear: a trial's window was re-armed when
+            # it was let through, so the next window tries again
+            raise
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[psycopg.Connection]:
         """A primary connection inside one transaction, committed on success."""
-        with translate_errors(), self.pool.connection() as conn, conn.transaction():
+        with self._connection(self._primary) as conn:
             yield conn
 
     @contextlib.contextmanager
     def reader(self) -> Iterator[psycopg.Connection]:
         """A connection for reads (the replica where configured, RFC 13.2)."""
-        with translate_errors(), self.read_pool.connection() as conn, conn.transaction():
+        with self._connection(self._replica) as conn:
             yield conn
+
+    def ping(self, timeout: float = 2.0) -> None:
+        """RFC 10.5, 14.2: readiness over a fresh connection; its outcome feeds the circuit."""
+        try:
+            health.ping(self.dsn, timeout)
+        except errors.Unavailable:
+            self._primary.down()
+            raise
+        self._primary.circuit.succeeded()
 
     def close(self) -> None:
         """Close every pool."""
