@@ -100,6 +100,9 @@ def create_app(
         version="1",
         summary="A memory substrate for LLM agents (rfc.md).",
         lifespan=lifespan,
+        # operation ids are the handlers' names (capture, retrieve, supersede ...), which
+        # client generators turn into method names
+        generate_unique_id_function=lambda route: route.name,
     )
     app.state.services = None
     api_errors.install(app)

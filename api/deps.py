@@ -7,7 +7,8 @@ import logging
 from dataclasses import dataclass, field
 from typing import Annotated
 
-from fastapi import Depends, Header, Request
+from fastapi import Depends, Request, Security
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from api.auth import KeyRing
 from api.metrics import Registry
@@ -40,7 +41,14 @@ async def services(request: Request) -> Services:
     return svc
 
 
-async def trust(request: Request, authorization: str | None = Header(default=None)) -> TrustPolicy:
+#: RFC 10.3: the bearer scheme in ``/openapi.json`` (the Authorize button of ``/docs``). It
+#: only documents: the key ring reads the header itself, so its own messages answer.
+BEARER = HTTPBearer(auto_error=False, scheme_name="apiKey",
+                    description="an API key of MEMBRANE_API_KEYS (none without keys, on loopback)")
+Bearer = Annotated[HTTPAuthorizationCredentials | None, Security(BEARER)]
+
+
+async def trust(request: Request, _: Bearer) -> TrustPolicy:
     """RFC 10.3: the caller's policy from its bearer key.
 
     RFC 7.5, enforced per request as well as at start-up: without keys, a request that
@@ -54,13 +62,13 @@ async def trust(request: Request, authorization: str | None = Header(default=Non
             raise errors.Forbidden(
                 "this server has no API keys configured and serves only loopback "
                 "addresses (set MEMBRANE_API_KEYS to serve other addresses)")
-    return svc.keys.authenticate(authorization)
+    return svc.keys.authenticate(request.headers.get("authorization"))
 
 
-async def scraper(request: Request, authorization: str | None = Header(default=None)) -> None:
+async def scraper(request: Request, _: Bearer) -> None:
     """RFC 10.1, 14.2: with keys configured, Prometheus text only for an operator's key or the
     metrics token."""
-    (await services(request)).keys.authenticate_scraper(authorization)
+    (await services(request)).keys.authenticate_scraper(request.headers.get("authorization"))
 
 
 def _is_public_ip(host: str) -> bool:

@@ -8,9 +8,10 @@ from fastapi import APIRouter, Header, Query
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from api import writes
+from api import schemas, writes
 from api.deps import Svc, Trust
 from membrane_core.enums import OperationKind
+from membrane_core.operations import OperationView
 from membrane_core.requests import CaptureRequest
 
 router = APIRouter(prefix="/v1", tags=["captures"])
@@ -21,9 +22,10 @@ MAX_BATCH = 1000
 Wait = Annotated[float | None, Query(gt=0, le=writes.MAX_WAIT_SECONDS,
                                      description="wait up to S seconds for the result")]
 IdemKey = Annotated[str | None, Header(alias="Idempotency-Key", max_length=256)]
+#: The 202 of a write (its ``response_description``) and the 200 after ``?wait``.
+QUEUED = "accepted; the operation is queued (Location: /v1/operations/{id})"
 ACCEPTED: dict[int | str, dict[str, Any]] = {
-    202: {"description": "accepted; the operation is queued (Location: /v1/operations/{id})"},
-    200: {"description": "finished within ?wait"},
+    200: {"model": OperationView, "description": "finished within ?wait"}, **schemas.WRITE_ERRORS,
 }
 
 
@@ -34,7 +36,8 @@ class CaptureBatch(BaseModel):
     captures: list[dict[str, Any]] = Field(min_length=1, max_length=MAX_BATCH)
 
 
-@router.post("/captures", status_code=202, responses=ACCEPTED)
+@router.post("/captures", status_code=202, response_model=OperationView, response_description=QUEUED,
+             responses=ACCEPTED)
 def capture(svc: Svc, policy: Trust, body: CaptureRequest, wait: Wait = None,
             idempotency_key: IdemKey = None) -> JSONResponse:
     """Accept one capture into the inbox (RFC 3.3, 9.1)."""
@@ -42,7 +45,10 @@ def capture(svc: Svc, policy: Trust, body: CaptureRequest, wait: Wait = None,
     return writes.answer_one(svc, OperationKind.CAPTURE, view, wait, policy)
 
 
-@router.post("/captures:batch", status_code=202, responses=ACCEPTED)
+@router.post("/captures:batch", status_code=202, response_model=schemas.OperationBatch,
+             response_description="accepted; the operations in the order of the captures",
+             responses={200: {"model": schemas.OperationBatch, "description": "all finished within ?wait"},
+                        **schemas.WRITE_ERRORS})
 def capture_batch(svc: Svc, policy: Trust, body: CaptureBatch, wait: Wait = None,
                   idempotency_key: IdemKey = None) -> Response:
     """Accept up to 1,000 captures with one multi-row insert; bad items fail alone (RFC 3.6)."""

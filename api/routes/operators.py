@@ -6,15 +6,16 @@ import logging
 from typing import Any
 
 from fastapi import APIRouter
-from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from pydantic import Field
 
-from api import writes
+from api import schemas, writes
 from api.deps import Scraper, Svc, Trust
-from api.routes.captures import ACCEPTED, IdemKey, Wait
+from api.routes.captures import ACCEPTED, QUEUED, IdemKey, Wait
 from membrane_core import errors
 from membrane_core.enums import OperationKind
 from membrane_core.models import ClientInput
+from membrane_core.operations import OperationView
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +29,8 @@ class MaintenanceRun(ClientInput):
                             examples=[["decay", "prune", "consolidate", "embed", "extract"]])
 
 
-@router.post("/v1/maintenance/run", status_code=202, responses=ACCEPTED)
+@router.post("/v1/maintenance/run", status_code=202, response_model=OperationView,
+             response_description=QUEUED, responses=ACCEPTED)
 def run_maintenance(svc: Svc, policy: Trust, body: MaintenanceRun,
                     wait: Wait = None, idempotency_key: IdemKey = None) -> JSONResponse:
     """Queue one batch of each maintenance job (RFC 6.5)."""
@@ -37,26 +39,30 @@ def run_maintenance(svc: Svc, policy: Trust, body: MaintenanceRun,
     return writes.answer_one(svc, OperationKind.MAINTENANCE, view, wait, policy)
 
 
-@router.get("/v1/metrics")
+@router.get("/v1/metrics", response_model=schemas.Metrics, responses=schemas.errors(401))
 def metrics_json(svc: Svc, policy: Trust) -> Any:
     """Totals, averages and audit counts; queue depths and backlog for an operator (RFC 14.2)."""
-    result = svc.membrane.metrics(policy)
-    return result.model_dump(mode="json") if hasattr(result, "model_dump") else result
+    return svc.membrane.metrics(policy)
 
 
-@router.get("/metrics", response_class=PlainTextResponse, dependencies=[Scraper])
+# A plain Response class: the errors are JSON, only the 200 is text (documented below).
+@router.get("/metrics", response_class=Response, dependencies=[Scraper],
+            responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}},
+                             "description": "Prometheus text format 0.0.4"},
+                       **schemas.errors(401, 403)})
 def metrics_prometheus(svc: Svc) -> PlainTextResponse:
     """Prometheus text: request counts and latency by route, operations accepted (RFC 14.2)."""
     return PlainTextResponse(svc.registry.render(), media_type="text/plain; version=0.0.4")
 
 
-@router.get("/healthz")
+@router.get("/healthz", response_model=schemas.Health)
 def healthz() -> dict[str, str]:
     """The process is up (RFC 14.2)."""
     return {"status": "ok"}
 
 
-@router.get("/readyz")
+@router.get("/readyz", response_model=schemas.Readiness,
+            responses={503: {"model": schemas.NotReady, "description": "what is unreachable"}})
 def readyz(svc: Svc) -> JSONResponse:
     """Postgres and the broker are reachable (RFC 14.2); 503 names what is not.
 

@@ -2,28 +2,31 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 from uuid import UUID
 
 from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
 from pydantic import AwareDatetime
 
-from api import writes
+from api import schemas, writes
 from api.deps import Svc, Trust
+from membrane_core.models import AuditHistory
+from membrane_core.operations import OperationView
 from membrane_core.requests import RetrieveRequest
 from membrane_core.results import RecordView, RetrieveResult
 
 router = APIRouter(prefix="/v1", tags=["reads"])
 
 
-@router.get("/operations/{operation_id}")
+@router.get("/operations/{operation_id}", response_model=OperationView,
+            responses=schemas.READ_ERRORS)
 def get_operation(svc: Svc, policy: Trust, operation_id: UUID) -> JSONResponse:
     """An operation's status and the records it wrote (RFC 9.1)."""
     return JSONResponse(writes.as_json(svc.membrane.operations.get(operation_id, policy)))
 
 
-@router.get("/records/{record_id}", response_model=RecordView)
+@router.get("/records/{record_id}", response_model=RecordView, responses=schemas.READ_ERRORS)
 def get_record(svc: Svc, policy: Trust, record_id: UUID,
                as_of: Annotated[AwareDatetime | None, Query(description="as believed then")] = None,
                valid_at: Annotated[AwareDatetime | None, Query(description="only if valid then")] = None,
@@ -32,15 +35,14 @@ def get_record(svc: Svc, policy: Trust, record_id: UUID,
     return svc.membrane.get(record_id, policy, as_of=as_of, valid_at=valid_at)
 
 
-@router.get("/records/{record_id}/audit")
-def get_audit(svc: Svc, policy: Trust, record_id: UUID) -> dict[str, Any]:
+@router.get("/records/{record_id}/audit", response_model=AuditHistory,
+            responses=schemas.READ_ERRORS)
+def get_audit(svc: Svc, policy: Trust, record_id: UUID) -> AuditHistory:
     """A record's hash-chained audit history, also after deletion (RFC 5.5)."""
-    history = svc.membrane.audit(record_id, policy)
-    data: dict[str, Any] = history.model_dump(mode="json")
-    return data
+    return svc.membrane.audit(record_id, policy)
 
 
-@router.post("/retrieve", response_model=RetrieveResult)
+@router.post("/retrieve", response_model=RetrieveResult, responses=schemas.errors(400, 401, 403, 413, 422))
 def retrieve(svc: Svc, policy: Trust, body: RetrieveRequest) -> RetrieveResult:
     """Bounded, trust-aware retrieval (RFC 8)."""
     return svc.membrane.retrieve(body, policy)
