@@ -1,0 +1,3 @@
+"""The distribution version, in one place."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,432 @@
+"""Typed answers and request bodies of the Membrane HTTP API (v1).
+
+Answers (:class:`Operation`, :class:`Record`, ...) keep fields they do not know
+(``extra="allow"``, reachable through ``model_extra``) and give most fields a default,
+so a newer server that adds fields or values does not break an older client.
+Vocabularies the server may grow (record types, statuses, kinds) are plain strings
+in answers for the same reason.
+
+Request bodies (:class:`CaptureRequest`, :class:`SupersedeBody`, ...) are a typed way
+to build what the client sends; every method also takes a plain mapping. The server
+is the authority on validation: these models check types only, so its answer (and
+its field-by-field error details) is the one a caller sees.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from membrane_client.errors import error_from
+
+__all__ = [
+    "AuditEntry",
+    "AuditHistory",
+    "BacklogEntry",
+    "CaptureBatch",
+    "CaptureRequest",
+    "ContestBody",
+    "Edge",
+    "ErrorBody",
+    "ErrorDetail",
+    "ErrorInfo",
+    "EvidenceRef",
+    "ExpandOptions",
+    "ForkBody",
+    "MaintenanceRun",
+    "MergeBody",
+    "Metrics",
+    "Operation",
+    "OperationBatch",
+    "PenalizeBody",
+    "ProvenanceSource",
+    "Record",
+    "ReinforceBody",
+    "Relation",
+    "RetractBody",
+    "RetrieveRequest",
+    "RetrieveResult",
+    "RevisedRecord",
+    "Selection",
+    "SupersedeBody",
+    "Validity",
+]
+
+#: Operation statuses after which nothing changes (api.md "Operations").
+FINISHED_STATUSES = frozenset({"succeeded", "failed"})
+
+SourceKind = Literal["event", "tool_output", "observation", "outcome", "working_state"]
+SensitivityLevel = Literal["public", "low", "medium", "high", "hyper"]
+MemoryTypeName = Literal["episodic", "working", "semantic", "competence", "plan_graph", "entity"]
+ProvenanceKindName = Literal["event", "artifact", "tool_call", "observation", "outcome"]
+MaintenanceJob = Literal["decay", "prune", "consolidate", "embed", "extract"]
+
+
+class Answer(BaseModel):
+    """Base of every model the server sends: unknown fields are kept, never refused."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class Body(BaseModel):
+    """Base of every model the client sends.
+
+    Extra fields are allowed (and sent) so a caller can use a field a newer server
+    accepts before this client knows it.
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON object sent to the server; unset optional fields (``None``) are left out."""
+        data: dict[str, Any] = self.model_dump(mode="json", exclude_none=True)
+        return data
+
+
+# -- errors (RFC 10.2) --------------------------------------------------------------
+
+
+class ErrorDetail(Answer):
+    """One problem of a refused request: the field by its path, a message, a type."""
+
+    field: str = ""
+    message: str = ""
+    type: str = ""
+
+
+class ErrorInfo(Answer):
+    """The ``error`` object of an error answer, or of a failed operation."""
+
+    code: str = "unknown"
+    message: str = ""
+    details: list[ErrorDetail] = Field(default_factory=list)
+
+
+class ErrorBody(Answer):
+    """Every error answer: ``{"error": {"code", "message", "details"}}``."""
+
+    error: ErrorInfo
+
+
+# -- operations (RFC 9.1) -----------------------------------------------------------
+
+
+class Operation(Answer):
+    """An asynchronous write: queued, running, succeeded or failed, and the records it wrote."""
+
+    operation_id: UUID
+    status: str
+    kind: str | None = None
+    record_id: UUID | None = None
+    record_ids: list[UUID] = Field(default_factory=list)
+    error: ErrorInfo | None = None
+    result: dict[str, Any] | None = None
+    created_at: datetime | None = None
+    finished_at: datetime | None = None
+
+    @property
+    def finished(self) -> bool:
+        """True once the operation succeeded or failed; it changes no more."""
+        return self.status in FINISHED_STATUSES
+
+    @property
+    def succeeded(self) -> bool:
+        """True when the operation finished without error."""
+        return self.status == "succeeded"
+
+    @property
+    def failed(self) -> bool:
+        """True when the operation finished with an error (see :attr:`error`)."""
+        return self.status == "failed"
+
+    def raise_for_error(self) -> Operation:
+        """``self``, unless it failed: then its error as the typed exception of its code."""
+        if self.failed:
+            info = self.error.model_dump() if self.error is not None else {"code": "unknown"}
+            raise error_from(None, info)
+        return self
+
+
+class OperationBatch(Answer):
+    """The answer of a capture batch: one operation per capture, in input order."""
+
+    operations: list[Operation]
+
+
+# -- records and retrieval (RFC 8, 10.4) --------------------------------------------
+
+
+class Relation(Answer):
+    """A typed, directed edge from a record to another."""
+
+    predicate: str
+    target_id: UUID
+    weight: float | None = None
+
+
+class Validity(Answer):
+    """Valid time of a fact: ``global``, ``conditional`` or ``timeboxed`` in a window."""
+
+    mode: str = "global"
+    conditions: dict[str, Any] = Field(default_factory=dict)
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
+
+
+class Record(Answer):
+    """A record as the caller may see it; a redacted one carries no payload."""
+
+    id: UUID
+    type: str
+    scope: str
+    sensitivity: str
+    confidence: float
+    salience: float
+    status: str
+    payload: dict[str, Any] | None = None
+    summary: str | None = None
+    tags: list[str] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    relations: list[Relation] = Field(default_factory=list)
+    provenance: list[dict[str, Any]] = Field(default_factory=list)
+    validity: Validity | None = None
+    occurred_at: datetime | None = None
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+    recorded_at: datetime | None = None
+    retracted_at: datetime | None = None
+    redacted: bool = False
+    score: float | None = None
+
+
+class Edge(Answer):
+    """A relation traversed by graph expansion."""
+
+    source_id: UUID
+    predicate: str
+    target_id: UUID
+
+
+class Selection(Answer):
+    """The selector's choice among competence and plan-graph candidates."""
+
+    record_id: UUID
+    confidence: float
+    needs_more: bool
+
+
+class RetrieveResult(Answer):
+    """Ranked records, their graph neighbours and edges, and diagnostics of one retrieval."""
+
+    records: list[Record] = Field(default_factory=list)
+    neighbors: list[Record] = Field(default_factory=list)
+    edges: list[Edge] = Field(default_factory=list)
+    diagnostics: dict[str, Any] = Field(default_factory=dict)
+    selection: Selection | None = None
+
+
+class AuditEntry(Answer):
+    """One entry of a record's append-only, hash-chained history."""
+
+    action: str
+    actor: str
+    timestamp: datetime
+    rationale: str
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
+class AuditHistory(Answer):
+    """A record's audit entries, oldest first, and whether their hash chain verifies."""
+
+    record_id: UUID | None = None
+    entries: list[AuditEntry] = Field(default_factory=list)
+    chain_valid: bool
+
+
+class BacklogEntry(Answer):
+    """Work of one kind waiting for a worker."""
+
+    due: int = 0
+    pending: int = 0
+    dead: int = 0
+    oldest_due_seconds: float | None = None
+
+
+class Metrics(Answer):
+    """``GET /v1/metrics``: memory totals over what the caller may read; for an operator,
+    also the operations inbox by kind and status and the work backlog by kind."""
+
+    total_records: int = 0
+    records_by_type: dict[str, int] = Field(default_factory=dict)
+    records_by_status: dict[str, int] = Field(default_factory=dict)
+    avg_salience: float | None = None
+    avg_confidence: float | None = None
+    active_records: int = 0
+    pinned_records: int = 0
+    total_audit_entries: int = 0
+    revision_rate: float | None = None
+    retrieval_usefulness: float | None = None
+    competence_success_rate: float | None = None
+    plan_reuse_frequency: float | None = None
+    memory_growth_rate: float | None = None
+    records_created_24h: int = 0
+    operations: dict[str, dict[str, int]] | None = None
+    work_backlog: dict[str, BacklogEntry] | None = None
+
+
+# -- request bodies -------------------------------------------------------------------
+
+
+class CaptureRequest(Body):
+    """Something to remember (api.md "Capture").
+
+    ``observation`` content is ``{"subject", "predicate", "object"}`` and also derives a
+    semantic fact; ``working_state`` content is ``{"thread_id", "task_state",
+    "context_summary", ...}``; ``event``, ``tool_output`` and ``outcome`` content may hold
+    ``text``, ``tool_calls``, ``outcome`` and ``entities``.
+    """
+
+    source_kind: SourceKind
+    scope: str
+    content: dict[str, Any]
+    summary: str | None = None
+    reason_to_remember: str | None = None
+    tags: list[str] | None = None
+    sensitivity: SensitivityLevel | None = None
+    occurred_at: datetime | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class CaptureBatch(Body):
+    """``POST /v1/captures:batch``: at most 1,000 captures, each validated on its own."""
+
+    captures: list[dict[str, Any]]
+
+
+class ExpandOptions(Body):
+    """Graph expansion bounds of a retrieval."""
+
+    hops: int | None = None
+    max_nodes: int | None = None
+    max_edges: int | None = None
+
+
+class RetrieveRequest(Body):
+    """``POST /v1/retrieve``: a bounded, trust-aware retrieval."""
+
+    query: str | None = None
+    scopes: list[str] | None = None
+    max_sensitivity: SensitivityLevel | None = None
+    memory_types: list[MemoryTypeName] | None = None
+    tags: list[str] | None = None
+    min_salience: float | None = None
+    limit: int | None = None
+    max_bytes: int | None = None
+    include_contested: bool | None = None
+    include_retracted: bool | None = None
+    as_of: datetime | None = None
+    valid_at: datetime | None = None
+    expand: ExpandOptions | None = None
+
+
+class EvidenceRef(Body):
+    """A provenance reference cited by a revision: a kind and an opaque ref or record id."""
+
+    kind: ProvenanceKindName
+    ref: str
+
+
+class ProvenanceSource(Body):
+    """Where a revised record came from."""
+
+    kind: ProvenanceKindName
+    ref: str
+    hash: str | None = None
+    created_by: str | None = None
+    timestamp: datetime | None = None
+
+
+class RevisedRecord(Body):
+    """The new content of a supersede, fork or merge.
+
+    A semantic target takes ``subject``/``predicate``/``object`` (each defaults to the
+    old value); any other record type takes its full ``payload``.
+    """
+
+    subject: str | None = None
+    predicate: str | None = None
+    object: str | None = None
+    payload: dict[str, Any] | None = None
+    evidence: list[EvidenceRef] | None = None
+    provenance: list[ProvenanceSource] | None = None
+    validity: Validity | None = None
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
+    sensitivity: SensitivityLevel | None = None
+    confidence: float | None = None
+    summary: str | None = None
+    tags: list[str] | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class SupersedeBody(Body):
+    """``POST /v1/records/{id}/supersede``: replace a fact with a new version."""
+
+    record: RevisedRecord
+    rationale: str
+    evidence: list[EvidenceRef] | None = None
+    force: bool | None = None
+
+
+class ForkBody(Body):
+    """``POST /v1/records/{id}/fork``: a conditional variant of a record."""
+
+    record: RevisedRecord | None = None
+    rationale: str
+    condition: dict[str, Any] | str | None = None
+    evidence: list[EvidenceRef] | None = None
+
+
+class MergeBody(Body):
+    """``POST /v1/records:merge``: several records into one."""
+
+    record_ids: list[UUID]
+    record: RevisedRecord | None = None
+    rationale: str
+    evidence: list[EvidenceRef] | None = None
+    force: bool | None = None
+
+
+class RetractBody(Body):
+    """``POST /v1/records/{id}/retract``."""
+
+    rationale: str
+
+
+class ContestBody(Body):
+    """``POST /v1/records/{id}/contest``, optionally naming the record that contests it."""
+
+    rationale: str
+    contesting_record_id: UUID | None = None
+
+
+class ReinforceBody(Body):
+    """``POST /v1/records/{id}/reinforce``."""
+
+    rationale: str | None = None
+
+
+class PenalizeBody(Body):
+    """``POST /v1/records/{id}/penalize``: remove ``amount`` of salience (server default 0.1)."""
+
+    amount: float | None = None
+    rationale: str | None = None
+
+
+class MaintenanceRun(Body):
+    """``POST /v1/maintenance/run``: one batch of each job, now."""
+
+    jobs: list[MaintenanceJob]
