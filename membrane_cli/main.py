@@ -152,6 +152,19 @@ def api(
         raise typer.Exit(2) from exc
 
 
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def mcp(ctx: typer.Context) -> None:
+    """The MCP server over a running Membrane (``membrane-mcp``; takes its options: --url, --key,
+    --transport stdio|http, --read-only, --no-revision). Needs the client's ``mcp`` extra."""
+    try:
+        from membrane_client import mcp_server
+    except ModuleNotFoundError as exc:
+        console.print("[red]the MCP server needs the Python client with its mcp extra:[/red] "
+                      "pip install './clients/python[mcp]'")
+        raise typer.Exit(2) from exc
+    mcp_server.main(list(ctx.args))
+
+
 @app.command()
 def migrate() -> None:
     """Apply pending migrations to the configured (or embedded) Postgres (RFC 11.1)."""
