@@ -13,8 +13,8 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip >/dev/null
-.venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[dev,local]' 2>&1 \
-  | grep -v "^WARNING: Location" || true
+.venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[dev,local]' \
+  -e './clients/python[mcp]' 2>&1 | grep -v "^WARNING: Location" || true
 
 if ! command -v redis-server >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
@@ -26,6 +26,19 @@ if ! command -v redis-server >/dev/null 2>&1; then
     exit 1
   fi
 fi
+
+# The TypeScript client's tests need Node.js 20+ with npm (clients/typescript).
+if ! command -v npm >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "installing nodejs and npm (the TypeScript client's tests)"
+    apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null
+  else
+    echo "Node.js 20+ with npm is missing: install it and re-run" >&2
+    exit 1
+  fi
+fi
+(cd clients/typescript && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
 
 # A private temp root: concurrent pytest sessions on one machine otherwise prune
 # each other's numbered folders (and the embedded Postgres inside them).

@@ -1,0 +1,369 @@
+/**
+ * A fetch-based client of the Membrane HTTP API (api.md, RFC 10).
+ *
+ * Writes are asynchronous operations (RFC 9.1); each carries an `Idempotency-Key`, so a
+ * retry after a lost answer returns the operation the first attempt created (RFC 9.2).
+ * Network failures, timeouts, 429 and 503 are retried with jittered exponential backoff,
+ * waiting at least the server's `Retry-After` (RFC 10.5); other errors are thrown at once
+ * as the {@link MembraneError} subclass of their code. The rules are the Python SDK's.
+ */
+import { ConnectionFailedError, MembraneError, OperationTimeoutError, errorFromBody } from "./errors.js";
+import type {
+  AuditHistory, CaptureRequest, ContestBody, ForkBody, MaintenanceRun, MergeBody, Metrics,
+  OperationBatch, OperationView, PenalizeBody, RecordView, ReinforceBody, RetractBody,
+  RetrieveRequest, RetrieveResult, SupersedeBody,
+} from "./types.js";
+
+export interface ClientOptions {
+  /** Where the API listens, e.g. `http://127.0.0.1:8080`. */
+  baseUrl: string;
+  /** Sent as `Authorization: Bearer <key>` (RFC 10.3). */
+  apiKey?: string;
+  /** Time allowed for one attempt, in ms (default 30 000); a write's `wait` is added to it. */
+  timeoutMs?: number;
+  /** Retries after the first attempt (default 5). */
+  maxRetries?: number;
+  /** First pause between attempts, in ms, doubled each retry and jittered (default 200). */
+  backoffMs?: number;
+  /** Longest pause between two attempts, in ms, whatever the backoff or `Retry-After` (default 60 000). */
+  maxBackoffMs?: number;
+  /** The fetch to use (default: the global one). */
+  fetch?: typeof fetch;
+}
+
+export interface ReadOptions {
+  signal?: AbortSignal;
+}
+
+export interface WriteOptions extends ReadOptions {
+  /** Default: a fresh `crypto.randomUUID()` per call, kept across its retries. */
+  idempotencyKey?: string;
+  /** Seconds the server waits for the operation to finish (0 < wait ≤ 30), `?wait=S`. */
+  wait?: number;
+}
+
+export interface BatchOptions extends WriteOptions {
+  /** Captures per request (1 to {@link MAX_BATCH}, the default). */
+  chunkSize?: number;
+}
+
+export interface WaitOptions extends ReadOptions {
+  /** How long to poll before {@link OperationTimeoutError}, in ms (default 30 000). */
+  timeoutMs?: number;
+  /** First pause between polls, in ms, doubled up to half a second (default 20). */
+  intervalMs?: number;
+}
+
+export interface GetOptions extends ReadOptions {
+  /** The record as it was believed at this time (RFC 5.6). */
+  asOf?: string;
+  /** Only if the record is valid at this time (RFC 5.6). */
+  validAt?: string;
+}
+
+/** Most captures one batch request may carry (api.md). */
+export const MAX_BATCH = 1000;
+
+const RETRIED_STATUSES = new Set([429, 503]);
+const FINISHED = new Set(["succeeded", "failed"]);
+
+/** The `Idempotency-Key` of chunk `index` of a batch written under `key`. */
+export function chunkKey(key: string, index: number): string {
+  return `${key}:${index}`;
+}
+
+/** `Retry-After` (seconds or an HTTP date) in milliseconds; undefined when absent or unreadable. */
+export function parseRetryAfter(value: string | null, now: number = Date.now()): number | undefined {
+  if (value === null || value.trim() === "") return undefined;
+  if (/^\s*\d+(\.\d+)?\s*$/.test(value)) return Number(value) * 1000;
+  const at = Date.parse(value);
+  return Number.isNaN(at) ? undefined : Math.max(0, at - now);
+}
+
+interface Call {
+  method: "GET" | "POST";
+  path: string;
+  query?: Record<string, string | number | undefined>;
+  body?: unknown;
+  idempotencyKey?: string;
+  signal?: AbortSignal | undefined;
+  timeoutMs?: number;
+}
+
+interface Answer {
+  status: number;
+  ok: boolean;
+  headers: Headers;
+  text: string;
+}
+
+function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) {
+      reject(signal.reason);
+      return;
+    }
+    const onAbort = (): void => {
+      clearTimeout(timer);
+      reject(signal?.reason);
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener("abort", onAbort);
+      resolve();
+    }, ms);
+    signal?.addEventListener("abort", onAbort, { once: true });
+  });
+}
+
+function describe(err: unknown): string {
+  if (!(err instanceof Error)) return String(err);
+  const cause = err.cause as { code?: unknown; message?: unknown } | undefined;
+  const detail = typeof cause?.code === "string" ? cause.code
+    : typeof cause?.message === "string" ? cause.message : undefined;
+  return detail ? `${err.message} (${detail})` : err.message;
+}
+
+function parseBody(text: string): unknown {
+  if (text === "") return undefined;
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text;
+  }
+}
+
+const segment = encodeURIComponent;
+
+export class MembraneClient {
+  readonly baseUrl: string;
+  private readonly apiKey: string | undefined;
+  private readonly timeoutMs: number;
+  private readonly maxRetries: number;
+  private readonly backoffMs: number;
+  private readonly maxBackoffMs: number;
+  private readonly fetchImpl: typeof fetch;
+
+  constructor(options: ClientOptions) {
+    if (!options.baseUrl) throw new TypeError("baseUrl is required");
+    this.baseUrl = options.baseUrl.replace(/\/+$/, "");
+    this.apiKey = options.apiKey;
+    this.timeoutMs = options.timeoutMs ?? 30_000;
+    this.maxRetries = Math.max(0, options.maxRetries ?? 5);
+    this.backoffMs = options.backoffMs ?? 200;
+    this.maxBackoffMs = options.maxBackoffMs ?? 60_000;
+    this.fetchImpl = options.fetch ?? globalThis.fetch.bind(globalThis);
+  }
+
+  // -- captures (RFC 3.3, 3.6) --
+
+  /** Capture one observation, event, tool output, outcome or working state. */
+  capture(body: CaptureRequest, options: WriteOptions = {}): Promise<OperationView> {
+    return this.write<OperationView>("/v1/captures", body, options);
+  }
+
+  /**
+   * Capture many, in chunks of at most {@link MAX_BATCH}; the operations come back in input
+   * order. Chunk `i` is sent under `chunkKey(key, i)`, so calling again with the same key
+   * after a failure part-way replays the chunks already accepted.
+   */
+  async captureMany(captures: CaptureRequest[], options: BatchOptions = {}): Promise<OperationView[]> {
+    const size = options.chunkSize ?? MAX_BATCH;
+    if (!Number.isInteger(size) || size < 1 || size > MAX_BATCH) {
+      throw new RangeError(`chunkSize must be an integer from 1 to ${MAX_BATCH}`);
+    }
+    const key = options.idempotencyKey ?? crypto.randomUUID();
+    const operations: OperationView[] = [];
+    for (let start = 0, index = 0; start < captures.length; start += size, index++) {
+      const batch = await this.write<OperationBatch>(
+        "/v1/captures:batch", { captures: captures.slice(start, start + size) }, options,
+        chunkKey(key, index));
+      operations.push(...batch.operations);
+    }
+    return operations;
+  }
+
+  // -- reads (RFC 5.5, 8, 9.1) --
+
+  /** One record, trust-checked and marked with its status (RFC 5.1). */
+  get(recordId: string, options: GetOptions = {}): Promise<RecordView> {
+    return this.request<RecordView>({
+      method: "GET", path: `/v1/records/${segment(recordId)}`,
+      query: { as_of: options.asOf, valid_at: options.validAt }, signal: options.signal,
+    });
+  }
+
+  /** A record's audit history and whether its hash chain verifies (RFC 5.5). */
+  audit(recordId: string, options: ReadOptions = {}): Promise<AuditHistory> {
+    return this.request<AuditHistory>({
+      method: "GET", path: `/v1/records/${segment(recordId)}/audit`, signal: options.signal,
+    });
+  }
+
+  /** Bounded, trust-aware retrieval; `expand` adds graph neighbours (RFC 8, 8.4). */
+  retrieve(request: RetrieveRequest = {}, options: ReadOptions = {}): Promise<RetrieveResult> {
+    return this.request<RetrieveResult>({
+      method: "POST", path: "/v1/retrieve", body: request, signal: options.signal,
+    });
+  }
+
+  /** An operation's status and the records it wrote (RFC 9.1). */
+  operation(operationId: string, options: ReadOptions = {}): Promise<OperationView> {
+    return this.request<OperationView>({
+      method: "GET", path: `/v1/operations/${segment(operationId)}`, signal: options.signal,
+    });
+  }
+
+  /** Poll an operation until it has `succeeded` or `failed`, quickly at first. */
+  async wait(operation: string | OperationView, options: WaitOptions = {}): Promise<OperationView> {
+    if (typeof operation !== "string" && FINISHED.has(operation.status)) return operation;
+    const id = typeof operation === "string" ? operation : operation.operation_id;
+    const timeoutMs = options.timeoutMs ?? 30_000;
+    const deadline = Date.now() + timeoutMs;
+    let interval = options.intervalMs ?? 20;
+    for (;;) {
+      const view = await this.operation(id, options);
+      if (FINISHED.has(view.status)) return view;
+      const left = deadline - Date.now();
+      if (left <= 0) {
+        throw new OperationTimeoutError(`operation ${id} is still ${view.status} after ${timeoutMs} ms`, view);
+      }
+      await sleep(Math.min(interval, left), options.signal);
+      interval = Math.min(interval * 2, 500);
+    }
+  }
+
+  /** Totals, averages, audit counts and, for an operator, queue depths (RFC 14.2). */
+  metrics(options: ReadOptions = {}): Promise<Metrics> {
+    return this.request<Metrics>({ method: "GET", path: "/v1/metrics", signal: options.signal });
+  }
+
+  // -- revisions (RFC 5.2) --
+
+  /** Replace a fact with a new version; the old one is retracted. */
+  supersede(recordId: string, body: SupersedeBody, options: WriteOptions = {}): Promise<OperationView> {
+    return this.write<OperationView>(`/v1/records/${segment(recordId)}/supersede`, body, options);
+  }
+
+  /** Fork a conditional variant of a fact. */
+  fork(recordId: string, body: ForkBody, options: WriteOptions = {}): Promise<OperationView> {
+    return this.write<OperationView>(`/v1/records/${segment(recordId)}/fork`, body, options);
+  }
+
+  /** Merge records into one. */
+  merge(body: MergeBody, options: WriteOptions = {}): Promise<OperationView> {
+    return this.write<OperationView>("/v1/records:merge", body, options);
+  }
+
+  /** Retract a record. */
+  retract(recordId: string, body: RetractBody, options: WriteOptions = {}): Promise<OperationView> {
+    return this.write<OperationView>(`/v1/records/${segment(recordId)}/retract`, body, options);
+  }
+
+  /** Mark a record contested. */
+  contest(recordId: string, body: ContestBody, options: WriteOptions = {}): Promise<OperationView> {
+    return this.write<OperationView>(`/v1/records/${segment(recordId)}/contest`, body, options);
+  }
+
+  /** Raise a record's salience. */
+  reinforce(recordId: string, body: ReinforceBody = {}, options: WriteOptions = {}): Promise<OperationView> {
+    return this.write<OperationView>(`/v1/records/${segment(recordId)}/reinforce`, body, options);
+  }
+
+  /** Lower a record's salience. */
+  penalize(recordId: string, body: PenalizeBody = {}, options: WriteOptions = {}): Promise<OperationView> {
+    return this.write<OperationView>(`/v1/records/${segment(recordId)}/penalize`, body, options);
+  }
+
+  // -- operators (RFC 6.5) --
+
+  /** Run one batch of each maintenance job now. */
+  runMaintenance(jobs: MaintenanceRun["jobs"] | MaintenanceRun, options: WriteOptions = {},
+                 ): Promise<OperationView> {
+    const body: MaintenanceRun = Array.isArray(jobs) ? { jobs } : jobs;
+    return this.write<OperationView>("/v1/maintenance/run", body, options);
+  }
+
+  // -- transport --
+
+  private write<T>(path: string, body: unknown, options: WriteOptions,
+                   key: string = options.idempotencyKey ?? crypto.randomUUID()): Promise<T> {
+    return this.request<T>({
+      method: "POST", path, body, query: { wait: options.wait }, idempotencyKey: key,
+      signal: options.signal, timeoutMs: this.timeoutMs + (options.wait ?? 0) * 1000,
+    });
+  }
+
+  private url(path: string, query: Call["query"] = {}): string {
+    const params = new URLSearchParams();
+    for (const [name, value] of Object.entries(query)) {
+      if (value !== undefined) params.set(name, String(value));
+    }
+    const search = params.toString();
+    return `${this.baseUrl}${path}${search ? `?${search}` : ""}`;
+  }
+
+  /**
+   * Pause before retry `attempt` (0-based): an exponential step with jitter, so clients that
+   * failed together do not come back together; `Retry-After` is a floor, `maxBackoffMs` a cap.
+   */
+  private delay(attempt: number, retryAfterMs?: number): number {
+    const step = Math.min(this.maxBackoffMs, this.backoffMs * 2 ** attempt);
+    const jittered = step * (0.5 + Math.random() / 2);
+    return Math.min(this.maxBackoffMs, Math.max(jittered, retryAfterMs ?? 0));
+  }
+
+  private async request<T>(call: Call): Promise<T> {
+    const url = this.url(call.path, call.query);
+    const headers: Record<string, string> = { accept: "application/json" };
+    if (this.apiKey) headers.authorization = `Bearer ${this.apiKey}`;
+    if (call.idempotencyKey !== undefined) headers["idempotency-key"] = call.idempotencyKey;
+    const body = call.body === undefined ? undefined : JSON.stringify(call.body);
+    if (body !== undefined) headers["content-type"] = "application/json";
+
+    for (let attempt = 0; ; attempt++) {
+      const retry = attempt < this.maxRetries;
+      let answer: Answer;
+      try {
+        answer = await this.send(url, { method: call.method, headers, body }, call);
+      } catch (err) {
+        if (call.signal?.aborted) throw err;
+        if (!retry) {
+          throw new ConnectionFailedError("connection_failed", 0,
+            `${call.method} ${call.path}: ${describe(err)}`, [], { cause: err });
+        }
+        await sleep(this.delay(attempt), call.signal);
+        continue;
+      }
+      const parsed = parseBody(answer.text);
+      if (answer.ok) {
+        if (typeof parsed === "string") {
+          throw new MembraneError("invalid_response", answer.status,
+            `${call.method} ${call.path}: the answer is not JSON`);
+        }
+        return parsed as T;
+      }
+      const retryAfterMs = parseRetryAfter(answer.headers.get("retry-after"));
+      const error = errorFromBody(answer.status, parsed, retryAfterMs);
+      if (!retry || !RETRIED_STATUSES.has(answer.status)) throw error;
+      await sleep(this.delay(attempt, retryAfterMs), call.signal);
+    }
+  }
+
+  /** One attempt, body included, within the timeout. */
+  private async send(url: string, init: RequestInit, call: Call): Promise<Answer> {
+    const timeoutMs = call.timeoutMs ?? this.timeoutMs;
+    const controller = new AbortController();
+    const timer = setTimeout(() => controller.abort(new Error(`timed out after ${timeoutMs} ms`)), timeoutMs);
+    const onAbort = (): void => controller.abort(call.signal?.reason);
+    if (call.signal?.aborted) onAbort();
+    call.signal?.addEventListener("abort", onAbort, { once: true });
+    try {
+      const response = await this.fetchImpl(url, { ...init, signal: controller.signal });
+      const text = await response.text();
+      return { status: response.status, ok: response.ok, headers: response.headers, text };
+    } finally {
+      clearTimeout(timer);
+      call.signal?.removeEventListener("abort", onAbort);
+    }
+  }
+}

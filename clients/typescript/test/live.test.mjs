@@ -1,0 +1,143 @@
+// Against a live Membrane API at MEMBRANE_URL (tests/clients/test_typescript_client.py starts one);
+// skipped when it is not set.
+import assert from "node:assert/strict";
+import { test } from "node:test";
+
+import {
+  IdempotencyConflictError, InvalidInputError, MembraneClient, MembraneError, NotFoundError,
+} from "../dist/index.js";
+
+const baseUrl = process.env.MEMBRANE_URL;
+const SCOPE = "ts-client";
+const fact = (object) => ({
+  source_kind: "observation", scope: SCOPE,
+  content: { subject: "acme-api", predicate: "runs_on", object },
+});
+
+async function objects(client) {
+  const found = await client.retrieve({
+    query: "acme-api runs on", scopes: [SCOPE], memory_types: ["semantic"],
+  });
+  return found.records.map((r) => r.payload?.object);
+}
+
+// Each test is skipped on its own, so a run without a server reports them as skipped.
+const skip = baseUrl ? false : "MEMBRANE_URL is not set";
+const live = (name, fn) => test(name, { skip }, fn);
+
+const client = new MembraneClient({ baseUrl: baseUrl || "http://127.0.0.1:1", backoffMs: 50 });
+
+live("capture, retrieve, supersede: only the replacement comes back", async () => {
+  const captured = await client.wait(await client.capture(fact("Python 3.12")));
+  assert.equal(captured.status, "succeeded", JSON.stringify(captured.error));
+  const old = captured.record_ids[1];
+  assert.equal((await client.get(old)).type, "semantic");
+  assert.deepEqual(await objects(client), ["Python 3.12"]);
+
+  const revised = await client.supersede(old, {
+    record: { subject: "acme-api", predicate: "runs_on", object: "Python 3.13" },
+    rationale: "the Dockerfile moved to 3.13", evidence: [{ kind: "artifact", ref: "Dockerfile" }],
+  }, { wait: 10 });
+  assert.equal(revised.status, "succeeded", JSON.stringify(revised.error));
+  const replacement = revised.record_ids[0];
+  assert.notEqual(replacement, old);
+
+  assert.deepEqual(await objects(client), ["Python 3.13"]);
+  assert.equal((await client.get(old)).status, "retracted");
+  const now = await client.get(replacement);
+  assert.equal(now.status, "active");
+  assert.equal(now.payload?.object, "Python 3.13");
+  const history = await client.audit(old);
+  assert.equal(history.chain_valid, true);
+  assert.ok(history.entries.some((e) => e.rationale === "the Dockerfile moved to 3.13"));
+});
+
+live("expand returns the graph around the roots", async () => {
+  const op = await client.capture(fact("Python 3.12"), { wait: 10 });
+  assert.equal(op.status, "succeeded");
+  const found = await client.retrieve({ query: "acme-api", scopes: [SCOPE], expand: { hops: 1, max_nodes: 5 } });
+  assert.ok(found.records.length >= 1);
+  assert.ok(Array.isArray(found.neighbors) && Array.isArray(found.edges));
+});
+
+live("a write retried after a lost answer returns the same operation", async () => {
+  const keys = [];
+  let lost;
+  const flaky = async (url, init) => {
+    keys.push(init.headers["idempotency-key"]);
+    const response = await fetch(url, init);
+    if (lost === undefined) {
+      lost = await response.json(); // the server accepted it; the caller never hears
+      throw new TypeError("fetch failed");
+    }
+    return response;
+  };
+  const retrying = new MembraneClient({ baseUrl, backoffMs: 10, fetch: flaky });
+  const body = { source_kind: "event", scope: SCOPE, content: { text: "deploy finished" } };
+  const op = await retrying.capture(body);
+  assert.equal(keys.length, 2);
+  assert.equal(keys[1], keys[0]);
+  assert.equal(op.operation_id, lost.operation_id);
+  assert.equal(op.record_id, lost.record_id);
+
+  // control: the same body under a new key is a new operation
+  const fresh = await client.capture(body);
+  assert.notEqual(fresh.operation_id, op.operation_id);
+});
+
+live("an explicit Idempotency-Key replays; another body under it conflicts", async () => {
+  const body = { source_kind: "event", scope: SCOPE, content: { text: "tests passed" } };
+  const first = await client.capture(body, { idempotencyKey: "ts-live-1" });
+  const again = await client.capture(body, { idempotencyKey: "ts-live-1" });
+  assert.equal(again.operation_id, first.operation_id);
+  const other = await client.capture(body, { idempotencyKey: "ts-live-2" });
+  assert.notEqual(other.operation_id, first.operation_id);
+  const changed = { ...body, content: { text: "tests failed" } };
+  await assert.rejects(client.capture(changed, { idempotencyKey: "ts-live-1" }), (err) =>
+    err instanceof IdempotencyConflictError && err.status === 409 && err.code === "idempotency_conflict");
+});
+
+live("a batch replayed under its key returns the same operations", async () => {
+  const captures = [1, 2, 3].map((i) => ({
+    source_kind: "event", scope: SCOPE, content: { text: `step ${i}` },
+  }));
+  const first = await client.captureMany(captures, { chunkSize: 2, idempotencyKey: "ts-batch", wait: 10 });
+  assert.equal(first.length, 3);
+  assert.ok(first.every((op) => op.status === "succeeded"));
+  const again = await client.captureMany(captures, { chunkSize: 2, idempotencyKey: "ts-batch" });
+  assert.deepEqual(again.map((op) => op.operation_id), first.map((op) => op.operation_id));
+  const other = await client.captureMany(captures, { chunkSize: 2, idempotencyKey: "ts-batch-2" });
+  assert.equal(new Set([...other, ...first].map((op) => op.operation_id)).size, 6);
+});
+
+live("a 422 is an InvalidInputError naming the field; a 404 a NotFoundError", async () => {
+  const calls = [];
+  const counting = new MembraneClient({
+    baseUrl, fetch: (url, init) => { calls.push(url); return fetch(url, init); },
+  });
+  await assert.rejects(counting.capture({ source_kind: "event", scope: "", content: { text: "x" } }), (err) => {
+    assert.ok(err instanceof InvalidInputError && err instanceof MembraneError);
+    assert.equal(err.code, "invalid_input");
+    assert.equal(err.status, 422);
+    assert.ok(err.details.some((d) => d.field === "scope"), JSON.stringify(err.details));
+    return true;
+  });
+  assert.equal(calls.length, 1, "a 422 was retried");
+  await assert.rejects(counting.get("00000000-0000-4000-8000-000000000000"), (err) => {
+    assert.ok(err instanceof NotFoundError && !(err instanceof InvalidInputError));
+    assert.equal(err.status, 404);
+    return true;
+  });
+});
+
+live("retract, reinforce, maintenance and metrics", async () => {
+  const op = await client.capture(fact("Go 1.22"), { wait: 10 });
+  const id = op.record_ids[1];
+  assert.equal((await client.reinforce(id, {}, { wait: 10 })).status, "succeeded");
+  const retracted = await client.retract(id, { rationale: "wrong service" });
+  assert.equal((await client.wait(retracted)).status, "succeeded");
+  assert.equal((await client.get(id)).status, "retracted");
+  assert.equal((await client.runMaintenance(["decay"], { wait: 10 })).status, "succeeded");
+  const metrics = await client.metrics();
+  assert.equal(typeof metrics, "object");
+});

@@ -1,0 +1,43 @@
+// Compile-time checks of the client's types (npm run typecheck): each @ts-expect-error
+// must meet an error, so a type that stops refusing bad input fails the build.
+import { InvalidInputError, MembraneClient, MembraneError } from "../src/index.js";
+import type { OperationStatus, OperationView, RecordView, RetrieveResult } from "../src/index.js";
+
+const client = new MembraneClient({ baseUrl: "http://127.0.0.1:1" });
+
+export async function accepted(): Promise<void> {
+  const op: OperationView = await client.capture(
+    { source_kind: "observation", scope: "a", content: { subject: "s", predicate: "p", object: "o" } },
+    { idempotencyKey: "k", wait: 5 });
+  const status: "queued" | "running" | "succeeded" | "failed" = op.status;
+  const again: OperationStatus = (await client.wait(op)).status;
+  const record: RecordView = await client.get(op.operation_id, { asOf: "2026-01-01T00:00:00Z" });
+  const state: "active" | "contested" | "retracted" = record.status;
+  const found: RetrieveResult = await client.retrieve({ query: "q", expand: { hops: 1 } });
+  const ids: string[] = found.records.map((r) => r.id);
+  await client.supersede(record.id, { record: { subject: "s", predicate: "p", object: "o2" }, rationale: "r" });
+  await client.retract(record.id, { rationale: "r" });
+  await client.reinforce(record.id);
+  await client.runMaintenance(["decay"]);
+  await client.captureMany([{ source_kind: "event", scope: "a", content: { text: "t" } }], { chunkSize: 10 });
+  void [status, again, state, ids];
+}
+
+export async function refused(): Promise<void> {
+  // @ts-expect-error an unknown source kind
+  await client.capture({ source_kind: "rumour", scope: "a", content: {} });
+  // @ts-expect-error scope is required
+  await client.capture({ source_kind: "event", content: {} });
+  // @ts-expect-error limit is a number
+  await client.retrieve({ limit: "ten" });
+  // @ts-expect-error an unknown memory type
+  await client.retrieve({ memory_types: ["gossip"] });
+  // @ts-expect-error a supersede needs its rationale
+  await client.supersede("id", { record: {} });
+}
+
+export function errors(err: unknown): string | undefined {
+  if (err instanceof InvalidInputError) return err.details[0]?.field;
+  if (err instanceof MembraneError) return `${err.code} ${err.status}`;
+  return undefined;
+}
