@@ -3,7 +3,10 @@
 Prints captures/s accepted (202s received) and committed (until every operation
 succeeded), the single-capture accept latency, the RSS of the API and of every worker
 process at start and end, and — same run, same database — a raw COPY of one row per
-capture into a scratch table as the physical limit. Targets are reported, never asserted.
+capture into a scratch table as the physical limit. With ``--via sdk`` the same run then
+sends as many captures again through the Python SDK's ``ingest`` (``membrane_client``,
+encoding included in its time) and reports its committed rate beside the batch endpoint's.
+Targets are reported, never asserted.
 """
 
 from __future__ import annotations
@@ -41,6 +44,8 @@ console = Console()
 TARGET_COMMITTED_PER_S = 3000
 TARGET_ACCEPT_P99_MS = 15.0
 TARGET_RSS_MB = 300
+#: ``--via sdk``: the SDK's committed rate as a share of the batch endpoint's (issue 17).
+TARGET_SDK_SHARE = 0.9
 MARK_START, MARK_END = "<!-- bench-ingest:start -->", "<!-- bench-ingest:end -->"
 
 _WORDS = ("deploy", "billing", "cache", "migration", "timeout", "retry", "schema", "index", "queue",
@@ -85,6 +90,18 @@ class Result:
     rss_end: dict[str, int] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
     load: list[str] = field(default_factory=list)
+    #: ``--via sdk``: the SDK phase's seconds until committed and its successes
+    sdk_committed_s: float = 0.0
+    sdk_succeeded: int = 0
+    sdk_failed: int = 0
+
+    def rate(self) -> float:
+        """Captures committed per second through the batch endpoint."""
+        return self.succeeded / self.committed_s if self.committed_s else 0.0
+
+    def sdk_rate(self) -> float:
+        """Captures committed per second through the SDK's ``ingest``."""
+        return self.sdk_succeeded / self.sdk_committed_s if self.sdk_committed_s else 0.0
 
 
 def _pct(values: list[float], p: float) -> float:
@@ -164,6 +181,28 @@ def _wait_committed(m: Membrane, ids: list[str], progress: Progress, task: Any,
     return ok, bad
 
 
+def _sdk_phase(url: str, api_key: str | None, count: int, batch: int, clients: int, lib: Membrane,
+               progress: Progress, timeout: float, res: Result) -> None:
+    """``--via sdk``: ``count`` new captures through ``membrane_client``'s ``ingest``, timed
+    from the first read of the input until every operation succeeded (encoding included)."""
+    try:
+        from membrane_client import Client
+    except ModuleNotFoundError as exc:
+        raise typer.BadParameter("--via sdk needs the client: pip install ./clients/python") from exc
+    rng = random.Random(11)
+    captures = (make_capture(20_000_000 + i, rng) for i in range(count))  # read lazily
+    sent = progress.add_task("accepted (SDK ingest)", total=count)
+    committed = progress.add_task("committed (SDK ingest)", total=count)
+    with Client(url, api_key=api_key, timeout=120) as client:
+        t0 = time.perf_counter()
+        result = client.ingest(captures, batch=batch, concurrency=clients,
+                               on_progress=lambda p: progress.update(sent, completed=p.items))
+        ids = [str(i) for i in result.operation_ids]
+        res.errors += [f"sdk item {i.index}: {i.error}" for i in result.failures[:3]]
+        res.sdk_succeeded, res.sdk_failed = _wait_committed(lib, ids, progress, committed, timeout)
+        res.sdk_committed_s = time.perf_counter() - t0
+
+
 def loadavg() -> str:
     """The 1-minute load average (other work on the machine skews every figure)."""
     try:
@@ -203,6 +242,10 @@ def report(res: Result, argv: str, hw: str) -> str:
              f"({res.succeeded:,} ok, {res.failed:,} failed) | ≥ {TARGET_COMMITTED_PER_S:,}/s |",
              f"| raw COPY of one row per capture, same database | {cp:,.0f} rows/s | physical limit |",
              f"| committed / COPY | {100 * com / cp if cp else 0:.1f} % | |",
+             *([f"| captures committed through the SDK's ingest, same run | {res.sdk_rate():,.0f}/s "
+                f"({res.sdk_succeeded:,} ok, {res.sdk_failed:,} failed; "
+                f"{100 * res.sdk_rate() / com if com else 0:.0f} % of the batch endpoint's) | "
+                f"≥ {100 * TARGET_SDK_SHARE:.0f} % |"] if res.sdk_committed_s else []),
              f"| single-capture accept latency p50 / p99 ({len(res.single_ms)} sequential) | "
              f"{p50:.1f} ms / {p99:.1f} ms | p99 < {TARGET_ACCEPT_P99_MS:.0f} ms |", "",
              "| process | RSS start | RSS end |", "| --- | --- | --- |"]
@@ -247,8 +290,12 @@ def ingest(
     api_key: Annotated[str | None, typer.Option(envvar="MEMBRANE_API_KEY")] = None,
     markdown: Annotated[Path | None, typer.Option(help="Write the result block into this file.")] = None,
     timeout: Annotated[float, typer.Option(help="Seconds to wait for every commit.")] = 1800,
+    via: Annotated[str, typer.Option(help="batch: the batch endpoint; sdk: then as many again "
+                                          "through the Python SDK's ingest, same run.")] = "batch",
 ) -> None:
     """N captures through POST /v1/captures:batch vs a raw COPY (RFC 14.1); prints figures."""
+    if via not in ("batch", "sdk"):
+        raise typer.BadParameter("--via is batch or sdk")
     settings = Settings()
     stack: Stack | None = None
     rng = random.Random(7)
@@ -288,6 +335,8 @@ def ingest(
                 res.errors += errs
                 res.succeeded, res.failed = _wait_committed(lib, ids, progress, committed, timeout)
                 res.committed_s = time.perf_counter() - t0
+                if via == "sdk":
+                    _sdk_phase(url, api_key, count, batch, clients, lib, progress, timeout, res)
             res.rss_end = rss_by_process(pids)
             res.load.append(loadavg())
             with console.status("raw COPY of the same rows into a scratch table"):
@@ -301,7 +350,8 @@ def ingest(
             with console.status("stopping the stack"):
                 stack.stop()
             shutil.rmtree(stack.opts.data_dir, ignore_errors=True)
-    argv = f"membrane bench ingest --count {count} --batch {batch} --clients {clients} --single {single}"
+    argv = (f"membrane bench ingest --count {count} --batch {batch} --clients {clients} "
+            f"--single {single}" + (" --via sdk" if via == "sdk" else ""))
     block = report(res, argv, hardware())
     _print(res)
     if markdown:
@@ -319,6 +369,10 @@ def _print(res: Result) -> None:
     t.add_row("captures accepted", f"{acc:,.0f}/s", "")
     t.add_row("captures committed", f"{com:,.0f}/s ({res.succeeded:,} ok, {res.failed:,} failed)",
               f"≥ {TARGET_COMMITTED_PER_S:,}/s")
+    if res.sdk_committed_s:
+        t.add_row("committed through the SDK", f"{res.sdk_rate():,.0f}/s ({res.sdk_succeeded:,} ok, "
+                  f"{100 * res.sdk_rate() / com if com else 0:.0f} % of the batch endpoint's)",
+                  f"≥ {100 * TARGET_SDK_SHARE:.0f} %")
     t.add_row("raw COPY, same database", f"{cp:,.0f} rows/s", "physical limit")
     t.add_row("committed / COPY", f"{100 * com / cp if cp else 0:.1f} %", "")
     t.add_row("load average (1 min)", " → ".join(res.load), "")
