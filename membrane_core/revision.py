@@ -124,7 +124,7 @@ class Revisions:
                                                                  target_id=old.id)])
             self._check_inferred([old], new, trust, b.force)
             batch = records.RowBatch()
-            reasserted = self._reassert(c, new, target.key)
+            reasserted = self._reassert(c, new)
             self._tombstone(c, [target], new, trust.actor, b.rationale, now)
             store.mark_retracted(c, [old.id], now)
             if isinstance(old.payload, SemanticPayload):
@@ -161,7 +161,7 @@ class Revisions:
                               sources=[old], validity=validity,
                               relations=[Relation(predicate="derived_from", target_id=old.id)])
             batch = records.RowBatch()
-            reasserted = self._reassert(c, new, None)
+            reasserted = self._reassert(c, new)
             self._add_new(batch, new, trust.actor, b.rationale, {
                 "operation": "fork", "forked_from": str(old.id), "reasserted": reasserted})
             batch.audit_entry(old.id, old.scope, target.sensitivity, AuditAction.FORK, trust.actor,
@@ -198,7 +198,7 @@ class Revisions:
                                          for i in ids])
             self._check_inferred(sources, new, trust, b.force)
             batch = records.RowBatch()
-            reasserted = self._reassert(c, new, None)
+            reasserted = self._reassert(c, new)
             self._tombstone(c, [targets[i] for i in ids], new, trust.actor, b.rationale, now)
             store.mark_retracted(c, ids, now)
             self._add_new(batch, new, trust.actor, b.rationale, {
@@ -252,8 +252,10 @@ class Revisions:
             batch = records.RowBatch()
             details: dict[str, Any] = {"operation": "contest"}
             if linked is not None:
-                batch.relations.append((linked, "contests", target_id, None, now))
-                batch.relations.append((target_id, "contested_by", linked, None, now))
+                # a repeated contest by the same record is audited again, linked once
+                if not store.has_relation(c, linked, "contests", target_id):
+                    batch.relations.append((linked, "contests", target_id, None, now))
+                    batch.relations.append((target_id, "contested_by", linked, None, now))
                 details["contesting_record_id"] = str(linked)
             batch.audit_entry(target_id, target.scope, target.sensitivity, AuditAction.REVISE,
                               trust.actor, now, b.rationale, details)
@@ -432,17 +434,15 @@ class Revisions:
                     {"field": "force", "message": "required", "type": "revision_refused"}])
 
     @staticmethod
-    def _reassert(
-        conn: psycopg.Connection, new: MemoryRecord, same_as: store.FactKey | None
-    ) -> bool:
+    def _reassert(conn: psycopg.Connection, new: MemoryRecord) -> bool:
         """RFC 5.4: an explicit revision re-asserting a tombstoned key removes the tombstones
-        that bind the new record's level (RFC 3.4)."""
+        that bind the new record's level (RFC 3.4). A supersede that keeps its target's key
+        re-asserts too: a retracted variant of the same key may have tombstoned it while the
+        target stayed active."""
         p = new.payload
         if not isinstance(p, SemanticPayload):
             return False
         key = records.fact_key(new.scope, p.subject, p.predicate, p.object)
-        if key == same_as:
-            return False
         return bool(store.clear_tombstones(conn, [(key, new.sensitivity.rank)]))
 
     @staticmethod

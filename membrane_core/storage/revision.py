@@ -96,6 +96,13 @@ def mark_retracted(conn: psycopg.Connection, ids: Sequence[uuid.UUID], now: date
     conn.execute(q("revision_mark_retracted"), {"ids": list(ids), "now": now})
 
 
+def has_relation(conn: psycopg.Connection, source: uuid.UUID, predicate: str, target: uuid.UUID) -> bool:
+    """RFC 5.2.5: whether ``source --predicate--> target`` exists already."""
+    row = conn.execute(q("revision_has_relation"),
+                       {"source": source, "predicate": predicate, "target": target}).fetchone()
+    return bool(row and row[0])
+
+
 def mark_contested(conn: psycopg.Connection, record_id: uuid.UUID, now: datetime) -> None:
     """RFC 5.2.5: status contested, ``contested_at`` set once."""
     conn.execute(q("revision_mark_contested"), {"id": record_id, "now": now})

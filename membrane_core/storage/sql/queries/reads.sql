@@ -40,7 +40,7 @@ WITH qlex AS MATERIALIZED (
     -- filters (candidates). For a few scopes the match reads the index of scoped lexemes,
     -- whose posting lists hold only those scopes' records; `|| ''` keeps the planner from
     -- ANDing in a bitmap of every record of the scope from the btree.
-    SELECT r.id, r.search_tsv, (r.status <> 'retracted') AS counts,
+    SELECT r.id, r.search_tsv, (/*@counted_filters*/) AS counts,
            (/*@request_filters*/) AS eligible
       FROM memory_records r, anyq
      WHERE anyq.q IS NOT NULL AND /*@match_scoped*/ @@ anyq.q
@@ -78,7 +78,7 @@ WITH qlex AS MATERIALIZED (
                          WHERE /*@match_scoped*/ @@ l.stsq
                            AND (%(all_scopes)s OR (r.scope || '') = ANY(%(scopes)s::text[]))
                            AND r.sensitivity_rank <= %(max_rank)s + 1
-                           AND r.status <> 'retracted'
+                           AND /*@counted_filters*/
                          LIMIT %(df_cap)s) x) END AS df
            -- OFFSET 0: pulled up, this subquery would be copied into each use of df and
            -- count once per copy (RFC 8.1.5)
@@ -636,6 +636,12 @@ AND (%(include_retracted)s
      OR status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) <> 'retracted')
 AND (%(include_contested)s
      OR status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) <> 'contested')
+
+-- name: counted_filters
+-- Fragment (/*@counted_filters*/): whether record r counts in a full-text read's document frequencies: recorded by as_of and, unless the read asks for retracted records, not retracted as of then, so a read as of a time (or of retracted records) ranks by the corpus it reads (RFC 8.1.2, 5.6).
+(%(as_of)s::timestamptz IS NULL OR r.recorded_at <= %(as_of)s::timestamptz)
+AND (%(include_retracted)s
+     OR status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) <> 'retracted')
 
 -- name: request_filters
 -- Fragment (/*@request_filters*/): a request's predicates on record r: those of every hop (neighbour_filters), and the types, tags and salience floor that apply to roots (RFC 8.1).

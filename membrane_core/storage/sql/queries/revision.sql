@@ -32,6 +32,11 @@ UPDATE memory_records
    SET status = 'retracted', retracted_at = %(now)s, updated_at = %(now)s
  WHERE id = ANY(%(ids)s::uuid[])
 
+-- name: revision_has_relation
+-- Whether a relation exists already (a repeated contest links its records once: RFC 5.2.5).
+SELECT EXISTS (SELECT 1 FROM relations
+                WHERE source_id = %(source)s AND predicate = %(predicate)s AND target_id = %(target)s)
+
 -- name: revision_mark_contested
 -- Contest a record; contested_at keeps the first contest time (RFC 5.2.5, 5.6).
 UPDATE memory_records
