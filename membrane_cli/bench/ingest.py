@@ -5,7 +5,8 @@ succeeded), the single-capture accept latency, the RSS of the API and of every w
 process at start and end, and — same run, same database — a raw COPY of one row per
 capture into a scratch table as the physical limit. With ``--via sdk`` the same run then
 sends as many captures again through the Python SDK's ``ingest`` (``membrane_client``,
-encoding included in its time) and reports its committed rate beside the batch endpoint's.
+encoding included in its time), in the order batch, SDK, SDK, batch with half of each,
+and reports its committed rate beside the batch endpoint's.
 Targets are reported, never asserted.
 """
 
@@ -181,16 +182,16 @@ def _wait_committed(m: Membrane, ids: list[str], progress: Progress, task: Any,
     return ok, bad
 
 
-def _sdk_phase(url: str, api_key: str | None, count: int, batch: int, clients: int, lib: Membrane,
-               progress: Progress, timeout: float, res: Result) -> None:
+def _sdk_phase(url: str, api_key: str | None, count: int, offset: int, batch: int, clients: int,
+               lib: Membrane, progress: Progress, timeout: float, res: Result) -> None:
     """``--via sdk``: ``count`` new captures through ``membrane_client``'s ``ingest``, timed
     from the first read of the input until every operation succeeded (encoding included)."""
     try:
         from membrane_client import Client
     except ModuleNotFoundError as exc:
         raise typer.BadParameter("--via sdk needs the client: pip install ./clients/python") from exc
-    rng = random.Random(11)
-    captures = (make_capture(20_000_000 + i, rng) for i in range(count))  # read lazily
+    rng = random.Random(11 + offset)
+    captures = (make_capture(20_000_000 + offset + i, rng) for i in range(count))  # read lazily
     sent = progress.add_task("accepted (SDK ingest)", total=count)
     committed = progress.add_task("committed (SDK ingest)", total=count)
     with Client(url, api_key=api_key, timeout=120) as client:
@@ -199,8 +200,9 @@ def _sdk_phase(url: str, api_key: str | None, count: int, batch: int, clients: i
                                on_progress=lambda p: progress.update(sent, completed=p.items))
         ids = [str(i) for i in result.operation_ids]
         res.errors += [f"sdk item {i.index}: {i.error}" for i in result.failures[:3]]
-        res.sdk_succeeded, res.sdk_failed = _wait_committed(lib, ids, progress, committed, timeout)
-        res.sdk_committed_s = time.perf_counter() - t0
+        ok, bad = _wait_committed(lib, ids, progress, committed, timeout)
+        res.sdk_committed_s += time.perf_counter() - t0
+    res.sdk_succeeded, res.sdk_failed = res.sdk_succeeded + ok, res.sdk_failed + bad
 
 
 def loadavg() -> str:
@@ -329,14 +331,24 @@ def ingest(
             with _progress() as progress:
                 sent = progress.add_task("accepted (POST /v1/captures:batch)", total=count)
                 committed = progress.add_task("committed (operations succeeded)", total=count)
-                t0 = time.perf_counter()
-                ids, errs = _send_batches(url, headers, batches, clients, progress, sent)
-                res.accepted_s = time.perf_counter() - t0
-                res.errors += errs
-                res.succeeded, res.failed = _wait_committed(lib, ids, progress, committed, timeout)
-                res.committed_s = time.perf_counter() - t0
-                if via == "sdk":
-                    _sdk_phase(url, api_key, count, batch, clients, lib, progress, timeout, res)
+                # --via sdk: batch, SDK, SDK, batch, half the captures each way, so that the
+                # store's growth and the host's drift weigh on both alike
+                half = len(batches) // 2 if via == "sdk" else len(batches)
+                for first, part in ((True, batches[:half]), (False, batches[half:])):
+                    if not part:
+                        continue
+                    t0 = time.perf_counter()
+                    ids, errs = _send_batches(url, headers, part, clients, progress, sent)
+                    res.accepted_s += time.perf_counter() - t0
+                    res.errors += errs
+                    ok, bad = _wait_committed(lib, ids, progress, committed, timeout)
+                    res.succeeded, res.failed = res.succeeded + ok, res.failed + bad
+                    res.committed_s += time.perf_counter() - t0
+                    if via == "sdk" and first:
+                        n = half * batch
+                        _sdk_phase(url, api_key, n, 0, batch, clients, lib, progress, timeout, res)
+                        _sdk_phase(url, api_key, count - n, n, batch, clients, lib, progress,
+                                   timeout, res)
             res.rss_end = rss_by_process(pids)
             res.load.append(loadavg())
             with console.status("raw COPY of the same rows into a scratch table"):

@@ -1,13 +1,13 @@
 -- name: op_insert
--- Insert operations in one statement; a reused (principal, idempotency key) inserts nothing (RFC 9.1, 9.2).
+-- Insert operations in one statement; a reused (principal, idempotency key) inserts nothing (RFC 9.1, 9.2). Binary parameters (%b): a text-format array escapes each element with a regex, most of a keyed batch's submit time.
 INSERT INTO operations (id, kind, status, principal, idempotency_key, request_hash, request, trust,
                         target_id, record_id, error, created_at, finished_at)
 SELECT u.id, u.kind, u.status, u.principal, u.idem, u.hash, u.request, u.trust, u.target,
        u.record_id, u.error, u.created, u.finished
-  FROM unnest(%(ids)s::uuid[], %(kinds)s::text[], %(statuses)s::text[], %(principals)s::text[],
-              %(keys)s::text[], %(hashes)s::text[], %(requests)s::jsonb[], %(trusts)s::jsonb[],
-              %(targets)s::uuid[], %(record_ids)s::uuid[], %(errors)s::jsonb[],
-              %(created)s::timestamptz[], %(finished)s::timestamptz[])
+  FROM unnest(%(ids)b::uuid[], %(kinds)b::text[], %(statuses)b::text[], %(principals)b::text[],
+              %(keys)b::text[], %(hashes)b::text[], %(requests)b::text[]::jsonb[],
+              %(trusts)b::text[]::jsonb[], %(targets)b::uuid[], %(record_ids)b::uuid[],
+              %(errors)b::text[]::jsonb[], %(created)b::timestamptz[], %(finished)b::timestamptz[])
        AS u(id, kind, status, principal, idem, hash, request, trust, target, record_id, error,
             created, finished)
 ON CONFLICT (principal, idempotency_key) DO NOTHING
