@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
-import shutil
-import signal
-import subprocess
 import threading
 import time
 import uuid
@@ -66,35 +62,8 @@ def private_postgres(tmp_path: Path) -> Iterator[PrivatePostgres]:
         pg.close()
 
 
-class KillableRedis:
-    """A redis-server on a fixed loopback port that can be SIGKILLed and started again."""
-
-    def __init__(self, workdir: Path) -> None:
-        exe = shutil.which("redis-server")
-        if exe is None:
-            raise RuntimeError("redis-server is not on PATH (apt-get install -y redis-server)")
-        self.exe, self.workdir, self.port = exe, workdir, services.free_port()
-        self.proc: subprocess.Popen[bytes] | None = None
-        workdir.mkdir(parents=True, exist_ok=True)
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self) -> None:
-        # no persistence: a killed server loses every message it held, the worst case
-        self.proc = subprocess.Popen(
-            [self.exe, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", str(self.workdir), "--loglevel", "warning"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        services.wait_for_port(self.port)
-
-    def kill(self) -> None:
-        if self.proc is not None:
-            with contextlib.suppress(ProcessLookupError):
-                self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(timeout=10)
-            self.proc = None
+#: A redis-server that can be SIGKILLed and started again on its port.
+KillableRedis = services.Redis
 
 
 @pytest.fixture
