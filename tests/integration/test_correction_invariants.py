@@ -148,14 +148,16 @@ ARGS: dict[str, dict[str, st.SearchStrategy[Any]]] = {
     "advance": {"delta": st.sampled_from([timedelta(seconds=30), timedelta(hours=1),
                                           timedelta(hours=7), timedelta(hours=25),
                                           timedelta(days=3), timedelta(days=31)])},
-    "decay": {}, "decay_and_prune": {"stale": st.booleans()}, "consolidate": {},
+    "decay": {}, "decay_and_prune": {
+        "stale": st.sampled_from([False, True, True]),
+        "wait": st.sampled_from([timedelta(0), timedelta(days=1)])}, "consolidate": {},
     "as_of_read": {"scope": st.sampled_from(SCOPES), "i": IDX,
                    "offset": st.sampled_from([timedelta(0), timedelta(milliseconds=-500)]),
                    "subject": st.sampled_from(SUBJECTS)},
     "sweep": {},
 }
 CAPTURES = ["capture_observations", "capture_observations", "capture_fact_event",
-            "capture_fact_event", "capture_tool_episode", "capture_working"]
+            "capture_fact_event", "capture_tool_episode", "capture_working", "capture_working"]
 REVISIONS = ["supersede", "supersede", "fork", "merge", "retract", "retract", "contest",
              "reinforce", "penalize"]
 MAINTENANCE = ["consolidate", "consolidate", "decay_and_prune", "decay_and_prune", "decay",
@@ -282,7 +284,7 @@ class CorrectionMachine(RuleBasedStateMachine):
     def teardown(self) -> None:
         self._stack.close()
 
-    # -- model helpers ------------------------------------------------------------
+    # -- the model ----------------------------------------------------------------
 
     def now(self) -> datetime:
         return self.clock()
@@ -664,13 +666,15 @@ class CorrectionMachine(RuleBasedStateMachine):
         assert not out.get("failed"), out
         self.mark()
 
-    def decay_and_prune(self, stale: bool) -> None:
+    def decay_and_prune(self, stale: bool, wait: timedelta) -> None:
         """RFC 6.3: prune deletes exactly the due, active, auto_prune records at the floor.
 
-        With ``stale`` every record also gets a prune item due now, as a stale schedule may
-        hold (an item scheduled before its record was retracted, contested or reinforced):
-        the prune statement must re-check every condition itself.
+        ``wait`` lets episodes and working records reach their floor first. With ``stale``
+        every record also gets a prune item due now, as a stale schedule may hold (an item
+        scheduled before its record was retracted, contested or reinforced): the prune
+        statement must re-check every condition itself.
         """
+        self.clock.now += wait
         now = self.tick()
         self.m.maintenance.run("decay")
         if stale:
@@ -991,8 +995,8 @@ class CorrectionMachine(RuleBasedStateMachine):
                 assert rid not in returned, rid
 
     def check_entity(self, got: RetrieveResult, subject: str, here: list[Rec]) -> None:
-        """RFC 8.1.3: the entity the query names is a root, found by the entity arm unless it
-        is linked to so many records that the arm ignores it."""
+        """RFC 8.1.3: the entity the query names is a root, reached through the entity arm
+        unless it is linked to so many records that the arm ignores it."""
         mentions = [r for r in here if r.type == "episodic" and r.subject == subject
                     and r.entity_like]
         if not mentions:
