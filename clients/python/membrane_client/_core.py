@@ -213,7 +213,7 @@ def capture_batch(captures: Sequence[Any], wait: Wait, key: str) -> Call[list[Op
     seconds = server_wait(wait)
     params = {"wait": f"{seconds:g}"} if seconds is not None else {}
     return Call("POST", ENDPOINTS["capture_many"][1], _operations, params=params,
-                body={"captures": [jsonable(c) for c in captures]}, key=key, wait=seconds)
+                body={"captures": list(captures)}, key=key, wait=seconds)
 
 
 def get(record_id: Id, as_of: datetime | str | None, valid_at: datetime | str | None) -> Call[Record]:
