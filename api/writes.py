@@ -15,7 +15,7 @@ from membrane_core.trust import TrustPolicy
 
 log = logging.getLogger(__name__)
 
-#: Largest ``?wait=S`` a write accepts, in seconds (api.md).
+#: Largest ``?wait=S`` a write accepts, in seconds (RFC 10.1).
 MAX_WAIT_SECONDS = 30.0
 _FINISHED = {"succeeded", "failed"}
 _VIEWS = TypeAdapter(list[OperationView])
@@ -65,7 +65,7 @@ def settle(svc: Services, views: Sequence[Any], wait: float | None, trust: Trust
     current = list(views)
     pending = [v.operation_id for v in current if _status(v) not in _FINISHED]
     if pending and wait is not None:
-        done = {v.operation_id: v for v in svc.membrane.operations.wait(pending, wait, trust)}
+        done = {v.operation_id: v for v in svc.membrane.inbox.wait(pending, wait, trust)}
         current = [done.get(v.operation_id, v) for v in current]
     return current, all(_status(v) in _FINISHED for v in current)
 

@@ -195,7 +195,7 @@ def _dia_ids(records: Sequence[dict[str, Any]]) -> list[str]:
 
 
 class HttpBackend:
-    """The public HTTP API (``api.md``): batch captures, operations, retrieve."""
+    """The public HTTP API (RFC 10): batch captures, operations, retrieve."""
 
     def __init__(self, client: Any, api_key: str | None = None, *, timeout: float = 600) -> None:
         self.client = client
@@ -266,7 +266,7 @@ class LibraryBackend:
 
     def search(self, scope: str, query: str, limit: int) -> list[str]:
         """Library retrieve, optionally through another ranking of the same store."""
-        from membrane_core.facade import parse
+        from membrane_core.requests import parse
         from membrane_core.requests import RetrieveRequest
         from membrane_core.trust import DEVELOPMENT_POLICY
 
@@ -423,7 +423,7 @@ def _api_client(membrane: Any) -> contextlib.AbstractContextManager[Any] | None:
         return None
     from membrane_core.operations import InlineDispatcher
 
-    app = create_app(membrane=membrane, dispatcher=InlineDispatcher(membrane))
+    app = create_app(membrane=membrane, dispatcher=InlineDispatcher(membrane.inbox_worker))
     return TestClient(app, raise_server_exceptions=True)
 
 

@@ -14,14 +14,12 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-import psycopg
-
 from membrane_core import errors
 from membrane_core.enums import AuditAction, DeletionPolicy, Sensitivity
 from membrane_core.models import AuditEntry, AuditHistory
 from membrane_core.storage import audit as store
 from membrane_core.storage import reads, records
-from membrane_core.storage.db import Database
+from membrane_core.storage.db import Connection, Database
 from membrane_core.trust import TrustPolicy
 
 _SEP = "\x1f"  # chr(31), the field separator of audit_entry_hash
@@ -68,7 +66,7 @@ def _named(details: dict[str, Any]) -> list[str]:
     return [v for v in out if isinstance(v, str)]
 
 
-def _shown(conn: psycopg.Connection, trust: TrustPolicy, rows: Sequence[store.AuditRow]) -> set[str]:
+def _shown(conn: Connection, trust: TrustPolicy, rows: Sequence[store.AuditRow]) -> set[str]:
     """The records the entries' details name that ``trust`` sees in full (one statement)."""
     ids: set[uuid.UUID] = set()
     for row in rows:

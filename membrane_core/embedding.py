@@ -13,7 +13,8 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from membrane_core import processing, providers
+from membrane_core import providers
+from membrane_core.clock import Clock
 from membrane_core.enums import WorkKind
 from membrane_core.providers.base import EmbeddingProvider, ProviderError, unit
 from membrane_core.settings import Settings
@@ -23,7 +24,6 @@ from membrane_core.storage import workqueue as wq
 
 log = logging.getLogger(__name__)
 
-Clock = Callable[[], datetime]
 
 
 def retry_at(now: datetime, attempts: int) -> datetime:
@@ -90,7 +90,7 @@ class EmbeddingService:
     def _who(self) -> str:
         if self._owner is not None:
             return self._owner()
-        return processing.worker_name()
+        return wq.worker_name()
 
     def run_batch(self, limit: int | None = None) -> dict[str, Any]:
         """RFC 12.1, 9.4: embed up to ``limit`` due records; returns a summary.

@@ -18,8 +18,9 @@ from uuid import UUID
 
 from pydantic import ValidationError
 
-from membrane_core import processing, providers
+from membrane_core import providers
 from membrane_core.capture import new_id
+from membrane_core.clock import Clock
 from membrane_core.embedding import fail_items
 from membrane_core.enums import MemoryType, ProvenanceKind, RevisionStatus, Sensitivity, WorkKind
 from membrane_core.models import (
@@ -40,7 +41,6 @@ from membrane_core.storage import workqueue as wq
 
 log = logging.getLogger(__name__)
 
-Clock = Callable[[], datetime]
 _Key = tuple[str, str, str, str]
 
 
@@ -97,7 +97,7 @@ class ExtractionService:
     def _who(self) -> str:
         if self._owner is not None:
             return self._owner()
-        return processing.worker_name()
+        return wq.worker_name()
 
     def run_batch(self, limit: int | None = None) -> dict[str, Any]:
         """RFC 12.2, 9.4: extract facts from up to ``limit`` due episodes; returns a summary."""

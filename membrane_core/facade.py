@@ -2,25 +2,24 @@
 
 from __future__ import annotations
 
-import contextlib
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from datetime import UTC, datetime
-from typing import Any, TypeVar
-
-from pydantic import ValidationError
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
 
 from membrane_core import audit as audit_log
 from membrane_core import errors, metrics
-from membrane_core.capture import CapturePlan, check_content, plan_capture
+from membrane_core.capture import CapturePlan
+from membrane_core.capture_service import CaptureService
+from membrane_core.clock import Clock, utcnow
 from membrane_core.embedding import EmbeddingService
-from membrane_core.enums import MemoryType, Sensitivity
 from membrane_core.extraction import ExtractionService
 from membrane_core.maintenance import Maintenance
 from membrane_core.models import AuditHistory
-from membrane_core.operations import Operations
-from membrane_core.policy import Policy
-from membrane_core.requests import CaptureRequest, RetrieveRequest
+from membrane_core.operations import Inbox
+from membrane_core.policy import Policy, policy_from_settings
+from membrane_core.processing import InboxWorker
+from membrane_core.requests import CaptureRequest, RetrieveRequest, parse
 from membrane_core.results import CaptureResult, RecordView, RetrieveResult
 from membrane_core.retrieval import Retriever
 from membrane_core.revision import Revisions
@@ -29,53 +28,7 @@ from membrane_core.storage import db as storage_db
 from membrane_core.storage import records
 from membrane_core.trust import DEVELOPMENT_POLICY, TrustPolicy
 
-Clock = Callable[[], datetime]
-M = TypeVar("M", CaptureRequest, RetrieveRequest)
-
-
-def utcnow() -> datetime:
-    """The current time, timezone-aware UTC."""
-    return datetime.now(UTC)
-
-
-def policy_from_settings(settings: Settings) -> Policy:
-    """RFC 3.2: the policy engine configured from settings."""
-    return Policy(
-        default_sensitivity=Sensitivity(settings.default_sensitivity),
-        half_lives={
-            MemoryType.EPISODIC: settings.half_life_episodic_seconds,
-            MemoryType.WORKING: settings.half_life_working_seconds,
-            MemoryType.SEMANTIC: settings.half_life_semantic_seconds,
-            MemoryType.COMPETENCE: settings.half_life_competence_seconds,
-            MemoryType.PLAN_GRAPH: settings.half_life_plan_graph_seconds,
-            MemoryType.ENTITY: settings.half_life_entity_seconds,
-        },
-        reinforcement_gain=dict.fromkeys(MemoryType, settings.reinforcement_gain),
-    )
-
-
-def parse(model: type[M], data: M | Mapping[str, Any]) -> M:
-    """Validate client input into ``model``; ``InvalidInput`` names every bad field (RFC 2.4)."""
-    if isinstance(data, model):
-        return data
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        details = errors.field_errors(exc)
-        summary = "; ".join(f"{d['field'] or 'body'}: {d['message']}" for d in details[:5])
-        raise errors.InvalidInput(f"invalid {model.__name__}: {summary}", details=details) from exc
-
-
-@contextlib.contextmanager
-def _content_errors() -> Iterator[None]:
-    """Payload validation errors as ``InvalidInput`` with fields under ``content`` (RFC 2.4)."""
-    try:
-        yield
-    except ValidationError as exc:
-        details = [{**d, "field": f"content.{d['field']}" if d["field"] else "content"}
-                   for d in errors.field_errors(exc)]
-        summary = "; ".join(f"{d['field']}: {d['message']}" for d in details[:5])
-        raise errors.InvalidInput(f"invalid capture content: {summary}", details=details) from exc
+__all__ = ["Membrane"]
 
 
 def _record_id(value: uuid.UUID | str) -> uuid.UUID:
@@ -122,88 +75,65 @@ class Membrane:
             extract=self.settings.llm_provider != "none",
             policy=self.policy,
         )
-        self.retriever = Retriever(self.db, clock=clock, settings=self.settings,
-                                   embedder=lambda: self.embedding.provider)
-        self.operations = Operations(self)
-        self.embedding = EmbeddingService.from_settings(self.settings, self.db, clock=clock)
-        self.extraction = ExtractionService.from_settings(self.settings, self.db, policy=self.policy,
+        s = self.settings
+        # Built in dependency order; each service gets exactly what it uses.
+        self.captures = CaptureService(self.db, policy=self.policy, clock=clock, work=self.work)
+        self.embedding = EmbeddingService.from_settings(s, self.db, clock=clock)
+        self.extraction = ExtractionService.from_settings(s, self.db, policy=self.policy,
                                                           clock=clock, work=self.work)
+        embedding = self.embedding
+        self.retriever = Retriever(self.db, clock=clock, settings=s,
+                                   embedder=lambda: embedding.provider)
         self.revisions = Revisions(self.db, policy=self.policy, clock=clock, work=self.work)
-        self.maintenance = Maintenance(self)
+        self.maintenance = Maintenance(
+            self.db, clock=clock, policy=self.policy, work=self.work, batch_size=s.batch_size,
+            lease_seconds=s.claim_seconds, embedding=self.embedding, extraction=self.extraction,
+        )
+        self.inbox = Inbox(self.db, clock=clock, captures=self.captures)
+        self.inbox_worker = InboxWorker(
+            self.db, clock=clock, captures=self.captures, work=self.work,
+            revisions=self.revisions, maintenance=self.maintenance,
+            lease_seconds=s.claim_seconds, retention_seconds=s.operations_retention_seconds,
+        )
 
     # -- capture (RFC 3) ------------------------------------------------------
-
-    def _authorised(self, request: CaptureRequest | Mapping[str, Any], trust: TrustPolicy
-                    ) -> CaptureRequest:
-        req = parse(CaptureRequest, request)
-        trust.require_write(req.scope)
-        # the level the capture is written at, the configured default included: a writer
-        # never writes (nor, by its fact's key, meets) what it may not read (RFC 3.4, 7.3)
-        level = self.policy.sensitivity(req.sensitivity)
-        if level.rank > trust.max_sensitivity.rank:
-            raise errors.Forbidden(
-                f"sensitivity {level.value!r} is above the caller's maximum"
-                + ("" if req.sensitivity else " (it is the configured default)"),
-                details=[{"field": "sensitivity", "message": "above policy", "type": "forbidden"}],
-            )
-        return req
 
     def check(
         self, request: CaptureRequest | Mapping[str, Any], trust: TrustPolicy = DEVELOPMENT_POLICY
     ) -> CaptureRequest:
-        """Validate and authorise one capture without building its records (RFC 2.4, 7.1).
-
-        Accepts exactly what :meth:`plan` accepts; the cheap check the inbox runs at
-        accept time (RFC 9.1).
-        """
-        req = self._authorised(request, trust)
-        with _content_errors():
-            check_content(req)
-        return req
+        """Validate and authorise one capture without building its records (RFC 2.4, 7.1)."""
+        return self.captures.check(request, trust)
 
     def plan(
         self, request: CaptureRequest | Mapping[str, Any], trust: TrustPolicy = DEVELOPMENT_POLICY,
         *, record_id: uuid.UUID | None = None, operation_id: uuid.UUID | None = None,
     ) -> CapturePlan:
         """Validate and authorise one capture without writing it (RFC 3.3, 7.1)."""
-        req = self._authorised(request, trust)
-        with _content_errors():
-            return plan_capture(req, self.policy, now=self.clock(), actor=trust.actor,
-                                record_id=record_id, operation_id=operation_id)
+        return self.captures.plan(request, trust, record_id=record_id, operation_id=operation_id)
 
     def capture(
         self, request: CaptureRequest | Mapping[str, Any], trust: TrustPolicy = DEVELOPMENT_POLICY
     ) -> CaptureResult:
         """RFC 3.3: write one capture, its audit entry and work items in one transaction."""
-        return self.capture_many([request], trust)[0]
+        return self.captures.capture_many([request], trust)[0]
 
     def capture_many(
         self, requests: Iterable[CaptureRequest | Mapping[str, Any]],
         trust: TrustPolicy = DEVELOPMENT_POLICY,
     ) -> list[CaptureResult]:
         """RFC 3.6: validate every capture first, then write them all in one transaction."""
-        plans = [self.plan(r, trust) for r in requests]
-        return self.write_plans(plans)
+        return self.captures.capture_many(requests, trust)
 
     def write_plans(self, plans: Sequence[CapturePlan]) -> list[CaptureResult]:
         """Write already validated plans in one transaction (RFC 3.3, 3.6)."""
-        if not plans:
-            return []
-        with self.db.transaction() as conn:
-            outcomes = records.write_captures(conn, plans, now=self.clock(), opts=self.work)
-        return [CaptureResult(record_ids=o.record_ids, fact=o.fact, entities=o.entities)
-                for o in outcomes]
+        return self.captures.write_plans(plans)
 
     # -- reads (RFC 8) --------------------------------------------------------
 
     def get(self, record_id: uuid.UUID | str, trust: TrustPolicy = DEVELOPMENT_POLICY, *,
             as_of: datetime | None = None, valid_at: datetime | None = None) -> RecordView:
         """RFC 5.1, 5.6: one record by id with its status; redacted or ``NotFound`` per trust."""
-        try:
-            rid = uuid.UUID(str(record_id))
-        except ValueError as exc:
-            raise errors.InvalidInput(f"record id {record_id!r} is not a UUID") from exc
-        return self.retriever.get(rid, trust, as_of=as_of, valid_at=valid_at)
+        return self.retriever.get(_record_id(record_id), trust, as_of=as_of, valid_at=valid_at)
 
     def retrieve(
         self, request: RetrieveRequest | Mapping[str, Any], trust: TrustPolicy = DEVELOPMENT_POLICY

@@ -7,11 +7,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import psycopg
-
 from membrane_core.enums import RevisionStatus, Sensitivity
 from membrane_core.requests import ExpandOptions
 from membrane_core.storage import reads
+from membrane_core.storage.db import Connection
 from membrane_core.trust import TrustPolicy, Visibility
 
 
@@ -47,7 +46,7 @@ def status_allowed(status: str, *, include_retracted: bool, include_contested: b
 
 
 def expand(
-    conn: psycopg.Connection, f: reads.ReadFilter, policy: TrustPolicy,
+    conn: Connection, f: reads.ReadFilter, policy: TrustPolicy,
     roots: Sequence[tuple[uuid.UUID, Visibility]], opts: ExpandOptions, *, budget: int,
     target_visible: Callable[[str, str], bool],
     first_hop: tuple[Sequence[uuid.UUID], reads.Hop] | None = None,

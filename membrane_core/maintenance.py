@@ -18,15 +18,16 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from membrane_core import consolidation, errors
+from membrane_core.clock import Clock
 from membrane_core.enums import WorkKind
+from membrane_core.policy import Policy
 from membrane_core.storage import maintenance as store
 from membrane_core.storage import workqueue
-
-if TYPE_CHECKING:
-    from membrane_core.facade import Membrane
+from membrane_core.storage.db import Database
+from membrane_core.storage.records import WorkOptions
 
 log = logging.getLogger(__name__)
 
@@ -89,11 +90,25 @@ def _add(total: dict[str, Any], result: dict[str, Any]) -> None:
             total[key] = value
 
 
+class BatchService(Protocol):
+    """A service that runs its own bounded batches: embedding, extraction (RFC 6.4.4)."""
+
+    def run_batch(self, limit: int | None = None) -> dict[str, Any]: ...
+
+
 class Maintenance:
     """Runs one bounded batch of a maintenance job now (RFC 6.5)."""
 
-    def __init__(self, membrane: Membrane) -> None:
-        self._m = membrane
+    def __init__(self, db: Database, *, clock: Clock, policy: Policy, work: WorkOptions,
+                 batch_size: int, lease_seconds: int, embedding: BatchService | None = None,
+                 extraction: BatchService | None = None) -> None:
+        self._db = db
+        self._clock = clock
+        self._policy = policy
+        self._work = work
+        self._batch_size = batch_size
+        self._lease = lease_seconds
+        self._delegates = {"embed": ("embedding", embedding), "extract": ("extraction", extraction)}
         self.owner = f"{ACTOR}:{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
     def run(self, job: str, *, limit: int | None = None) -> dict[str, Any]:
@@ -108,7 +123,7 @@ class Maintenance:
                 details=[{"field": "job", "message": f"one of {', '.join(JOBS)}",
                           "type": "value_error"}],
             )
-        n = limit or self._m.settings.batch_size
+        n = limit or self._batch_size
         if n < 1:
             raise errors.InvalidInput("limit must be at least 1", details=[
                 {"field": "limit", "message": "must be >= 1", "type": "value_error"}])
@@ -121,7 +136,7 @@ class Maintenance:
         if job == "consolidate":
             return {"compress": self._batch(WorkKind.COMPRESS, n, self._compress),
                     "consolidate": self._batch(WorkKind.CONSOLIDATE, n, self._consolidate)}
-        return self._delegate("embedding" if job == "embed" else "extraction", n)
+        return self._delegate(job, n)
 
     def drain(
         self, job: str, *, limit: int | None = None, budget_seconds: float = 20.0
@@ -131,7 +146,7 @@ class Maintenance:
         What a beat tick calls, so that throughput follows the backlog while every
         transaction stays one bounded batch. Returns the summed counters and ``batches``.
         """
-        n = limit or self._m.settings.batch_size
+        n = limit or self._batch_size
         deadline = time.monotonic() + budget_seconds
         total: dict[str, Any] = {}
         batches = 0
@@ -145,10 +160,10 @@ class Maintenance:
     # -- the batch runner (RFC 9.4) ---------------------------------------------
 
     def _batch(self, kind: WorkKind, limit: int, handler: Handler) -> dict[str, Any]:
-        now = self._m.clock()
-        with self._m.db.transaction() as conn:
+        now = self._clock()
+        with self._db.transaction() as conn:
             items = workqueue.claim(conn, kind, owner=self.owner, limit=limit, now=now,
-                                    lease_seconds=self._m.settings.claim_seconds)
+                                    lease_seconds=self._lease)
         stats: Counter[str] = Counter(claimed=len(items))
         if not items:
             return dict(stats)
@@ -165,7 +180,7 @@ class Maintenance:
         return dict(stats)
 
     def _apply(self, ids: list[int], now: datetime, handler: Handler) -> Counter[str]:
-        with self._m.db.transaction() as conn:
+        with self._db.transaction() as conn:
             held = store.hold(conn, ids, owner=self.owner)
             out = handler(conn, held, now)
             workqueue.complete(conn, out.done, owner=self.owner)
@@ -182,7 +197,7 @@ class Maintenance:
             log.warning("maintenance item failed", exc_info=True,
                         extra={"kind": item.kind.value, "target_id": str(item.target_id)})
             error = f"{type(exc).__name__}: {exc}"[:2000]
-            with self._m.db.transaction() as conn:
+            with self._db.transaction() as conn:
                 if item.attempts >= workqueue.MAX_ATTEMPTS:
                     workqueue.bury(conn, [(item.id, error)], owner=self.owner)
                     return Counter(failed=1, dead=1)
@@ -224,7 +239,7 @@ class Maintenance:
     def _compress(self, conn: store.Connection, held: dict[int, uuid.UUID], now: datetime) -> Outcome:
         """RFC 6.4.1: compress old episodic records; their decay checkpoint is re-evaluated."""
         targets = sorted(set(held.values()))
-        age = int(self._m.work.compress_after.total_seconds())
+        age = int(self._work.compress_after.total_seconds())
         done = store.compress(conn, targets, now=now, actor=ACTOR, factor=COMPRESSION_FACTOR,
                               age_seconds=age)
         store.schedule(conn, [(WorkKind.DECAY.value, t, now) for t in sorted(done)])
@@ -234,14 +249,14 @@ class Maintenance:
 
     def _consolidate(self, conn: store.Connection, held: dict[int, uuid.UUID], now: datetime) -> Outcome:
         """RFC 6.4.2, 6.4.3: promotion, competence and plan graphs for a batch of episodes."""
-        ctx = consolidation.Context(policy=self._m.policy, now=now, embed=self._m.work.embed)
+        ctx = consolidation.Context(policy=self._policy, now=now, embed=self._work.embed)
         stats = consolidation.consolidate(conn, sorted(set(held.values())), ctx)
         return Outcome(done=list(held), stats=Counter(stats))
 
-    def _delegate(self, attribute: str, limit: int) -> dict[str, Any]:
+    def _delegate(self, job: str, limit: int) -> dict[str, Any]:
         """RFC 6.4.4: embedding and LLM extraction batches belong to their own services."""
-        service = getattr(self._m, attribute, None)
+        name, service = self._delegates[job]
         if service is None:
-            return {"skipped": f"no {attribute} service configured"}
+            return {"skipped": f"no {name} service configured"}
         result: dict[str, Any] = dict(service.run_batch(limit))
         return result

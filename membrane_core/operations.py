@@ -3,8 +3,7 @@
 Submitting validates and authorises a request completely, then inserts its operation
 row (a batch: one multi-row statement) and commits; the caller publishes the ids to
 the broker afterwards (:class:`Dispatcher`, RFC 9.5). Workers claim operations with
-``FOR UPDATE SKIP LOCKED`` (:mod:`membrane_core.processing`, mixed into
-:class:`Operations`).
+``FOR UPDATE SKIP LOCKED`` (:class:`membrane_core.processing.InboxWorker`).
 """
 
 from __future__ import annotations
@@ -16,28 +15,28 @@ import time
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from pydantic import Field
 
-from membrane_core import budget, errors, processing, revision_rules
+from membrane_core import budget, errors, revision_rules
 from membrane_core.capture import new_id
+from membrane_core.clock import Clock
 from membrane_core.enums import OperationKind, OperationStatus, Sensitivity
 from membrane_core.models import Frozen
-from membrane_core.processing import MAX_ATTEMPTS, as_uuid, worker_name
+from membrane_core.processing import MAX_ATTEMPTS, as_uuid
 from membrane_core.requests import CaptureRequest
 from membrane_core.storage import operations as store
 from membrane_core.storage import reads
+from membrane_core.storage.db import Database
+from membrane_core.storage.workqueue import worker_name
 from membrane_core.trust import ALL_SCOPES, TrustPolicy
-
-if TYPE_CHECKING:
-    from membrane_core.facade import Membrane
 
 log = logging.getLogger(__name__)
 
 __all__ = [
     "MAINTENANCE_JOBS", "MAX_ATTEMPTS", "MAX_BATCH", "REVISION_KINDS", "Dispatcher",
-    "InlineDispatcher", "OperationView", "Operations", "RecordingDispatcher", "request_hash",
+    "Inbox", "InlineDispatcher", "OperationView", "RecordingDispatcher", "request_hash",
     "worker_name",
 ]
 
@@ -85,23 +84,40 @@ class RecordingDispatcher:
         return True
 
 
+class OperationRunner(Protocol):
+    """The worker half of the inbox, as a dispatcher that runs operations inline needs it."""
+
+    def process_captures(self, operation_ids: Sequence[uuid.UUID | str] | None = None, *,
+                         worker: str | None = None, drain: int = 0) -> dict[str, int]: ...
+
+    def process_one(self, operation_id: uuid.UUID | str, *, worker: str | None = None
+                    ) -> dict[str, Any]: ...
+
+
+class CaptureChecker(Protocol):
+    """What the inbox asks of the capture service at accept time (RFC 9.1)."""
+
+    def check(self, request: CaptureRequest | Mapping[str, Any], trust: TrustPolicy
+              ) -> CaptureRequest: ...
+
+
 class InlineDispatcher:
     """A :class:`Dispatcher` that processes operations at once in this process (RFC 9.5).
 
-    For the embeddable library and tests without a broker; never for throughput.
+    For the embeddable library and tests without a broker; never for throughput. Takes
+    the inbox's worker half, ``Membrane.inbox_worker``.
     """
 
-    def __init__(self, membrane: Membrane) -> None:
-        self._m = membrane
+    def __init__(self, runner: OperationRunner) -> None:
+        self._runner = runner
 
     def publish(self, kind: OperationKind, operation_ids: Sequence[uuid.UUID]) -> bool:
         """Run the operations now (RFC 9.5)."""
-        ops = self._m.operations
         if kind is OperationKind.CAPTURE:
-            ops.process_captures(operation_ids, worker="inline")
+            self._runner.process_captures(operation_ids, worker="inline")
         else:
             for op_id in operation_ids:
-                ops.process_one(op_id, worker="inline")
+                self._runner.process_one(op_id, worker="inline")
         return True
 
 
@@ -138,17 +154,23 @@ class _Prepared:
         self.record_id, self.request, self.hash = record_id, request, hash_
 
 
-class Operations(processing.OperationProcessing):
-    """Submit, observe and process operations (RFC 9.1); ``Membrane.operations``."""
+class Inbox:
+    """Submit and observe operations (RFC 9.1, 9.2); ``Membrane.inbox``.
 
-    def __init__(self, membrane: Membrane) -> None:
-        self._m = membrane
+    The API side of the inbox; :class:`membrane_core.processing.InboxWorker` is the
+    worker side.
+    """
+
+    def __init__(self, db: Database, *, clock: Clock, captures: CaptureChecker) -> None:
+        self._db = db
+        self._clock = clock
+        self._captures = captures
 
     # -- submit (API side) ----------------------------------------------------
 
     def _prepare_capture(self, body: CaptureRequest | Mapping[str, Any], trust: TrustPolicy,
                          op_id: uuid.UUID, now: datetime, *, keyed: bool) -> _Prepared:
-        req = self._m.check(body, trust)
+        req = self._captures.check(body, trust)
         # RFC 9.2: the hash binds an idempotency key to its body; without a key it is unused.
         hash_ = request_hash(OperationKind.CAPTURE, None, req.model_dump(mode="json")) if keyed else ""
         if req.occurred_at is None:
@@ -166,7 +188,7 @@ class Operations(processing.OperationProcessing):
         ``IdempotencyConflict`` when the key was used with another body (RFC 9.2). The
         returned view carries the pre-assigned primary ``record_id``.
         """
-        now = self._m.clock()
+        now = self._clock()
         op_id = new_id()
         prep = self._prepare_capture(body, trust, op_id, now, keyed=idempotency_key is not None)
         row = self._new_row(op_id, OperationKind.CAPTURE, trust, prep.hash, prep.request, now,
@@ -189,7 +211,7 @@ class Operations(processing.OperationProcessing):
                 details=[{"field": "captures", "message": f"more than {MAX_BATCH} items",
                           "type": "too_long"}],
             )
-        now = self._m.clock()
+        now = self._clock()
         rows: list[store.NewOperation] = []
         for i, body in enumerate(bodies):
             op_id = new_id()
@@ -229,7 +251,7 @@ class Operations(processing.OperationProcessing):
                                      trust.max_sensitivity.rank)
         self._authorise_targets(op_kind, target, body, trust)
         text = json.dumps(dict(body), separators=(",", ":"), ensure_ascii=False, default=str)
-        now = self._m.clock()
+        now = self._clock()
         hash_ = request_hash(op_kind, target, json.loads(text))
         row = self._new_row(new_id(), op_kind, trust, hash_, text, now, key=idempotency_key,
                             target_id=target)
@@ -248,7 +270,7 @@ class Operations(processing.OperationProcessing):
                 details=[{"field": "jobs", "message": f"unknown job {j!r}", "type": "enum"}
                          for j in bad] or [{"field": "jobs", "message": "empty", "type": "too_short"}],
             )
-        now = self._m.clock()
+        now = self._clock()
         body = {"jobs": wanted}
         row = self._new_row(new_id(), OperationKind.MAINTENANCE, trust,
                             request_hash(OperationKind.MAINTENANCE, None, body),
@@ -269,7 +291,7 @@ class Operations(processing.OperationProcessing):
             ids += [as_uuid(v, "record_ids") for v in raw]
         elif target is None:
             raise errors.InvalidInput(f"{kind.value} needs a target record id")
-        with self._m.db.reader() as conn:
+        with self._db.reader() as conn:
             found = reads.access(conn, ids)
         for rid in ids:  # RFC 5.2: as the revision will answer when it runs
             got = found.get(rid)
@@ -303,7 +325,7 @@ class Operations(processing.OperationProcessing):
         )
 
     def _insert(self, rows: list[store.NewOperation], trust: TrustPolicy) -> list[OperationView]:
-        with self._m.db.transaction() as conn:
+        with self._db.transaction() as conn:
             inserted = store.insert(conn, rows)
             final = [r.id for r in rows]
             missing = [i for i, r in enumerate(rows) if r.id not in inserted]
@@ -341,13 +363,13 @@ class Operations(processing.OperationProcessing):
             time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
             pause = min(pause * 2, 0.1)
             # Poll a count, not the rows: a wait over a large batch stays cheap.
-            with self._m.db.transaction() as conn:
+            with self._db.transaction() as conn:
                 if store.count_unfinished(conn, ids) == 0:
                     break
         return self._views(ids, trust)
 
     def _views(self, ids: Sequence[uuid.UUID], trust: TrustPolicy | None) -> list[OperationView]:
-        with self._m.db.transaction() as conn:
+        with self._db.transaction() as conn:
             found = store.views(conn, ids)
         out = []
         for op_id in ids:
@@ -359,8 +381,8 @@ class Operations(processing.OperationProcessing):
 
     def pending(self) -> list[dict[str, Any]]:
         """Queued and running operations by kind with the oldest's age (RFC 9.1)."""
-        with self._m.db.reader() as conn:
-            return store.counts(conn, now=self._m.clock())
+        with self._db.reader() as conn:
+            return store.counts(conn, now=self._clock())
 
 def _may_see(principal: str, trust: TrustPolicy) -> bool:
     """RFC 9.1: the submitter sees its operations; an operator (every scope read and written,

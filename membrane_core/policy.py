@@ -8,6 +8,7 @@ from pydantic import Field
 
 from membrane_core.enums import DeletionPolicy, MemoryType, Sensitivity, SourceKind
 from membrane_core.models import DecayProfile, Frozen
+from membrane_core.settings import Settings
 
 #: RFC 3.2: initial confidence by source kind.
 CONFIDENCE_BY_SOURCE: dict[SourceKind, float] = {
@@ -85,3 +86,19 @@ class Policy(Frozen):
 def _profile(half_life: int, floor: float, gain: float) -> DecayProfile:
     # Profiles are frozen; one instance per distinct setting spares a validation per capture.
     return DecayProfile(half_life_seconds=half_life, min_salience=floor, reinforcement_gain=gain)
+
+
+def policy_from_settings(settings: Settings) -> Policy:
+    """RFC 3.2: the policy engine configured from settings."""
+    return Policy(
+        default_sensitivity=Sensitivity(settings.default_sensitivity),
+        half_lives={
+            MemoryType.EPISODIC: settings.half_life_episodic_seconds,
+            MemoryType.WORKING: settings.half_life_working_seconds,
+            MemoryType.SEMANTIC: settings.half_life_semantic_seconds,
+            MemoryType.COMPETENCE: settings.half_life_competence_seconds,
+            MemoryType.PLAN_GRAPH: settings.half_life_plan_graph_seconds,
+            MemoryType.ENTITY: settings.half_life_entity_seconds,
+        },
+        reinforcement_gain=dict.fromkeys(MemoryType, settings.reinforcement_gain),
+    )

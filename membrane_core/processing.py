@@ -3,32 +3,31 @@
 Capture operations are locked, written and marked succeeded in ONE transaction
 (exactly once); revisions run in the transaction that locks their operation;
 maintenance operations are claimed under a lease because their jobs commit their
-own batches. :class:`OperationProcessing` is mixed into
-:class:`membrane_core.operations.Operations`.
+own batches. :class:`InboxWorker` is the worker half of the inbox;
+:class:`membrane_core.operations.Inbox` is the half that accepts.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import socket
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from pydantic import ValidationError
 
 from membrane_core import errors
 from membrane_core.capture import CapturePlan
+from membrane_core.clock import Clock
 from membrane_core.enums import OperationKind, OperationStatus
 from membrane_core.providers.base import TransientProviderError
 from membrane_core.requests import CaptureRequest
 from membrane_core.storage import operations as store
+from membrane_core.storage.db import Connection, Database
+from membrane_core.storage.records import WorkOptions
+from membrane_core.storage.workqueue import worker_name
 from membrane_core.trust import TrustPolicy
-
-if TYPE_CHECKING:
-    from membrane_core.facade import Membrane
 
 log = logging.getLogger(__name__)
 
@@ -36,18 +35,25 @@ log = logging.getLogger(__name__)
 MAX_ATTEMPTS = 5
 
 
-class _RevisionPort(Protocol):
+class CapturePlanner(Protocol):
+    """What the worker asks of the capture service: a stored capture's plan (RFC 3.3)."""
+
+    def plan(self, request: CaptureRequest | Mapping[str, Any], trust: TrustPolicy, *,
+             record_id: uuid.UUID | None = None, operation_id: uuid.UUID | None = None,
+             ) -> CapturePlan: ...
+
+
+class RevisionApplier(Protocol):
+    """The revision engine, applying one revision in the caller's transaction (RFC 5.2)."""
+
     def apply(self, kind: OperationKind, target_id: uuid.UUID | None, body: Mapping[str, Any],
-              trust: TrustPolicy, *, conn: Any = None) -> list[uuid.UUID]: ...
+              trust: TrustPolicy, *, conn: Connection | None = None) -> list[uuid.UUID]: ...
 
 
-class _MaintenancePort(Protocol):
+class MaintenanceRunner(Protocol):
+    """Maintenance, running one bounded batch of a named job (RFC 6.5)."""
+
     def run(self, job: str, *, limit: int | None = None) -> dict[str, Any]: ...
-
-
-def worker_name() -> str:
-    """This process's claim owner: ``host:pid`` (RFC 9.4)."""
-    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 def error_dict(exc: BaseException) -> dict[str, Any]:
@@ -77,10 +83,20 @@ def _parse_json_capture(text: str) -> CaptureRequest:
                                   details=errors.field_errors(exc)) from exc
 
 
-class OperationProcessing:
-    """Worker-side methods of ``Membrane.operations`` (RFC 9.1)."""
+class InboxWorker:
+    """Claim, apply and finish operations (RFC 9.1, 9.5); ``Membrane.inbox_worker``."""
 
-    _m: Membrane
+    def __init__(self, db: Database, *, clock: Clock, captures: CapturePlanner, work: WorkOptions,
+                 revisions: RevisionApplier, maintenance: MaintenanceRunner,
+                 lease_seconds: int, retention_seconds: float) -> None:
+        self._db = db
+        self._clock = clock
+        self._captures = captures
+        self._work = work
+        self._revisions = revisions
+        self._maintenance = maintenance
+        self._lease = lease_seconds
+        self._retention = retention_seconds
 
     def process_captures(
         self, operation_ids: Sequence[uuid.UUID | str] | None = None, *, worker: str | None = None,
@@ -95,14 +111,14 @@ class OperationProcessing:
         database refuses, fails its own operation; the rest are written.
         """
         ids = [as_uuid(i, "operation_id") for i in operation_ids or ()]
-        now = self._m.clock()
+        now = self._clock()
         summary = {"claimed": 0, "succeeded": 0, "failed": 0}
-        with self._m.db.transaction() as conn:
+        with self._db.transaction() as conn:
             locked = store.lock_captures(conn, ids, drain=drain, now=now)
             if not locked:
                 return summary
             plans, plan_ops, failed = self._rebuild_plans(locked)
-            written, refused = store.write_isolated(conn, plans, now=now, opts=self._m.work)
+            written, refused = store.write_isolated(conn, plans, now=now, opts=self._work)
             outcomes: list[tuple[uuid.UUID, str, Sequence[uuid.UUID], dict[str, Any] | None]] = []
             outcomes += [(op_id, OperationStatus.FAILED.value, (), err) for op_id, err in failed]
             for i, op_id in enumerate(plan_ops):
@@ -131,7 +147,7 @@ class OperationProcessing:
                 trust = trusts.get(op.trust)
                 if trust is None:
                     trust = trusts[op.trust] = TrustPolicy.model_validate_json(op.trust)
-                plans.append(self._m.plan(_parse_json_capture(op.request), trust,
+                plans.append(self._captures.plan(_parse_json_capture(op.request), trust,
                                           record_id=op.record_id, operation_id=op.id))
                 plan_ops.append(op.id)
             except Exception as exc:  # one bad capture fails its own operation (RFC 3.6)
@@ -153,20 +169,20 @@ class OperationProcessing:
         """
         op_id = as_uuid(operation_id, "operation_id")
         who = worker or worker_name()
-        with self._m.db.transaction() as conn:
-            op = store.lock_one(conn, op_id, now=self._m.clock())
+        with self._db.transaction() as conn:
+            op = store.lock_one(conn, op_id, now=self._clock())
             if op is None:
                 return {"operation_id": str(op_id), "status": "skipped"}
             if op.kind == OperationKind.MAINTENANCE.value:
-                store.claim_one(conn, op_id, worker=who, now=self._m.clock(),
-                                lease_seconds=self._m.settings.claim_seconds)
+                store.claim_one(conn, op_id, worker=who, now=self._clock(),
+                                lease_seconds=self._lease)
             else:
                 return self._revise(conn, op)
         try:
             result = self._run_maintenance(op.request)
         except (errors.Unavailable, TransientProviderError) as exc:
             if op.attempts + 1 < MAX_ATTEMPTS:
-                with self._m.db.transaction() as conn:
+                with self._db.transaction() as conn:
                     store.release(conn, op.id, worker=who, error=error_dict(exc))
                 raise
             return self._finish(op.id, who, OperationStatus.FAILED, error=error_dict(exc))
@@ -176,13 +192,13 @@ class OperationProcessing:
             return self._finish(op.id, who, OperationStatus.FAILED, error=error_dict(exc))
         return self._finish(op.id, who, OperationStatus.SUCCEEDED, result=result)
 
-    def _revise(self, conn: Any, op: store.ClaimedOperation) -> dict[str, Any]:
+    def _revise(self, conn: Connection, op: store.ClaimedOperation) -> dict[str, Any]:
         """Apply a revision in the caller's transaction and record its outcome there."""
-        now = self._m.clock()
+        now = self._clock()
         try:
             trust = TrustPolicy.model_validate_json(op.trust)
             with conn.transaction():  # a savepoint: a refused revision writes nothing
-                ids = self._revisions().apply(OperationKind(op.kind), op.target_id, op.request,
+                ids = self._revisions.apply(OperationKind(op.kind), op.target_id, op.request,
                                               trust, conn=conn)
         except (errors.Unavailable, TransientProviderError):
             raise
@@ -198,25 +214,16 @@ class OperationProcessing:
     def _finish(self, op_id: uuid.UUID, worker: str, status: OperationStatus, *,
                 record_ids: Sequence[uuid.UUID] = (), result: dict[str, Any] | None = None,
                 error: dict[str, Any] | None = None) -> dict[str, Any]:
-        with self._m.db.transaction() as conn:
-            held = store.finish_one(conn, op_id, worker=worker, now=self._m.clock(),
+        with self._db.transaction() as conn:
+            held = store.finish_one(conn, op_id, worker=worker, now=self._clock(),
                                     status=status.value, record_ids=record_ids, result=result,
                                     error=error)
         if not held:
             log.warning("operation %s: claim lost before finishing", op_id)
         return {"operation_id": str(op_id), "status": status.value if held else "claim_lost"}
 
-    def _revisions(self) -> _RevisionPort:
-        engine: _RevisionPort | None = getattr(self._m, "revisions", None)
-        if engine is None:
-            raise errors.Unavailable("this deployment has no revision engine")
-        return engine
-
     def _run_maintenance(self, request: Mapping[str, Any]) -> dict[str, Any]:
-        engine: _MaintenancePort | None = getattr(self._m, "maintenance", None)
-        if engine is None:
-            raise errors.Unavailable("this deployment has no maintenance engine")
-        return {job: engine.run(job) for job in request.get("jobs", [])}
+        return {job: self._maintenance.run(job) for job in request.get("jobs", [])}
 
     def redispatch_stale(self, older_than: float | timedelta, *, limit: int = 10_000
                          ) -> dict[OperationKind, list[uuid.UUID]]:
@@ -226,8 +233,8 @@ class OperationProcessing:
         ``older_than``, and duplicates are harmless because claims skip finished work.
         """
         age = older_than if isinstance(older_than, timedelta) else timedelta(seconds=older_than)
-        now = self._m.clock()
-        with self._m.db.transaction() as conn:
+        now = self._clock()
+        with self._db.transaction() as conn:
             rows = store.redispatch_stale(conn, cutoff=now - age, now=now, limit=limit)
         out: dict[OperationKind, list[uuid.UUID]] = {}
         for kind, op_id in rows:
@@ -240,12 +247,12 @@ class OperationProcessing:
 
         Their idempotency keys become reusable; queued and running operations are kept.
         """
-        age = older_than if older_than is not None else self._m.settings.operations_retention_seconds
+        age = older_than if older_than is not None else self._retention
         span = age if isinstance(age, timedelta) else timedelta(seconds=age)
-        with self._m.db.transaction() as conn:
-            return store.purge_finished(conn, cutoff=self._m.clock() - span, limit=limit)
+        with self._db.transaction() as conn:
+            return store.purge_finished(conn, cutoff=self._clock() - span, limit=limit)
 
     def reap_expired(self) -> dict[str, int]:
         """RFC 9.4: re-queue operations and release work items whose lease ran out."""
-        with self._m.db.transaction() as conn:
-            return store.reap(conn, now=self._m.clock())
+        with self._db.transaction() as conn:
+            return store.reap(conn, now=self._clock())

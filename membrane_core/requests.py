@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, TypeVar
 
-from pydantic import AwareDatetime, Field, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    AwareDatetime,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
-from membrane_core import budget
+from membrane_core import budget, errors
 from membrane_core.enums import MemoryType, Sensitivity, SourceKind
 from membrane_core.models import ClientInput, Frozen, JSONDict, Scope, Tag
 
@@ -84,3 +92,18 @@ class RetrieveRequest(ClientInput):
     as_of: AwareDatetime | None = None
     valid_at: AwareDatetime | None = None
     expand: ExpandOptions | None = None
+
+
+M = TypeVar("M", CaptureRequest, RetrieveRequest)
+
+
+def parse(model: type[M], data: M | Mapping[str, Any]) -> M:
+    """Validate client input into ``model``; ``InvalidInput`` names every bad field (RFC 2.4)."""
+    if isinstance(data, model):
+        return data
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        details = errors.field_errors(exc)
+        summary = "; ".join(f"{d['field'] or 'body'}: {d['message']}" for d in details[:5])
+        raise errors.InvalidInput(f"invalid {model.__name__}: {summary}", details=details) from exc

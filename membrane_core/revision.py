@@ -13,7 +13,6 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-import psycopg
 from pydantic import ValidationError
 
 from membrane_core import decay, errors
@@ -59,7 +58,7 @@ from membrane_core.revision_rules import (
 )
 from membrane_core.storage import records
 from membrane_core.storage import revision as store
-from membrane_core.storage.db import Database
+from membrane_core.storage.db import Connection, Database
 from membrane_core.trust import TrustPolicy
 
 
@@ -79,7 +78,7 @@ class Revisions:
 
     def apply(
         self, kind: OperationKind | str, target_id: uuid.UUID | None, body: Mapping[str, Any],
-        trust: TrustPolicy, *, conn: psycopg.Connection | None = None,
+        trust: TrustPolicy, *, conn: Connection | None = None,
     ) -> list[uuid.UUID]:
         """RFC 5.2: run one revision; returns the new record's id, else the target's.
 
@@ -107,7 +106,7 @@ class Revisions:
 
     def supersede(
         self, target_id: uuid.UUID, body: SupersedeBody | Mapping[str, Any], trust: TrustPolicy,
-        *, conn: psycopg.Connection | None = None,
+        *, conn: Connection | None = None,
     ) -> uuid.UUID:
         """RFC 5.2.1: replace a record with a new one; the old one is retracted and linked."""
         b = parse_body(OperationKind.SUPERSEDE, body)
@@ -140,7 +139,7 @@ class Revisions:
 
     def fork(
         self, target_id: uuid.UUID, body: ForkBody | Mapping[str, Any], trust: TrustPolicy,
-        *, conn: psycopg.Connection | None = None,
+        *, conn: Connection | None = None,
     ) -> uuid.UUID:
         """RFC 5.2.2: a conditional variant beside the original; both stay active."""
         b = parse_body(OperationKind.FORK, body)
@@ -171,7 +170,7 @@ class Revisions:
 
     def merge(
         self, body: MergeBody | Mapping[str, Any], trust: TrustPolicy,
-        *, conn: psycopg.Connection | None = None,
+        *, conn: Connection | None = None,
     ) -> uuid.UUID:
         """RFC 5.2.3: one new record from several sources; the sources are retracted."""
         b = parse_body(OperationKind.MERGE, body)
@@ -215,7 +214,7 @@ class Revisions:
 
     def retract(
         self, target_id: uuid.UUID, body: RetractBody | Mapping[str, Any], trust: TrustPolicy,
-        *, conn: psycopg.Connection | None = None,
+        *, conn: Connection | None = None,
     ) -> uuid.UUID:
         """RFC 5.2.4: withdraw a record and tombstone its fact key; salience is untouched."""
         b = parse_body(OperationKind.RETRACT, body)
@@ -234,7 +233,7 @@ class Revisions:
 
     def contest(
         self, target_id: uuid.UUID, body: ContestBody | Mapping[str, Any], trust: TrustPolicy,
-        *, conn: psycopg.Connection | None = None,
+        *, conn: Connection | None = None,
     ) -> uuid.UUID:
         """RFC 5.2.5: mark a record contested; link the contesting record only if visible."""
         b = parse_body(OperationKind.CONTEST, body)
@@ -266,7 +265,7 @@ class Revisions:
 
     def reinforce(
         self, target_id: uuid.UUID, body: ReinforceBody | Mapping[str, Any], trust: TrustPolicy,
-        *, conn: psycopg.Connection | None = None,
+        *, conn: Connection | None = None,
     ) -> uuid.UUID:
         """RFC 5.2.6: current salience plus the type's gain; the decay clock restarts."""
         b = parse_body(OperationKind.REINFORCE, body)
@@ -275,7 +274,7 @@ class Revisions:
 
     def penalize(
         self, target_id: uuid.UUID, body: PenalizeBody | Mapping[str, Any], trust: TrustPolicy,
-        *, conn: psycopg.Connection | None = None,
+        *, conn: Connection | None = None,
     ) -> uuid.UUID:
         """RFC 5.2.7: current salience minus ``amount`` (not below 0); the decay clock restarts."""
         b = parse_body(OperationKind.PENALIZE, body)
@@ -284,7 +283,7 @@ class Revisions:
 
     def _adjust(
         self, target_id: uuid.UUID, trust: TrustPolicy, rationale: str, penalty: float | None,
-        conn: psycopg.Connection | None,
+        conn: Connection | None,
     ) -> uuid.UUID:
         with self._tx(conn) as c:
             now = self.clock()
@@ -312,7 +311,7 @@ class Revisions:
     # -- helpers ------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def _tx(self, conn: psycopg.Connection | None) -> Iterator[psycopg.Connection]:
+    def _tx(self, conn: Connection | None) -> Iterator[Connection]:
         if conn is not None:
             yield conn
             return
@@ -320,7 +319,7 @@ class Revisions:
             yield c
 
     def _lock(
-        self, conn: psycopg.Connection, ids: Sequence[uuid.UUID], trust: TrustPolicy, *,
+        self, conn: Connection, ids: Sequence[uuid.UUID], trust: TrustPolicy, *,
         allow_episodic: bool = False, allow_retracted: bool = False,
     ) -> dict[uuid.UUID, store.Target]:
         """RFC 5.2: lock the targets, then check existence, trust, type and status."""
@@ -338,7 +337,7 @@ class Revisions:
         return locked
 
     @staticmethod
-    def _already_retracted(conn: psycopg.Connection, record_id: uuid.UUID, trust: TrustPolicy,
+    def _already_retracted(conn: Connection, record_id: uuid.UUID, trust: TrustPolicy,
                            ) -> errors.RevisionRefused:
         """RFC 5.2: the refusal names the revision that won (a supersede or merge names its
         successor when the caller sees that record in full, as an audit read would, 5.5)."""
@@ -358,7 +357,7 @@ class Revisions:
         return errors.RevisionRefused(message, details=[detail])
 
     @staticmethod
-    def _hydrate(conn: psycopg.Connection, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, MemoryRecord]:
+    def _hydrate(conn: Connection, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, MemoryRecord]:
         found = records.hydrate(conn, ids)
         missing = [i for i in ids if i not in found]
         if missing:
@@ -434,7 +433,7 @@ class Revisions:
                     {"field": "force", "message": "required", "type": "revision_refused"}])
 
     @staticmethod
-    def _reassert(conn: psycopg.Connection, new: MemoryRecord) -> bool:
+    def _reassert(conn: Connection, new: MemoryRecord) -> bool:
         """RFC 5.4: an explicit revision re-asserting a tombstoned key removes the tombstones
         that bind the new record's level (RFC 3.4). A supersede that keeps its target's key
         re-asserts too: a retracted variant of the same key may have tombstoned it while the
@@ -447,7 +446,7 @@ class Revisions:
 
     @staticmethod
     def _tombstone(
-        conn: psycopg.Connection, targets: Sequence[store.Target], new: MemoryRecord | None,
+        conn: Connection, targets: Sequence[store.Target], new: MemoryRecord | None,
         actor: str, rationale: str, now: datetime,
     ) -> None:
         """RFC 5.4: tombstone each retracted fact key the new record does not carry on."""

@@ -41,7 +41,7 @@ DEFAULT_PENALTY = 0.1
 Rationale = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=4096)]
 
 
-# -- request bodies (api.md "Revision") -------------------------------------------
+# -- request bodies (RFC 5.2, 10.1) ------------------------------------------------
 
 
 class RevisedRecord(Frozen):

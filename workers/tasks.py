@@ -34,19 +34,19 @@ def ingest(self: Task, operation_ids: list[str] | None = None, drain: int | None
     """Write capture operations exactly once, plus up to ``drain`` other queued ones."""
     m = membrane()
     more = m.settings.ingest_drain if drain is None else drain
-    return m.operations.process_captures(operation_ids, worker=_worker(self), drain=more)
+    return m.inbox_worker.process_captures(operation_ids, worker=_worker(self), drain=more)
 
 
 @app.task(name="membrane.revision", bind=True, **RETRY)
 def revision(self: Task, operation_id: str) -> dict[str, Any]:
     """Apply one revision operation."""
-    return membrane().operations.process_one(operation_id, worker=_worker(self))
+    return membrane().inbox_worker.process_one(operation_id, worker=_worker(self))
 
 
 @app.task(name="membrane.maintenance_op", bind=True, **RETRY)
 def maintenance_op(self: Task, operation_id: str) -> dict[str, Any]:
     """Run one maintenance operation (``POST /v1/maintenance/run``)."""
-    return membrane().operations.process_one(operation_id, worker=_worker(self))
+    return membrane().inbox_worker.process_one(operation_id, worker=_worker(self))
 
 
 def _continue(task: Task, summary: dict[str, Any], limit: int | None, batch: int) -> None:
@@ -84,7 +84,7 @@ def maintenance_job(job: str, limit: int | None = None) -> dict[str, Any]:
 def redispatch() -> dict[str, int]:
     """Publish again the operations whose message was lost or never sent."""
     m = membrane()
-    stale = m.operations.redispatch_stale(m.settings.redispatch_after_seconds)
+    stale = m.inbox_worker.redispatch_stale(m.settings.redispatch_after_seconds)
     for kind, ids in stale.items():
         dispatcher.publish(kind, ids)
     return {kind.value: len(ids) for kind, ids in stale.items()}
@@ -93,10 +93,10 @@ def redispatch() -> dict[str, int]:
 @app.task(name="membrane.reap", **RETRY)
 def reap() -> dict[str, int]:
     """Release work items and operations whose worker's lease ran out."""
-    return membrane().operations.reap_expired()
+    return membrane().inbox_worker.reap_expired()
 
 
 @app.task(name="membrane.purge_operations", **RETRY)
 def purge_operations() -> int:
     """Forget operations finished longer ago than the retention."""
-    return membrane().operations.purge_finished()
+    return membrane().inbox_worker.purge_finished()

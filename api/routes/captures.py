@@ -16,7 +16,7 @@ from membrane_core.requests import CaptureRequest
 
 router = APIRouter(prefix="/v1", tags=["captures"])
 
-#: Most captures one batch request may carry (api.md).
+#: Most captures one batch request may carry (RFC 3.6).
 MAX_BATCH = 1000
 
 Wait = Annotated[float | None, Query(gt=0, le=writes.MAX_WAIT_SECONDS,
@@ -41,7 +41,7 @@ class CaptureBatch(BaseModel):
 def capture(svc: Svc, policy: Trust, body: CaptureRequest, wait: Wait = None,
             idempotency_key: IdemKey = None) -> JSONResponse:
     """Accept one capture into the inbox (RFC 3.3, 9.1)."""
-    view = svc.membrane.operations.submit_capture(body, policy, idempotency_key=idempotency_key)
+    view = svc.membrane.inbox.submit_capture(body, policy, idempotency_key=idempotency_key)
     return writes.answer_one(svc, OperationKind.CAPTURE, view, wait, policy)
 
 
@@ -52,6 +52,6 @@ def capture(svc: Svc, policy: Trust, body: CaptureRequest, wait: Wait = None,
 def capture_batch(svc: Svc, policy: Trust, body: CaptureBatch, wait: Wait = None,
                   idempotency_key: IdemKey = None) -> Response:
     """Accept up to 1,000 captures with one multi-row insert; bad items fail alone (RFC 3.6)."""
-    views = svc.membrane.operations.submit_captures(body.captures, policy,
+    views = svc.membrane.inbox.submit_captures(body.captures, policy,
                                                     idempotency_key=idempotency_key)
     return writes.answer_many(svc, OperationKind.CAPTURE, views, wait, policy)

@@ -34,7 +34,7 @@ class MaintenanceRun(ClientInput):
 def run_maintenance(svc: Svc, policy: Trust, body: MaintenanceRun,
                     wait: Wait = None, idempotency_key: IdemKey = None) -> JSONResponse:
     """Queue one batch of each maintenance job (RFC 6.5)."""
-    view = svc.membrane.operations.submit_maintenance(body.jobs, policy,
+    view = svc.membrane.inbox.submit_maintenance(body.jobs, policy,
                                                       idempotency_key=idempotency_key)
     return writes.answer_one(svc, OperationKind.MAINTENANCE, view, wait, policy)
 

@@ -23,7 +23,7 @@ router = APIRouter(prefix="/v1", tags=["reads"])
             responses=schemas.READ_ERRORS)
 def get_operation(svc: Svc, policy: Trust, operation_id: UUID) -> JSONResponse:
     """An operation's status and the records it wrote (RFC 9.1)."""
-    return JSONResponse(writes.as_json(svc.membrane.operations.get(operation_id, policy)))
+    return JSONResponse(writes.as_json(svc.membrane.inbox.get(operation_id, policy)))
 
 
 @router.get("/records/{record_id}", response_model=RecordView, responses=schemas.READ_ERRORS)

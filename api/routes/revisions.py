@@ -43,7 +43,7 @@ def _submit(svc: Services, kind: OperationKind, target: UUID | None, body: BaseM
             policy: TrustPolicy, key: str | None, wait: float | None) -> JSONResponse:
     # the fields the caller sent, as sent: the idempotency hash binds the request (RFC 9.2)
     sent = body.model_dump(mode="json", exclude_unset=True)
-    view = svc.membrane.operations.submit_revision(kind, target, sent, policy, idempotency_key=key)
+    view = svc.membrane.inbox.submit_revision(kind, target, sent, policy, idempotency_key=key)
     return writes.answer_one(svc, kind, view, wait, policy)
 
 

@@ -175,7 +175,7 @@ def _wait_committed(m: Membrane, ids: list[str], progress: Progress, task: Any,
     # finished the others have too, and only one chunk is ever polled (the measurement's
     # own queries stay off the database the pool is writing to)
     for start in reversed(range(0, len(ids), 2000)):
-        views = m.operations.wait(ids[start:start + 2000], max(0.0, deadline - time.monotonic()))
+        views = m.inbox.wait(ids[start:start + 2000], max(0.0, deadline - time.monotonic()))
         ok += sum(v.status.value == "succeeded" for v in views)
         bad += sum(v.status.value == "failed" for v in views)
         progress.advance(task, len(views))
@@ -324,7 +324,7 @@ def ingest(
                 warm = [client.post("/v1/captures", json=make_capture(0, rng)).json()["operation_id"]
                         for _ in range(20)]  # warm-up: connections, caches
                 # Time nothing before the ingest pool has booted and committed the warm-up.
-                lib.operations.wait(warm, 120)
+                lib.inbox.wait(warm, 120)
                 with console.status(f"{single} sequential single captures"):
                     res.single_ms, errs = _single_latency(client, single, rng)
                 res.errors += errs

@@ -143,6 +143,10 @@ class _Server:
                 self._quiet_until = time.monotonic() + self.circuit.retry_seconds
 
 
+#: A connection as the core's services see it; only ``storage`` imports psycopg itself.
+Connection = psycopg.Connection
+
+
 class Database:
     """A migrated Postgres with a primary pool and an optional read pool (RFC 13.2).
 

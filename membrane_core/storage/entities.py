@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import psycopg
 
@@ -23,9 +23,7 @@ from membrane_core.enums import WorkKind
 from membrane_core.models import MemoryRecord
 from membrane_core.policy import Policy
 from membrane_core.storage.queries import q
-
-if TYPE_CHECKING:  # records imports this module
-    from membrane_core.storage.records import RowBatch
+from membrane_core.storage.rowbatch import RowBatch
 
 #: A lookup key: (namespace or None for a name term, normalised value).
 Key = tuple[str | None, str]

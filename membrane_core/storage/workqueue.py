@@ -8,6 +8,8 @@ size of the store.
 
 from __future__ import annotations
 
+import os
+import socket
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,6 +20,12 @@ import psycopg
 
 from membrane_core.enums import WorkKind
 from membrane_core.storage.queries import q
+
+
+def worker_name() -> str:
+    """This process's claim owner, ``host:pid``: what a lease names (RFC 9.4)."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
 
 #: RFC 9.4: attempts after which an item is marked dead instead of retried.
 MAX_ATTEMPTS = 5

@@ -81,7 +81,7 @@ def serve(api_membrane: Membrane) -> Iterator[ServeFn]:
         if broker_url is not None:  # the app builds its real Celery dispatcher on this broker
             settings = settings.model_copy(update={"redis_url": broker_url})
         elif dispatcher is None:
-            dispatcher = InlineDispatcher(api_membrane)
+            dispatcher = InlineDispatcher(api_membrane.inbox_worker)
         app = create_app(settings, membrane=api_membrane, dispatcher=dispatcher, **kwargs)
         server = Server(app).__enter__()
         client = httpx.Client(base_url=server.url, headers=headers or {}, timeout=60)

@@ -381,7 +381,7 @@ def test_wait_polls_until_the_operation_finishes(serve: ServeFn, api_membrane: M
         with pytest.raises(OperationTimeout) as late:
             client.wait(op, timeout=0.3)
         assert late.value.operation is not None and late.value.operation.status == "queued"
-        worker = threading.Timer(0.3, api_membrane.operations.process_captures, [[op.operation_id]],
+        worker = threading.Timer(0.3, api_membrane.inbox_worker.process_captures, [[op.operation_id]],
                                  {"worker": "test"})
         worker.start()
         try:

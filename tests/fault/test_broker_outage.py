@@ -61,7 +61,7 @@ def test_writes_stay_fast_while_the_broker_is_killed_and_beat_recovers_them(
         deadline = time.monotonic() + 25
         while True:
             beat.send_task("membrane.redispatch")
-            views = api_membrane.operations.wait(ids, 1.5)
+            views = api_membrane.inbox.wait(ids, 1.5)
             if all(v.status is OperationStatus.SUCCEEDED for v in views):
                 break
             assert time.monotonic() < deadline, worker.text()[-3000:]

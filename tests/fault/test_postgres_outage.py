@@ -27,7 +27,7 @@ def test_postgres_outage_answers_503_at_once_and_recovers_without_a_restart(
     settings = Settings(database_url=private_postgres.dsn, data_dir=tmp_path,
                         embedding_dim=EMBEDDING_DIM)
     membrane = Membrane(settings)  # the pools and circuit an API process builds (RFC 10.5)
-    app = create_app(settings, membrane=membrane, dispatcher=InlineDispatcher(membrane))
+    app = create_app(settings, membrane=membrane, dispatcher=InlineDispatcher(membrane.inbox_worker))
     try:
         with Server(app) as server, Load(server.url, CLIENT_TIMEOUT) as load:
             load.wait_for(lambda: len(load.accepted) >= 20, 20, "captures accepted")
@@ -62,7 +62,7 @@ def test_postgres_outage_answers_503_at_once_and_recovers_without_a_restart(
             sorted({o.status for o in load.outcomes})
 
         # the inbox after recovery: process what is queued, then count
-        while membrane.operations.process_captures(drain=10_000, worker="test")["claimed"]:
+        while membrane.inbox_worker.process_captures(drain=10_000, worker="test")["claimed"]:
             pass
         committed_once(private_postgres.dsn, load.accepted)
     finally:

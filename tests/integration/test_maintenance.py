@@ -9,7 +9,7 @@ import pytest
 
 from membrane_core import Membrane, errors
 from membrane_core.enums import MemoryType
-from membrane_core.facade import policy_from_settings
+from membrane_core.policy import policy_from_settings
 from tests.support.sql import execute, rows
 
 EVENT = {"source_kind": "event", "scope": "proj", "content": {"text": "ran the build"}}

@@ -70,7 +70,7 @@ def test_metrics_respect_trust(membrane: Membrane, clock, database_url: str) -> 
     clock.advance(days=2)
     assert membrane.metrics(narrow)["memory_growth_rate"] == 0.0
     # an accepted, not yet processed write shows as a queued operation
-    membrane.operations.submit_capture(event("a"), DEVELOPMENT_POLICY)
+    membrane.inbox.submit_capture(event("a"), DEVELOPMENT_POLICY)
     assert membrane.metrics()["operations"] == {"capture": {"queued": 1}}
     # another tenant's activity is not a non-operator's to see, however wide its reach
     wide = TrustPolicy(actor="wide")  # every scope and level, no operator flag

@@ -27,12 +27,12 @@ def scalar(url: str, sql: str, *args: object) -> object:
 
 
 def test_submit_then_process_writes_the_preassigned_record(membrane: Membrane, database_url: str):
-    view = membrane.operations.submit_capture(EVENT, DEV)
+    view = membrane.inbox.submit_capture(EVENT, DEV)
     assert view.status is OperationStatus.QUEUED and view.record_id is not None
     assert scalar(database_url, "SELECT count(*) FROM memory_records") == 0  # nothing yet
-    summary = membrane.operations.process_captures([view.operation_id], worker="w1")
+    summary = membrane.inbox_worker.process_captures([view.operation_id], worker="w1")
     assert summary == {"claimed": 1, "succeeded": 1, "failed": 0}
-    done = membrane.operations.get(view.operation_id, DEV)
+    done = membrane.inbox.get(view.operation_id, DEV)
     assert done.status is OperationStatus.SUCCEEDED and done.record_ids == [view.record_id]
     assert done.finished_at is not None
     record = membrane.get(view.record_id)
@@ -44,23 +44,23 @@ def test_submit_then_process_writes_the_preassigned_record(membrane: Membrane, d
 
 def test_invalid_single_capture_writes_nothing(membrane: Membrane, database_url: str):
     with pytest.raises(errors.InvalidInput) as info:
-        membrane.operations.submit_capture({"source_kind": "event", "scope": "", "content": {}}, DEV)
+        membrane.inbox.submit_capture({"source_kind": "event", "scope": "", "content": {}}, DEV)
     assert "scope" in {d["field"] for d in info.value.details}
     with pytest.raises(errors.PayloadTooLarge):
-        membrane.operations.submit_capture({**EVENT, "content": {"text": "x" * 300_000}}, DEV)
+        membrane.inbox.submit_capture({**EVENT, "content": {"text": "x" * 300_000}}, DEV)
     with pytest.raises(errors.InvalidInput):
-        membrane.operations.submit_capture({**EVENT, "content": {"text": "a\x00b"}}, DEV)
+        membrane.inbox.submit_capture({**EVENT, "content": {"text": "a\x00b"}}, DEV)
     reader = TrustPolicy(write_scopes=frozenset({"other"}), actor="r")
     with pytest.raises(errors.Forbidden):
-        membrane.operations.submit_capture(EVENT, reader)
+        membrane.inbox.submit_capture(EVENT, reader)
     assert scalar(database_url, "SELECT count(*) FROM operations") == 0
-    membrane.operations.submit_capture(EVENT, DEV)  # positive control
+    membrane.inbox.submit_capture(EVENT, DEV)  # positive control
     assert scalar(database_url, "SELECT count(*) FROM operations") == 1
 
 
 def test_idempotency_same_body_same_operation_other_body_conflicts(membrane: Membrane,
                                                                     database_url: str):
-    ops = membrane.operations
+    ops, work = membrane.inbox, membrane.inbox_worker
     first = ops.submit_capture(EVENT, DEV, idempotency_key="k1")
     again = ops.submit_capture(dict(EVENT), DEV, idempotency_key="k1")
     assert again.operation_id == first.operation_id and again.record_id == first.record_id
@@ -71,7 +71,7 @@ def test_idempotency_same_body_same_operation_other_body_conflicts(membrane: Mem
     assert other.operation_id != first.operation_id
     assert scalar(database_url, "SELECT count(*) FROM operations") == 2
     # after processing, the same key still answers with the same (now finished) operation
-    ops.process_captures([first.operation_id])
+    work.process_captures([first.operation_id])
     replay = ops.submit_capture(EVENT, DEV, idempotency_key="k1")
     assert replay.operation_id == first.operation_id
     assert replay.status is OperationStatus.SUCCEEDED
@@ -83,7 +83,7 @@ def test_concurrent_submits_with_one_key_make_one_operation(membrane: Membrane, 
 
     def submit() -> None:
         try:
-            results.append(membrane.operations.submit_capture(EVENT, DEV, idempotency_key="c")
+            results.append(membrane.inbox.submit_capture(EVENT, DEV, idempotency_key="c")
                            .operation_id)
         except BaseException as exc:  # pragma: no cover - reported below
             failures.append(exc)
@@ -99,59 +99,59 @@ def test_concurrent_submits_with_one_key_make_one_operation(membrane: Membrane, 
 
 def test_batch_one_insert_invalid_item_fails_alone(membrane: Membrane, database_url: str):
     bad = {"source_kind": "event", "scope": "proj", "content": {}, "sensitivity": "top"}
-    views = membrane.operations.submit_captures([EVENT, bad, OBS], DEV)
+    views = membrane.inbox.submit_captures([EVENT, bad, OBS], DEV)
     assert [v.status for v in views] == [OperationStatus.QUEUED, OperationStatus.FAILED,
                                          OperationStatus.QUEUED]
     assert views[1].error is not None and views[1].error["code"] == "invalid_input"
     assert "sensitivity" in {d["field"] for d in views[1].error["details"]}
-    summary = membrane.operations.process_captures([v.operation_id for v in views])
+    summary = membrane.inbox_worker.process_captures([v.operation_id for v in views])
     assert summary == {"claimed": 2, "succeeded": 2, "failed": 0}
-    obs = membrane.operations.get(views[2].operation_id, DEV)
+    obs = membrane.inbox.get(views[2].operation_id, DEV)
     assert len(obs.record_ids) == 2  # episode and derived fact
     assert scalar(database_url, "SELECT count(*) FROM memory_records") == 3
     with pytest.raises(errors.InvalidInput):
-        membrane.operations.submit_captures([EVENT] * 1001, DEV)
+        membrane.inbox.submit_captures([EVENT] * 1001, DEV)
 
 
 def test_batch_idempotency_binds_each_item(membrane: Membrane):
-    first = membrane.operations.submit_captures([EVENT, OBS], DEV, idempotency_key="b")
-    again = membrane.operations.submit_captures([EVENT, OBS], DEV, idempotency_key="b")
+    first = membrane.inbox.submit_captures([EVENT, OBS], DEV, idempotency_key="b")
+    again = membrane.inbox.submit_captures([EVENT, OBS], DEV, idempotency_key="b")
     assert [v.operation_id for v in again] == [v.operation_id for v in first]
     with pytest.raises(errors.IdempotencyConflict):
-        membrane.operations.submit_captures([OBS, EVENT], DEV, idempotency_key="b")
+        membrane.inbox.submit_captures([OBS, EVENT], DEV, idempotency_key="b")
 
 
 def test_exactly_once_when_processed_twice_and_concurrently(membrane: Membrane, database_url: str):
-    views = membrane.operations.submit_captures([EVENT] * 50, DEV)
+    views = membrane.inbox.submit_captures([EVENT] * 50, DEV)
     ids = [v.operation_id for v in views]
     out: list[dict[str, int]] = []
     threads = [threading.Thread(target=lambda: out.append(
-        membrane.operations.process_captures(ids, worker="t"))) for _ in range(3)]
+        membrane.inbox_worker.process_captures(ids, worker="t"))) for _ in range(3)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     assert sum(s["succeeded"] for s in out) == 50
-    assert membrane.operations.process_captures(ids) == {"claimed": 0, "succeeded": 0, "failed": 0}
+    assert membrane.inbox_worker.process_captures(ids) == {"claimed": 0, "succeeded": 0, "failed": 0}
     assert scalar(database_url, "SELECT count(*) FROM memory_records") == 50
     assert scalar(database_url, "SELECT count(*) FROM audit_log") == 50
 
 
 def test_uncommitted_batch_leaves_operations_queued(membrane: Membrane, database_url: str):
     """A worker whose transaction dies (here: rolled back) leaves no records and no status."""
-    view = membrane.operations.submit_capture(EVENT, DEV)
+    view = membrane.inbox.submit_capture(EVENT, DEV)
     with pytest.raises(RuntimeError), membrane.db.transaction() as conn:
         from membrane_core.storage import operations as store
         locked = store.lock_captures(conn, [view.operation_id], drain=0, now=membrane.clock())
         assert len(locked) == 1
         raise RuntimeError("worker died")
-    assert membrane.operations.get(view.operation_id, DEV).status is OperationStatus.QUEUED
-    membrane.operations.process_captures(None, drain=10)  # positive control: drained later
-    assert membrane.operations.get(view.operation_id, DEV).status is OperationStatus.SUCCEEDED
+    assert membrane.inbox.get(view.operation_id, DEV).status is OperationStatus.QUEUED
+    membrane.inbox_worker.process_captures(None, drain=10)  # positive control: drained later
+    assert membrane.inbox.get(view.operation_id, DEV).status is OperationStatus.SUCCEEDED
 
 
 def test_bad_capture_in_a_batch_fails_its_own_operation(membrane: Membrane, database_url: str):
-    views = membrane.operations.submit_captures([EVENT, EVENT, EVENT, EVENT], DEV)
+    views = membrane.inbox.submit_captures([EVENT, EVENT, EVENT, EVENT], DEV)
     existing = membrane.capture(EVENT).record_ids[0]
     with psycopg.connect(database_url) as conn:
         # a request that no longer validates (e.g. written by an older version)
@@ -160,9 +160,9 @@ def test_bad_capture_in_a_batch_fails_its_own_operation(membrane: Membrane, data
         # a capture the database refuses: its pre-assigned id is already taken
         conn.execute("UPDATE operations SET record_id = %s WHERE id = %s",
                      (existing, views[2].operation_id))
-    summary = membrane.operations.process_captures([v.operation_id for v in views])
+    summary = membrane.inbox_worker.process_captures([v.operation_id for v in views])
     assert summary == {"claimed": 4, "succeeded": 2, "failed": 2}
-    got = [membrane.operations.get(v.operation_id, DEV) for v in views]
+    got = [membrane.inbox.get(v.operation_id, DEV) for v in views]
     assert [g.status for g in got] == [OperationStatus.FAILED, OperationStatus.SUCCEEDED,
                                        OperationStatus.FAILED, OperationStatus.SUCCEEDED]
     assert got[0].error is not None and got[0].error["code"] == "invalid_input"
@@ -173,79 +173,79 @@ def test_bad_capture_in_a_batch_fails_its_own_operation(membrane: Membrane, data
 def test_get_is_limited_to_the_submitter(membrane: Membrane):
     alice = TrustPolicy(actor="alice", read_scopes=frozenset({"proj"}),
                         write_scopes=frozenset({"proj"}), max_sensitivity=Sensitivity.HIGH)
-    view = membrane.operations.submit_capture(EVENT, alice)
-    assert membrane.operations.get(view.operation_id, alice).operation_id == view.operation_id
+    view = membrane.inbox.submit_capture(EVENT, alice)
+    assert membrane.inbox.get(view.operation_id, alice).operation_id == view.operation_id
     bob = alice.model_copy(update={"actor": "bob"})
     with pytest.raises(errors.NotFound):
-        membrane.operations.get(view.operation_id, bob)
+        membrane.inbox.get(view.operation_id, bob)
     with pytest.raises(errors.NotFound):
-        membrane.operations.get(uuid.uuid4(), alice)
+        membrane.inbox.get(uuid.uuid4(), alice)
 
 
 def test_wait_returns_when_finished_or_on_timeout(membrane: Membrane):
-    view = membrane.operations.submit_capture(EVENT, DEV)
-    pending = membrane.operations.wait([view.operation_id], 0.05)
+    view = membrane.inbox.submit_capture(EVENT, DEV)
+    pending = membrane.inbox.wait([view.operation_id], 0.05)
     assert pending[0].status is OperationStatus.QUEUED
-    timer = threading.Timer(0.1, membrane.operations.process_captures, args=([view.operation_id],))
+    timer = threading.Timer(0.1, membrane.inbox_worker.process_captures, args=([view.operation_id],))
     timer.start()
-    done = membrane.operations.wait([view.operation_id], 10)
+    done = membrane.inbox.wait([view.operation_id], 10)
     timer.join()
     assert done[0].status is OperationStatus.SUCCEEDED
 
 
 def test_redispatch_offers_stale_queued_operations_once_per_interval(membrane: Membrane, clock):
-    stale = membrane.operations.submit_capture(EVENT, DEV)
+    stale = membrane.inbox.submit_capture(EVENT, DEV)
     clock.advance(seconds=60)
-    fresh = membrane.operations.submit_capture(EVENT, DEV)
-    got = membrane.operations.redispatch_stale(30)
+    fresh = membrane.inbox.submit_capture(EVENT, DEV)
+    got = membrane.inbox_worker.redispatch_stale(30)
     assert got == {OperationKind.CAPTURE: [stale.operation_id]}  # not the fresh one
-    assert membrane.operations.redispatch_stale(30) == {}  # just re-dispatched
+    assert membrane.inbox_worker.redispatch_stale(30) == {}  # just re-dispatched
     clock.advance(seconds=31)
-    again = membrane.operations.redispatch_stale(30)
+    again = membrane.inbox_worker.redispatch_stale(30)
     assert set(again[OperationKind.CAPTURE]) == {stale.operation_id, fresh.operation_id}
-    membrane.operations.process_captures(None, drain=10)
+    membrane.inbox_worker.process_captures(None, drain=10)
     clock.advance(seconds=60)
-    assert membrane.operations.redispatch_stale(30) == {}  # finished ones never
+    assert membrane.inbox_worker.redispatch_stale(30) == {}  # finished ones never
 
 
 def test_inline_dispatcher_and_recording_dispatcher(membrane: Membrane):
-    view = membrane.operations.submit_capture(EVENT, DEV)
+    view = membrane.inbox.submit_capture(EVENT, DEV)
     rec = RecordingDispatcher()
     assert rec.publish(OperationKind.CAPTURE, [view.operation_id])
     assert rec.published == [(OperationKind.CAPTURE, [view.operation_id])]
-    InlineDispatcher(membrane).publish(OperationKind.CAPTURE, [view.operation_id])
-    assert membrane.operations.get(view.operation_id, DEV).status is OperationStatus.SUCCEEDED
+    InlineDispatcher(membrane.inbox_worker).publish(OperationKind.CAPTURE, [view.operation_id])
+    assert membrane.inbox.get(view.operation_id, DEV).status is OperationStatus.SUCCEEDED
 
 
 def test_revision_operation_applies_exactly_once(membrane: Membrane, database_url: str):
     fact_id = membrane.capture(OBS).record_ids[1]
-    ops = membrane.operations
+    ops, work = membrane.inbox, membrane.inbox_worker
     view = ops.submit_revision("retract", fact_id, {"rationale": "wrong"}, DEV)
     assert view.status is OperationStatus.QUEUED
     with pytest.raises(errors.InvalidInput):
         ops.submit_revision("retract", fact_id, {"nonsense": 1}, DEV)
     with pytest.raises(errors.NotFound):
         ops.submit_revision("retract", uuid.uuid4(), {"rationale": "x"}, DEV)
-    done = ops.process_one(view.operation_id, worker="w")
+    done = work.process_one(view.operation_id, worker="w")
     assert done["status"] == "succeeded", ops.get(view.operation_id, DEV).error
-    assert ops.process_one(view.operation_id, worker="w")["status"] == "skipped"
+    assert work.process_one(view.operation_id, worker="w")["status"] == "skipped"
     assert ops.get(view.operation_id, DEV).record_ids == [fact_id]
     assert membrane.get(fact_id).status.value == "retracted"
     # a revision the engine refuses fails its operation with the reason, writing nothing
     again = ops.submit_revision("retract", fact_id, {"rationale": "twice"}, DEV)
-    result = ops.process_one(again.operation_id, worker="w")
+    result = work.process_one(again.operation_id, worker="w")
     failed = ops.get(again.operation_id, DEV)
     assert result["status"] == "failed" and failed.error is not None
 
 
 def test_maintenance_operation_runs_jobs_under_a_lease(membrane: Membrane, clock):
-    ops = membrane.operations
+    ops, work = membrane.inbox, membrane.inbox_worker
     with pytest.raises(errors.InvalidInput):
         ops.submit_maintenance(["bogus"], DEV)
     with pytest.raises(errors.Forbidden):
         ops.submit_maintenance(["embed"], TrustPolicy(write_scopes=frozenset({"a"})))
     view = ops.submit_maintenance(["embed", "extract"], DEV)
-    out = ops.process_one(view.operation_id, worker="w")
+    out = work.process_one(view.operation_id, worker="w")
     done = ops.get(view.operation_id, DEV)
     assert out["status"] == "succeeded" and done.result is not None
     assert set(done.result) == {"embed", "extract"}
@@ -253,32 +253,32 @@ def test_maintenance_operation_runs_jobs_under_a_lease(membrane: Membrane, clock
 
 def test_reap_requeues_a_dead_workers_maintenance_operation(membrane: Membrane, clock,
                                                              database_url: str):
-    view = membrane.operations.submit_maintenance(["embed"], DEV)
+    view = membrane.inbox.submit_maintenance(["embed"], DEV)
     from membrane_core.storage import operations as store
     with membrane.db.transaction() as conn:  # a worker claims it, then dies
         assert store.claim_one(conn, view.operation_id, worker="dead", now=clock(),
                                lease_seconds=60)
-    assert membrane.operations.get(view.operation_id, DEV).status is OperationStatus.RUNNING
-    assert membrane.operations.reap_expired()["operations"] == 0  # lease still valid
+    assert membrane.inbox.get(view.operation_id, DEV).status is OperationStatus.RUNNING
+    assert membrane.inbox_worker.reap_expired()["operations"] == 0  # lease still valid
     clock.advance(seconds=61)
-    assert membrane.operations.reap_expired()["operations"] == 1
-    assert membrane.operations.get(view.operation_id, DEV).status is OperationStatus.QUEUED
-    assert OperationKind.MAINTENANCE in membrane.operations.redispatch_stale(30)
-    assert membrane.operations.process_one(view.operation_id)["status"] == "succeeded"
+    assert membrane.inbox_worker.reap_expired()["operations"] == 1
+    assert membrane.inbox.get(view.operation_id, DEV).status is OperationStatus.QUEUED
+    assert OperationKind.MAINTENANCE in membrane.inbox_worker.redispatch_stale(30)
+    assert membrane.inbox_worker.process_one(view.operation_id)["status"] == "succeeded"
 
 
 def test_purge_forgets_old_finished_operations_only(membrane: Membrane, clock, database_url: str):
-    done = membrane.operations.submit_capture(EVENT, DEV, idempotency_key="old")
-    membrane.operations.process_captures([done.operation_id])
-    waiting = membrane.operations.submit_capture(EVENT, DEV)
+    done = membrane.inbox.submit_capture(EVENT, DEV, idempotency_key="old")
+    membrane.inbox_worker.process_captures([done.operation_id])
+    waiting = membrane.inbox.submit_capture(EVENT, DEV)
     clock.advance(days=8)
-    assert membrane.operations.purge_finished() == 1
+    assert membrane.inbox_worker.purge_finished() == 1
     with pytest.raises(errors.NotFound):
-        membrane.operations.get(done.operation_id, DEV)
-    assert membrane.operations.get(waiting.operation_id, DEV).status is OperationStatus.QUEUED
+        membrane.inbox.get(done.operation_id, DEV)
+    assert membrane.inbox.get(waiting.operation_id, DEV).status is OperationStatus.QUEUED
     assert membrane.get(done.record_id).id == done.record_id  # the record stays
     # the key is free again after the retention
-    again = membrane.operations.submit_capture({**EVENT, "content": {"text": "new"}}, DEV,
+    again = membrane.inbox.submit_capture({**EVENT, "content": {"text": "new"}}, DEV,
                                                idempotency_key="old")
     assert again.operation_id != done.operation_id
 
@@ -286,7 +286,7 @@ def test_purge_forgets_old_finished_operations_only(membrane: Membrane, clock, d
 def test_poison_capture_that_trips_a_bug_fails_alone(membrane: Membrane, database_url: str,
                                                       monkeypatch: pytest.MonkeyPatch):
     from membrane_core.storage import records
-    views = membrane.operations.submit_captures([EVENT] * 8, DEV)
+    views = membrane.inbox.submit_captures([EVENT] * 8, DEV)
     poison = views[5].record_id
     real = records.write_captures
 
@@ -296,9 +296,9 @@ def test_poison_capture_that_trips_a_bug_fails_alone(membrane: Membrane, databas
         return real(conn, plans, **kw)
 
     monkeypatch.setattr(records, "write_captures", buggy)
-    summary = membrane.operations.process_captures([v.operation_id for v in views])
+    summary = membrane.inbox_worker.process_captures([v.operation_id for v in views])
     assert summary == {"claimed": 8, "succeeded": 7, "failed": 1}
-    failed = membrane.operations.get(views[5].operation_id, DEV)
+    failed = membrane.inbox.get(views[5].operation_id, DEV)
     assert failed.error is not None and failed.error["code"] == "internal"
     assert "simulated bug" in failed.error["message"]
     assert scalar(database_url, "SELECT count(*) FROM memory_records") == 7

@@ -26,18 +26,18 @@ def event(i: int) -> dict[str, object]:
 
 def all_finished(m: Membrane, ids: list) -> bool:
     return all(v.status in (OperationStatus.SUCCEEDED, OperationStatus.FAILED)
-               for v in m.operations.wait(ids, 0))
+               for v in m.inbox.wait(ids, 0))
 
 
 def test_capture_through_the_queue(live: Membrane, spawn: Spawn, dispatcher: CeleryDispatcher,
                                    database_url: str) -> None:
     spawn("worker", "ingest", concurrency=2)
-    single = live.operations.submit_capture(event(0), DEV)
-    batch = live.operations.submit_captures([event(i) for i in range(1, 301)]
+    single = live.inbox.submit_capture(event(0), DEV)
+    batch = live.inbox.submit_captures([event(i) for i in range(1, 301)]
                                             + [{"source_kind": "bogus"}], DEV)
     assert dispatcher.publish(OperationKind.CAPTURE, [single.operation_id])
     assert dispatcher.publish(OperationKind.CAPTURE, [v.operation_id for v in batch])
-    done = live.operations.wait([single.operation_id] + [v.operation_id for v in batch], 90)
+    done = live.inbox.wait([single.operation_id] + [v.operation_id for v in batch], 90)
     statuses = [v.status for v in done]
     assert statuses.count(OperationStatus.SUCCEEDED) == 301
     assert statuses[-1] is OperationStatus.FAILED  # the bad item, rejected on its own
@@ -57,7 +57,7 @@ def test_sigkill_mid_batch_commits_every_capture_exactly_once(
     n = 400
     obs = {"source_kind": "observation", "scope": "proj",
            "content": {"subject": "user", "predicate": "likes", "object": "tea"}}
-    views = live.operations.submit_captures([event(i) for i in range(n)] + [obs], DEV)
+    views = live.inbox.submit_captures([event(i) for i in range(n)] + [obs], DEV)
     ids = [v.operation_id for v in views]
     dbname = psycopg.conninfo.conninfo_to_dict(database_url)["dbname"]
     # Hold the fact key's advisory lock: the worker will block inside its batch transaction,
@@ -88,7 +88,7 @@ def test_sigkill_mid_batch_commits_every_capture_exactly_once(
     spawn("worker", "ingest,maintenance", concurrency=2, env=env)
     spawn("beat", env=env)
     wait_until(lambda: all_finished(live, ids), what="every operation finished")
-    done = live.operations.wait(ids, 0)
+    done = live.inbox.wait(ids, 0)
     assert all(v.status is OperationStatus.SUCCEEDED for v in done)
     assert scalar(database_url, "SELECT count(*) FROM memory_records") == n + 2  # + the fact
     assert scalar(database_url, "SELECT count(DISTINCT id) FROM memory_records") == n + 2
@@ -104,15 +104,15 @@ def test_broker_down_at_accept_is_processed_after_it_returns(
     try:
         dispatcher = CeleryDispatcher(make_app(Settings(redis_url=broker.url)))
         broker.stop()
-        view = live.operations.submit_capture(event(1), DEV)
+        view = live.inbox.submit_capture(event(1), DEV)
         assert dispatcher.publish(OperationKind.CAPTURE, [view.operation_id]) is False
-        assert live.operations.get(view.operation_id, DEV).status is OperationStatus.QUEUED
+        assert live.inbox.get(view.operation_id, DEV).status is OperationStatus.QUEUED
         broker.start()
         env = {"MEMBRANE_REDIS_URL": broker.url, "MEMBRANE_REDISPATCH_AFTER_SECONDS": "1",
                "MEMBRANE_BEAT_REDISPATCH_SECONDS": "1"}
         spawn("worker", "ingest,maintenance", env=env)
         spawn("beat", env=env)
-        done = live.operations.wait([view.operation_id], 90)[0]
+        done = live.inbox.wait([view.operation_id], 90)[0]
         assert done.status is OperationStatus.SUCCEEDED and done.record_ids == [view.record_id]
         assert scalar(database_url, "SELECT count(*) FROM memory_records") == 1
     finally:
@@ -125,12 +125,12 @@ def test_embedding_and_llm_pools(live: Membrane, spawn: Spawn, dispatcher: Celer
     for queue in ("ingest", "embedding", "llm"):
         spawn("worker", queue, env=env)
     texts = ["Ann lives in Oslo and works at Acme.", "Bob prefers tea.", "Nothing to see here"]
-    views = live.operations.submit_captures(
+    views = live.inbox.submit_captures(
         [{"source_kind": "event", "scope": "team", "sensitivity": "medium",
           "content": {"text": t}} for t in texts], DEV)
     dispatcher.publish(OperationKind.CAPTURE, [v.operation_id for v in views])
     assert all(v.status is OperationStatus.SUCCEEDED
-               for v in live.operations.wait([v.operation_id for v in views], 90))
+               for v in live.inbox.wait([v.operation_id for v in views], 90))
     app = dispatcher.app
     app.send_task("membrane.extract_batch")
     wait_until(lambda: scalar(database_url, "SELECT count(*) FROM work_items WHERE kind = "
@@ -159,17 +159,17 @@ def test_revision_and_maintenance_through_their_queues(live: Membrane, spawn: Sp
     obs = {"source_kind": "observation", "scope": "proj",
            "content": {"subject": "user", "predicate": "likes", "object": "tea"}}
     fact = live.capture(obs).record_ids[1]
-    retract = live.operations.submit_revision("retract", fact, {"rationale": "not true"}, DEV)
-    refused = live.operations.submit_revision("contest", fact, {"rationale": "later"}, DEV)
+    retract = live.inbox.submit_revision("retract", fact, {"rationale": "not true"}, DEV)
+    refused = live.inbox.submit_revision("contest", fact, {"rationale": "later"}, DEV)
     assert dispatcher.publish(OperationKind.RETRACT, [retract.operation_id])
-    first = live.operations.wait([retract.operation_id], 60)[0]
+    first = live.inbox.wait([retract.operation_id], 60)[0]
     assert first.status is OperationStatus.SUCCEEDED and first.record_ids == [fact]
     assert live.get(fact).status.value == "retracted"
     assert dispatcher.publish(OperationKind.CONTEST, [refused.operation_id])
-    second = live.operations.wait([refused.operation_id], 60)[0]
+    second = live.inbox.wait([refused.operation_id], 60)[0]
     assert second.status is OperationStatus.FAILED and second.error is not None
-    run = live.operations.submit_maintenance(["decay", "embed"], DEV)
+    run = live.inbox.submit_maintenance(["decay", "embed"], DEV)
     assert dispatcher.publish(OperationKind.MAINTENANCE, [run.operation_id])
-    done = live.operations.wait([run.operation_id], 60)[0]
+    done = live.inbox.wait([run.operation_id], 60)[0]
     assert done.status is OperationStatus.SUCCEEDED, done.error
     assert done.result is not None and set(done.result) == {"decay", "embed"}

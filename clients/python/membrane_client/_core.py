@@ -39,9 +39,9 @@ from membrane_client.models import (
 
 T = TypeVar("T")
 
-#: Most captures one batch request may carry (api.md).
+#: Most captures one batch request may carry (RFC 3.6).
 MAX_BATCH = 1000
-#: Longest server-side ``?wait`` the API accepts, in seconds (api.md).
+#: Longest server-side ``?wait`` the API accepts, in seconds (RFC 10.1).
 MAX_SERVER_WAIT = 30.0
 #: Longest pause between two retries, whatever the backoff or ``Retry-After`` says.
 MAX_RETRY_DELAY = 60.0

@@ -55,7 +55,7 @@ __all__ = [
     "Validity",
 ]
 
-#: Operation statuses after which nothing changes (api.md "Operations").
+#: Operation statuses after which nothing changes (RFC 9.1).
 FINISHED_STATUSES = frozenset({"succeeded", "failed"})
 
 SourceKind = Literal["event", "tool_output", "observation", "outcome", "working_state"]
@@ -281,7 +281,7 @@ class Metrics(Answer):
 
 
 class CaptureRequest(Body):
-    """Something to remember (api.md "Capture").
+    """Something to remember (RFC 3).
 
     ``observation`` content is ``{"subject", "predicate", "object"}`` and also derives a
     semantic fact; ``working_state`` content is ``{"thread_id", "task_state",

@@ -1,5 +1,5 @@
 /**
- * A fetch-based client of the Membrane HTTP API (api.md, RFC 10).
+ * A fetch-based client of the Membrane HTTP API (RFC 10).
  *
  * Writes are asynchronous operations (RFC 9.1); each carries an `Idempotency-Key`, so a
  * retry after a lost answer returns the operation the first attempt created (RFC 9.2).
@@ -61,7 +61,7 @@ export interface GetOptions extends ReadOptions {
   validAt?: string;
 }
 
-/** Most captures one batch request may carry (api.md). */
+/** Most captures one batch request may carry (RFC 3.6). */
 export const MAX_BATCH = 1000;
 
 const RETRIED_STATUSES = new Set([429, 503]);
