@@ -34,10 +34,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from membrane_cli import bench
+from membrane_cli.bench import scratch
 from membrane_cli.stack import Stack, StackOptions, free_port, process_tree, rss_kib
 from membrane_core import Membrane, Settings
 from membrane_core.storage import db as storage_db
-from membrane_core.storage import scratch
 
 console = Console()
 

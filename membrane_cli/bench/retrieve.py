@@ -32,12 +32,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from membrane_cli import bench
+from membrane_cli.bench import load as benchload
 from membrane_cli.bench.ingest import hardware
 from membrane_core import errors
-from membrane_core.facade import parse
-from membrane_core.requests import RetrieveRequest
+from membrane_core.requests import RetrieveRequest, parse
 from membrane_core.retrieval import Retriever
-from membrane_core.storage import benchload, embedded
+from membrane_core.storage import embedded
 from membrane_core.storage.db import Database
 from membrane_core.trust import DEVELOPMENT_POLICY
 

@@ -1,15 +1,35 @@
-"""Named SQL blocks loaded once from ``sql/queries/*.sql`` (RFC 11.1).
+"""Named SQL blocks loaded once from ``sql/queries/`` (RFC 11.1).
 
-A block starts with ``-- name: <name>`` followed by a one-line ``-- <description>``;
-it runs to the next ``-- name:`` line. Names are unique across all files. A block may
-include another as a fragment, written ``/*@<name>*/``: the fragment's text replaces the
-marker when the files are loaded (fragments may include fragments, three levels deep),
-so a column list or a filter shared by several statements is written once.
+Files: every ``*.sql`` file under ``sql/queries/``, subfolders included (``retrieval/``
+holds the parts of the retrieval statement, one file per part), read in the order of
+their paths. A folder only groups files: a block is named by its name alone, and names
+are unique across all files.
 
-A shaped statement (:func:`shaped`) may also hold parts that only some of its shapes run,
-written ``/*?flag*/ ... /*?end*/`` (or ``/*?!flag*/`` for the opposite): the part is kept
-in the text of a shape when the shape parameter ``flag`` is written in as true (a non-zero
-integer counts as true), and left out otherwise. Such parts do not nest (RFC 8.1.5).
+Blocks: a block starts with ``-- name: <name>`` followed by a one-line
+``-- <description>``; it runs to the next ``-- name:`` line. Its text is what follows the
+description, stripped of surrounding whitespace and of a final ``;``.
+
+Fragments: a block may include another, written ``/*@<name>*/``: the fragment's text
+replaces the marker when the files are loaded, so a column list, a filter or a formula
+shared by several statements is written once. Nothing is added around it: a fragment's
+first line is written in where the marker stands and its later lines keep the
+indentation they have in its file, so a fragment is written indented as it reads where
+it is included. ``/*@<name>(<argument>)*/`` includes a fragment with an argument, one
+line of SQL without comments that runs to the first ``)*/``: the fragment's text is
+written in with the argument in place of each ``/*=*/`` it holds. A fragment that holds
+``/*=*/`` is included only with an argument, any other only without. Fragments may
+include fragments, three levels below the statement at most (statement, fragment,
+fragment, fragment); a deeper include refuses, as does an unknown name. A fragment may
+hold any run of text: each part of ``retrieval_roots`` is a run of CTEs whose last one
+the statement closes, so that the statement shows where its parts meet (``reads.sql``).
+
+Shape parts: a shaped statement (:func:`shaped`) may also hold parts that only some of
+its shapes run, written ``/*?flag*/ ... /*?end*/`` (or ``/*?!flag*/`` for the opposite):
+the part is kept in the text of a shape when the shape parameter ``flag`` is written in
+as true (a non-zero integer counts as true), and left out otherwise. A part may include
+fragments; parts do not nest, and every block (a fragment too) closes the parts it opens,
+so a block's text with its fragments written in never holds an open part. The shapes of a
+statement are the combinations of its flags (:func:`part_flags`) (RFC 8.1.5).
 """
 
 from __future__ import annotations
@@ -19,10 +39,12 @@ import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from importlib import resources
+from importlib.resources.abc import Traversable
 from typing import LiteralString
 
 _NAME = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
-_FRAGMENT = re.compile(r"/\*@(\w+)\*/")
+_FRAGMENT = re.compile(r"/\*@(\w+)(?:\(((?:(?!\*/).)*?)\))?\*/")
+_ARGUMENT = "/*=*/"
 _PART = re.compile(r"/\*\?(!?)(?!end\*/)(\w+)\*/(.*?)/\*\?end\*/", re.DOTALL)
 
 
@@ -44,19 +66,29 @@ def parse(text: str, origin: str) -> dict[str, str]:
 @functools.cache
 def load() -> dict[str, LiteralString]:
     """Every named query of the package, loaded once."""
-    root = resources.files("membrane_core.storage") / "sql" / "queries"
     out: dict[str, str] = {}
-    for entry in sorted(root.iterdir(), key=lambda e: e.name):
-        if not entry.name.endswith(".sql"):
-            continue
-        for name, sql in parse(entry.read_text(encoding="utf-8"), entry.name).items():
+    for path, entry in _files(resources.files("membrane_core.storage") / "sql" / "queries"):
+        for name, sql in parse(entry.read_text(encoding="utf-8"), path).items():
             if name in out:
-                raise ValueError(f"{entry.name}: query {name} already defined in another file")
+                raise ValueError(f"{path}: query {name} already defined in another file")
             out[name] = sql
     loaded = {name: _include(out, name) for name in out}
     for name, sql in loaded.items():
+        if "/*@" in sql:
+            raise ValueError(f"query {name}: a /*@fragment*/ marker is misspelt")
         _check_parts(name, sql)
     return loaded  # type: ignore[return-value,unused-ignore]  # our own package files
+
+
+def _files(folder: Traversable, prefix: str = "") -> list[tuple[str, Traversable]]:
+    """The ``*.sql`` files under ``folder``, subfolders included, by path."""
+    found: list[tuple[str, Traversable]] = []
+    for entry in folder.iterdir():
+        if entry.is_dir():
+            found.extend(_files(entry, f"{prefix}{entry.name}/"))
+        elif entry.name.endswith(".sql"):
+            found.append((f"{prefix}{entry.name}", entry))
+    return sorted(found, key=lambda f: f[0])
 
 
 def _check_parts(name: str, sql: str) -> None:
@@ -66,22 +98,34 @@ def _check_parts(name: str, sql: str) -> None:
         raise ValueError(f"query {name}: a /*?flag*/ part is unclosed, nested or misspelt")
 
 
-def _include(blocks: Mapping[str, str], name: str, depth: int = 0) -> str:
-    """Query ``name`` with each ``/*@fragment*/`` marker replaced by that block's text."""
+def _include(blocks: Mapping[str, str], name: str, depth: int = 0,
+             argument: str | None = None) -> str:
+    """Query ``name`` with each ``/*@fragment*/`` marker replaced by that block's text, and,
+    included with an argument, the argument in place of each ``/*=*/``."""
     if depth > 3:
         raise ValueError(f"fragments nest too deep at {name}")
 
     def sub(m: re.Match[str]) -> str:
         if m.group(1) not in blocks:
             raise ValueError(f"query {name} includes unknown fragment {m.group(1)}")
-        return _include(blocks, m.group(1), depth + 1)
+        return _include(blocks, m.group(1), depth + 1, m.group(2))
 
-    return _FRAGMENT.sub(sub, blocks[name])
+    text = _FRAGMENT.sub(sub, blocks[name])
+    if depth and (argument is None) == (_ARGUMENT in text):
+        raise ValueError(f"fragment {name} is included {'without' if argument is None else 'with'} "
+                         f"an argument")
+    return text if argument is None else text.replace(_ARGUMENT, argument)
 
 
 def q(name: str) -> LiteralString:
     """The SQL of query ``name``."""
     return load()[name]
+
+
+def part_flags(name: str) -> tuple[str, ...]:
+    """The flags of the ``/*?flag*/`` parts of query ``name``, sorted: its shapes are their
+    combinations (RFC 8.1.5)."""
+    return tuple(sorted({m.group(2) for m in _PART.finditer(q(name))}))
 
 
 _PARAM = re.compile(r"%\((\w+)\)s")

@@ -10,8 +10,9 @@ import psycopg
 from pgvector import Vector
 from pgvector.psycopg import register_vector
 
+from membrane_cli.bench import load as benchload
 from membrane_cli.bench import retrieve as bench
-from membrane_core.storage import benchload, reads
+from membrane_core.storage import reads
 from membrane_core.storage.queries import shaped
 from tests.conftest import EMBEDDING_DIM, FakeClock
 

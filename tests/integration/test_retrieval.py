@@ -10,12 +10,13 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from membrane_cli.bench import load as benchload
 from membrane_cli.bench import retrieve as bench
 from membrane_core import Membrane, Settings, errors, fusion, retrieval
 from membrane_core.enums import Sensitivity
 from membrane_core.requests import RetrieveRequest
 from membrane_core.retrieval import Retriever
-from membrane_core.storage import benchload, reads
+from membrane_core.storage import reads
 from membrane_core.storage.db import Database
 from membrane_core.trust import DEVELOPMENT_POLICY, TrustPolicy
 from tests.conftest import EMBEDDING_DIM, FakeClock

@@ -74,7 +74,7 @@ SELECT 1 FROM pg_database WHERE datname = %(name)s
 
 -- name: bench_shared_buffers
 -- Give the benchmark's own embedded server room for the HNSW index (applies after a restart).
--- ALTER SYSTEM takes no bind parameter: {size} is a psycopg.sql.Literal (benchload.shared_buffers).
+-- ALTER SYSTEM takes no bind parameter: {size} is a psycopg.sql.Literal (load.shared_buffers).
 ALTER SYSTEM SET shared_buffers = {size}
 
 -- name: bench_show_shared_buffers

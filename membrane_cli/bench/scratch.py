@@ -7,8 +7,8 @@ from collections.abc import Iterable
 
 import psycopg
 
+from membrane_cli.bench.queries import q
 from membrane_core import errors
-from membrane_core.storage.queries import q
 
 
 def copy_rows(dsn: str, rows: Iterable[tuple[uuid.UUID, str, str, str]]) -> int:

@@ -19,8 +19,8 @@ from pgvector import Vector
 from pgvector.psycopg import register_vector
 from psycopg import sql
 
+from membrane_cli.bench.queries import q
 from membrane_core.storage import reads
-from membrane_core.storage.queries import q
 
 
 def loaded(dsn: str) -> int:
