@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from membrane_core.enums import Job
 from membrane_core.settings import Settings
 
 
@@ -20,10 +21,10 @@ def build(settings: Settings) -> dict[str, dict[str, Any]]:
         ("reap-expired-claims", "membrane.reap", s.beat_reap_seconds, {}),
         ("purge-finished-operations", "membrane.purge_operations",
          s.beat_purge_operations_seconds, {}),
-        ("maintenance-decay", "membrane.maintenance_job", s.beat_decay_seconds, {"job": "decay"}),
-        ("maintenance-prune", "membrane.maintenance_job", s.beat_prune_seconds, {"job": "prune"}),
+        ("maintenance-decay", "membrane.maintenance_job", s.beat_decay_seconds, {"job": Job.DECAY.value}),
+        ("maintenance-prune", "membrane.maintenance_job", s.beat_prune_seconds, {"job": Job.PRUNE.value}),
         ("maintenance-consolidate", "membrane.maintenance_job", s.beat_consolidate_seconds,
-         {"job": "consolidate"}),
+         {"job": Job.CONSOLIDATE.value}),
     ]
     if s.embedding_provider != "none":
         entries.append(("embedding-batch", "membrane.embed_batch", s.beat_embed_seconds, {}))

@@ -266,8 +266,7 @@ class LibraryBackend:
 
     def search(self, scope: str, query: str, limit: int) -> list[str]:
         """Library retrieve, optionally through another ranking of the same store."""
-        from membrane_core.requests import parse
-        from membrane_core.requests import RetrieveRequest
+        from membrane_core.requests import RetrieveRequest, parse
         from membrane_core.trust import DEVELOPMENT_POLICY
 
         req = parse(RetrieveRequest, {"query": query, "scopes": [scope], "limit": limit,

@@ -162,3 +162,18 @@ class WorkKind(StrEnum):
     COMPRESS = "compress"  #: episodic compression after the age threshold
     DECAY = "decay"  #: refresh stored salience at its checkpoint
     PRUNE = "prune"  #: consider deletion at the salience floor
+
+
+class Job(StrEnum):
+    """A background job: what beat schedules and a maintenance operation names (RFC 6.5).
+
+    Each drains the work items of its kind (RFC 9.3); ``consolidate`` first compresses
+    old episodes, then consolidates.
+    """
+
+    DECAY = "decay"
+    PRUNE = "prune"
+    COMPRESS = "compress"
+    CONSOLIDATE = "consolidate"
+    EMBED = "embed"
+    EXTRACT = "extract"

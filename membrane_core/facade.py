@@ -12,9 +12,9 @@ from membrane_core import errors, metrics
 from membrane_core.capture import CapturePlan
 from membrane_core.capture_service import CaptureService
 from membrane_core.clock import Clock, utcnow
-from membrane_core.embedding import EmbeddingService
-from membrane_core.extraction import ExtractionService
-from membrane_core.maintenance import Maintenance
+from membrane_core.jobs.embed import EmbeddingService
+from membrane_core.jobs.extract import ExtractionService
+from membrane_core.jobs.maintenance import Maintenance
 from membrane_core.models import AuditHistory
 from membrane_core.operations import Inbox
 from membrane_core.policy import Policy, policy_from_settings

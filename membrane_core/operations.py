@@ -22,7 +22,7 @@ from pydantic import Field
 from membrane_core import budget, errors, revision_rules
 from membrane_core.capture import new_id
 from membrane_core.clock import Clock
-from membrane_core.enums import OperationKind, OperationStatus, Sensitivity
+from membrane_core.enums import Job, OperationKind, OperationStatus, Sensitivity
 from membrane_core.models import Frozen
 from membrane_core.processing import MAX_ATTEMPTS, as_uuid
 from membrane_core.requests import CaptureRequest
@@ -35,15 +35,13 @@ from membrane_core.trust import ALL_SCOPES, TrustPolicy
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "MAINTENANCE_JOBS", "MAX_ATTEMPTS", "MAX_BATCH", "REVISION_KINDS", "Dispatcher",
+    "MAX_ATTEMPTS", "MAX_BATCH", "REVISION_KINDS", "Dispatcher",
     "Inbox", "InlineDispatcher", "OperationView", "RecordingDispatcher", "request_hash",
     "worker_name",
 ]
 
 #: RFC 3.6: most captures in one batch request.
 MAX_BATCH = 1000
-#: RFC 6.5: jobs a maintenance operation may name.
-MAINTENANCE_JOBS = ("decay", "prune", "consolidate", "embed", "extract")
 #: Operation kinds that go to the revision queue (RFC 5.2).
 REVISION_KINDS = frozenset(OperationKind) - {OperationKind.CAPTURE, OperationKind.MAINTENANCE}
 
@@ -263,10 +261,11 @@ class Inbox:
         if ALL_SCOPES not in trust.write_scopes:
             raise errors.Forbidden("maintenance needs a policy that writes every scope")
         wanted = list(dict.fromkeys(jobs))
-        bad = [j for j in wanted if j not in MAINTENANCE_JOBS]
+        known = set(Job)
+        bad = [j for j in wanted if j not in known]
         if not wanted or bad:
             raise errors.InvalidInput(
-                f"jobs must be a non-empty list of {', '.join(MAINTENANCE_JOBS)}",
+                f"jobs must be a non-empty list of {', '.join(Job)}",
                 details=[{"field": "jobs", "message": f"unknown job {j!r}", "type": "enum"}
                          for j in bad] or [{"field": "jobs", "message": "empty", "type": "too_short"}],
             )

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -11,23 +10,10 @@ import pytest
 from membrane_core import Membrane, Settings
 from membrane_core.storage import embedded
 from membrane_core.storage.db import Database
+from membrane_core.testing import FakeClock
 from tests.support import services
 
 EMBEDDING_DIM = 32
-
-
-class FakeClock:
-    """A settable clock for tests of time-dependent behaviour."""
-
-    def __init__(self, start: datetime | None = None) -> None:
-        self.now = start or datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, **kwargs: float) -> datetime:
-        self.now += timedelta(**kwargs)
-        return self.now
 
 
 @pytest.fixture(scope="session")

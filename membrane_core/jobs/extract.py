@@ -1,7 +1,8 @@
-"""The LLM pool's batch: triples from episodes become derived semantic facts (RFC 12.2, 6.4).
+"""The extract job: triples from episodes become derived semantic facts (RFC 12.2, 6.4).
 
-A batch claims due ``extract`` items under a lease, calls the extractor outside any
-transaction (it is rate limited and may be slow), then in one transaction re-reads
+The batch runner claims due ``extract`` items under a lease; the handler calls the
+extractor outside any transaction (it is rate limited and may be slow), then in the
+transaction that completes the items still held re-reads
 the sources under lock and writes the facts: scope of the source, the maximum
 sensitivity of the sources that state the fact, ``derived_from`` each source;
 tombstoned keys are never re-created and a live fact is reinforced, not duplicated
@@ -21,8 +22,8 @@ from pydantic import ValidationError
 from membrane_core import providers
 from membrane_core.capture import new_id
 from membrane_core.clock import Clock
-from membrane_core.embedding import fail_items
 from membrane_core.enums import MemoryType, ProvenanceKind, RevisionStatus, Sensitivity, WorkKind
+from membrane_core.jobs.runner import BatchRunner, Outcome
 from membrane_core.models import (
     EpisodicPayload,
     Lifecycle,
@@ -33,11 +34,11 @@ from membrane_core.models import (
     Validity,
 )
 from membrane_core.policy import Policy
-from membrane_core.providers.base import ProviderError, Triple, TripleExtractor, normalise_predicate
+from membrane_core.providers.base import Triple, TripleExtractor, normalise_predicate
 from membrane_core.settings import Settings
-from membrane_core.storage import db as storage_db
 from membrane_core.storage import derived, records
-from membrane_core.storage import workqueue as wq
+from membrane_core.storage.db import Connection, Database
+from membrane_core.storage.workqueue import WorkItem, WorkQueue, worker_name
 
 log = logging.getLogger(__name__)
 
@@ -54,92 +55,43 @@ def source_text(record: MemoryRecord) -> str | None:
     return text or None
 
 
-class ExtractionService:
-    """``Membrane.extraction``: batches of LLM triple extraction (RFC 12.2)."""
+class ExtractHandler:
+    """RFC 12.2: the facts a batch's episodes state, from one extractor call."""
 
-    def __init__(
-        self, db: storage_db.Database, extractor_factory: Callable[[], TripleExtractor | None], *,
-        policy: Policy, clock: Clock, work: records.WorkOptions, batch_size: int = 100,
-        lease_seconds: int = 300, owner: Callable[[], str] | None = None,
-    ) -> None:
+    kind = WorkKind.EXTRACT
+
+    def __init__(self, db: Database, extractor: TripleExtractor | None, *, policy: Policy,
+                 work: records.WorkOptions) -> None:
         self._db = db
-        self._factory = extractor_factory
-        self._extractor: TripleExtractor | None = None
-        self._built = False
+        self._extractor = extractor
         self._policy = policy
-        self._clock = clock
         self._work = work
-        self._batch_size = batch_size
-        self._lease = lease_seconds
-        self._owner = owner
 
-    @classmethod
-    def from_settings(cls, settings: Settings, db: storage_db.Database, *, policy: Policy,
-                      clock: Clock, work: records.WorkOptions) -> ExtractionService:
-        """RFC 12.2: the extractor named by the settings, built on first use."""
-        def factory() -> TripleExtractor | None:
-            key = settings.llm_api_key
-            return providers.build_extractor(
-                settings.llm_provider, base_url=settings.llm_base_url, model=settings.llm_model,
-                api_key=key.get_secret_value() if key else None,
-                rate_limit_per_second=settings.llm_rate_limit_per_second,
-            )
-        return cls(db, factory, policy=policy, clock=clock, work=work,
-                   batch_size=min(settings.batch_size, 100), lease_seconds=settings.claim_seconds)
-
-    @property
-    def extractor(self) -> TripleExtractor | None:
-        """The extractor, built once per process (RFC 12.2)."""
-        if not self._built:
-            self._extractor, self._built = self._factory(), True
-        return self._extractor
-
-    def _who(self) -> str:
-        if self._owner is not None:
-            return self._owner()
-        return wq.worker_name()
-
-    def run_batch(self, limit: int | None = None) -> dict[str, Any]:
-        """RFC 12.2, 9.4: extract facts from up to ``limit`` due episodes; returns a summary."""
-        extractor = self.extractor
-        owner, now = self._who(), self._clock()
-        with self._db.transaction() as conn:
-            items = wq.claim(conn, WorkKind.EXTRACT, owner=owner, now=now,
-                             limit=limit or self._batch_size, lease_seconds=self._lease)
-        summary: dict[str, Any] = {"job": "extract", "claimed": len(items),
-                                   "provider": extractor.name if extractor else "none"}
-        if not items:
-            return summary
-        if extractor is None:
-            with self._db.transaction() as conn:
-                done = wq.complete(conn, [it.id for it in items], owner=owner)
-            log.info("extraction skipped: no LLM provider", extra={"items": done})
-            return {**summary, "skipped": done, "reason": "no LLM provider configured"}
+    def prepare(self, items: Sequence[WorkItem]) -> dict[UUID, list[Triple]] | None:
+        """The triples of each live episode's text; None without an extractor."""
+        if self._extractor is None:
+            return None
         with self._db.transaction() as conn:
             sources = records.hydrate(conn, {it.target_id for it in items})
         texts = {rid: t for rid, r in sources.items()
                  if r.status is not RevisionStatus.RETRACTED and (t := source_text(r))}
         order = list(texts)
-        try:
-            found = extractor.extract([texts[r] for r in order]) if order else []
-        except ProviderError as exc:
-            log.warning("extraction batch failed: %s", exc)
-            return {**summary, "error": str(exc),
-                    **fail_items(self._db, items, str(exc), owner=owner, now=self._clock())}
-        triples = dict(zip(order, found, strict=True))
-        return {**summary, **self._write(items, triples, owner, extractor.name)}
+        found = self._extractor.extract([texts[r] for r in order]) if order else []
+        return dict(zip(order, found, strict=True))
 
-    def _write(self, items: Sequence[wq.WorkItem], triples: dict[UUID, list[Triple]], owner: str,
-               name: str) -> dict[str, Any]:
-        now = self._clock()
-        with self._db.transaction() as conn:
-            held = derived.hold(conn, [it.id for it in items], owner=owner)
-            labels = derived.lock_sources(conn, [t for t in set(held.values()) if t in triples])
-            facts, invalid = self._facts(triples, labels, now, actor=f"extractor:{name}")
-            out = derived.write_facts(conn, facts, now=now, opts=self._work)
-            wq.complete(conn, list(held), owner=owner)
-        return {"created": len(out.created), "reinforced": len(out.reinforced),
-                "tombstoned": out.tombstoned, "invalid": invalid, "lost": len(items) - len(held)}
+    def apply(self, conn: Connection, held: dict[int, UUID],
+              prepared: dict[UUID, list[Triple]] | None, now: datetime) -> Outcome:
+        """Write the held episodes' facts under a lock on their sources; complete the items."""
+        out = Outcome(done=list(held))
+        if prepared is None or self._extractor is None:
+            return out
+        labels = derived.lock_sources(conn, [t for t in set(held.values()) if t in prepared])
+        facts, invalid = self._facts(prepared, labels, now,
+                                     actor=f"extractor:{self._extractor.name}")
+        written = derived.write_facts(conn, facts, now=now, opts=self._work)
+        out.stats.update(created=len(written.created), reinforced=len(written.reinforced),
+                         tombstoned=written.tombstoned, invalid=invalid)
+        return out
 
     def _facts(self, triples: dict[UUID, list[Triple]],
                labels: dict[UUID, tuple[str, Sensitivity, str]], now: datetime, *, actor: str,
@@ -189,3 +141,70 @@ class ExtractionService:
                                          created_by=actor, timestamp=now) for s in sources],
             validity=validity, created_at=now, updated_at=now, recorded_at=now,
         )
+
+
+class ExtractionService:
+    """``Membrane.extraction``: batches of LLM triple extraction (RFC 12.2)."""
+
+    def __init__(
+        self, db: Database, extractor_factory: Callable[[], TripleExtractor | None], *,
+        policy: Policy, clock: Clock, work: records.WorkOptions, batch_size: int = 100,
+        lease_seconds: int = 300, owner: Callable[[], str] = worker_name,
+    ) -> None:
+        self._db = db
+        self._factory = extractor_factory
+        self._extractor: TripleExtractor | None = None
+        self._built = False
+        self._policy = policy
+        self._work = work
+        self._batch_size = batch_size
+        self._clock, self._owner, self._lease = clock, owner, lease_seconds
+        self._queue = WorkQueue(db)
+        self._runner = BatchRunner(self._queue, clock=clock, owner=owner,
+                                   lease_seconds=lease_seconds)
+
+    @classmethod
+    def from_settings(cls, settings: Settings, db: Database, *, policy: Policy,
+                      clock: Clock, work: records.WorkOptions) -> ExtractionService:
+        """RFC 12.2: the extractor named by the settings, built on first use."""
+        def factory() -> TripleExtractor | None:
+            key = settings.llm_api_key
+            return providers.build_extractor(
+                settings.llm_provider, base_url=settings.llm_base_url, model=settings.llm_model,
+                api_key=key.get_secret_value() if key else None,
+                rate_limit_per_second=settings.llm_rate_limit_per_second,
+            )
+        return cls(db, factory, policy=policy, clock=clock, work=work,
+                   batch_size=min(settings.batch_size, 100), lease_seconds=settings.claim_seconds)
+
+    @property
+    def extractor(self) -> TripleExtractor | None:
+        """The extractor, built once per process (RFC 12.2)."""
+        if not self._built:
+            self._extractor, self._built = self._factory(), True
+        return self._extractor
+
+    def run_batch(self, limit: int | None = None) -> dict[str, Any]:
+        """RFC 12.2, 9.4: extract facts from up to ``limit`` due episodes; returns a summary.
+
+        Without an extractor the items are completed and reported ``skipped``.
+        """
+        extractor = self.extractor
+        n = limit or self._batch_size
+        if extractor is None:
+            return self._skip(n)
+        handler = ExtractHandler(self._db, extractor, policy=self._policy, work=self._work)
+        return {"job": "extract", "provider": extractor.name, **self._runner.run(handler, n)}
+
+    def _skip(self, limit: int) -> dict[str, Any]:
+        """Complete due items that no extractor will read (RFC 12.2)."""
+        owner = self._owner()
+        items = self._queue.claim(WorkKind.EXTRACT, owner=owner, limit=limit, now=self._clock(),
+                                  lease_seconds=self._lease)
+        summary: dict[str, Any] = {"job": "extract", "claimed": len(items), "provider": "none"}
+        if not items:
+            return summary
+        _, done = self._queue.apply([it.id for it in items], owner=owner,
+                                    work=lambda conn, held: Outcome(done=list(held)))
+        log.info("extraction skipped: no LLM provider", extra={"items": done})
+        return {**summary, "skipped": done, "reason": "no LLM provider configured"}

@@ -20,14 +20,6 @@ from membrane_core.storage import records
 from membrane_core.storage.queries import q
 
 
-def hold(conn: psycopg.Connection, item_ids: Sequence[int], *, owner: str) -> dict[int, uuid.UUID]:
-    """Lock the work items ``owner`` still holds; ``{item id: target id}`` (RFC 9.4)."""
-    if not item_ids:
-        return {}
-    cur = conn.execute(q("drv_hold_work"), {"ids": list(item_ids), "owner": owner})
-    return {row[0]: row[1] for row in cur.fetchall()}
-
-
 def lock_sources(
     conn: psycopg.Connection, ids: Sequence[uuid.UUID]
 ) -> dict[uuid.UUID, tuple[str, Sensitivity, str]]:

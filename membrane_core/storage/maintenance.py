@@ -42,14 +42,6 @@ class Checkpoint:
     prunable: bool
 
 
-def hold(conn: psycopg.Connection, ids: Sequence[int], *, owner: str) -> dict[int, uuid.UUID]:
-    """Lock the claimed items ``owner`` still holds; ``{item id: target id}`` (RFC 9.4)."""
-    if not ids:
-        return {}
-    cur = conn.execute(q("maint_hold_work"), {"ids": list(ids), "owner": owner})
-    return {row[0]: row[1] for row in cur.fetchall()}
-
-
 def refresh_salience(
     conn: psycopg.Connection, ids: Sequence[uuid.UUID], *, now: datetime
 ) -> list[Checkpoint]:

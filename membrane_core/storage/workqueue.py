@@ -11,14 +11,15 @@ from __future__ import annotations
 import os
 import socket
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import psycopg
 
 from membrane_core.enums import WorkKind
+from membrane_core.storage.db import Connection, Database
 from membrane_core.storage.queries import q
 
 
@@ -52,6 +53,18 @@ def claim(
         "limit": limit,
     })
     return [WorkItem(r[0], WorkKind(r[1]), r[2], r[3], r[4]) for r in cur.fetchall()]
+
+
+def hold(conn: psycopg.Connection, ids: Sequence[int], *, owner: str) -> dict[int, uuid.UUID]:
+    """Lock the claimed items ``owner`` still holds, in id order; ``{item id: target id}``.
+
+    RFC 9.4: an item whose lease lapsed and was claimed again is not returned, so a slow
+    worker never writes what another one took over.
+    """
+    if not ids:
+        return {}
+    cur = conn.execute(q("hold_work"), {"ids": list(ids), "owner": owner})
+    return {row[0]: row[1] for row in cur.fetchall()}
 
 
 def complete(conn: psycopg.Connection, ids: Sequence[int], *, owner: str) -> int:
@@ -92,3 +105,47 @@ def backlog(conn: psycopg.Connection, *, now: datetime) -> list[dict[str, Any]]:
     cur = conn.execute(q("work_backlog"), {"now": now})
     cols = [c.name for c in cur.description or []]
     return [dict(zip(cols, row, strict=True)) for row in cur.fetchall()]
+
+
+class Decision(Protocol):
+    """What a job decided for the items it held: complete ``done``, release ``later``."""
+
+    @property
+    def done(self) -> list[int]: ...
+
+    @property
+    def later(self) -> list[tuple[int, datetime]]: ...
+
+
+D = TypeVar("D", bound=Decision)
+
+
+class WorkQueue:
+    """The work-item queue of one database, as the batch runner uses it (RFC 9.4)."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def claim(self, kind: WorkKind, *, owner: str, limit: int, now: datetime,
+              lease_seconds: int) -> list[WorkItem]:
+        """RFC 9.4: claim up to ``limit`` due items of ``kind`` in a transaction of its own."""
+        with self._db.transaction() as conn:
+            return claim(conn, kind, owner=owner, limit=limit, now=now,
+                         lease_seconds=lease_seconds)
+
+    def apply(self, ids: Sequence[int], *, owner: str,
+              work: Callable[[Connection, dict[int, uuid.UUID]], D]) -> tuple[D, int]:
+        """In one transaction: hold ``ids``, run ``work``, complete and release what it says."""
+        with self._db.transaction() as conn:
+            held = hold(conn, ids, owner=owner)
+            out = work(conn, held)
+            complete(conn, out.done, owner=owner)
+            reschedule(conn, [(i, due, None) for i, due in out.later], owner=owner)
+        return out, len(held)
+
+    def fail(self, again: Sequence[tuple[int, datetime, str]], dead: Sequence[tuple[int, str]],
+             *, owner: str) -> None:
+        """RFC 9.4: release ``again`` with a due time and an error; bury ``dead``."""
+        with self._db.transaction() as conn:
+            reschedule(conn, list(again), owner=owner)
+            bury(conn, list(dead), owner=owner)

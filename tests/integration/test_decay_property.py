@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from membrane_core import Membrane, decay
-from membrane_core.maintenance import next_checkpoint
+from membrane_core.jobs.decay import next_checkpoint
 from membrane_core.models import DecayProfile
 from membrane_core.storage.maintenance import Checkpoint
 

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 import pytest
 
 from membrane_core import Membrane, Settings
-from membrane_core.embedding import EmbeddingService
-from membrane_core.extraction import ExtractionService
+from membrane_core.jobs.embed import EmbeddingService
+from membrane_core.jobs.extract import ExtractionService
 from membrane_core.providers import DeterministicExtractor, HashingEmbeddingProvider
 from membrane_core.providers.base import TransientProviderError
 from membrane_core.storage.db import Database
@@ -137,9 +137,8 @@ def test_lost_lease_writes_nothing(m: Membrane, database_url: str, clock: FakeCl
     other = EmbeddingService(m.db, lambda: HashingEmbeddingProvider(EMBEDDING_DIM), clock=clock,
                              owner=lambda: "fast")
     assert other.run_batch()["embedded"] == 1  # took the expired claim over
-    from membrane_core.storage import derived
     with m.db.transaction() as conn:
-        assert derived.hold(conn, [it.id for it in items], owner="slow") == {}  # nothing for slow
+        assert wq.hold(conn, [it.id for it in items], owner="slow") == {}  # nothing for slow
     assert svc.run_batch()["claimed"] == 0
     assert rows(database_url, "SELECT count(*) FROM record_embeddings")[0][0] == 1
 

@@ -9,10 +9,9 @@ from pydantic import ValidationError
 from membrane_core import errors
 from membrane_core.capture import plan_capture
 from membrane_core.enums import MemoryType, SourceKind
-from membrane_core.requests import parse
 from membrane_core.models import MemoryRecord
 from membrane_core.policy import Policy
-from membrane_core.requests import CaptureRequest
+from membrane_core.requests import CaptureRequest, parse
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -6,6 +6,6 @@
 
 from __future__ import annotations
 
-from membrane_core.consolidation.stages import Context, consolidate
+from membrane_core.jobs.consolidation.stages import Context, consolidate
 
 __all__ = ["Context", "consolidate"]

@@ -15,8 +15,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from membrane_core.consolidation import mining
 from membrane_core.enums import AuditAction, MemoryType, OutcomeStatus, ProvenanceKind, WorkKind
+from membrane_core.jobs.consolidation import mining
 from membrane_core.models import EpisodicPayload, ProvenanceRef, SemanticPayload
 from membrane_core.policy import Policy
 from membrane_core.storage import maintenance as store

@@ -1,9 +1,3 @@
--- name: drv_hold_work
--- Lock the work items the caller still holds, so a lost lease never writes twice (RFC 9.4).
-SELECT id, target_id FROM work_items
- WHERE id = ANY(%(ids)s::bigint[]) AND claimed_by = %(owner)s
- FOR UPDATE
-
 -- name: drv_lock_sources
 -- Scope, sensitivity and status of source records, locked against change while deriving (RFC 7.4).
 SELECT id, scope, sensitivity, status FROM memory_records

@@ -1,10 +1,3 @@
--- name: maint_hold_work
--- Lock claimed items the caller still holds, so a worker whose lease lapsed never processes them twice (RFC 9.4).
-SELECT id, target_id FROM work_items
- WHERE id = ANY(%(ids)s::bigint[]) AND claimed_by = %(owner)s
- ORDER BY id
-   FOR UPDATE
-
 -- name: maint_decay_refresh
 -- Refresh the stored salience checkpoint of due records from the closed form, never compounding (RFC 6.1).
 UPDATE memory_records r

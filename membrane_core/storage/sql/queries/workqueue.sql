@@ -13,6 +13,13 @@ UPDATE work_items w
  WHERE w.id = due.id
 RETURNING w.id, w.kind, w.target_id, w.attempts, w.due_at
 
+-- name: hold_work
+-- Lock the claimed items the caller still holds, in id order, so a worker whose lease lapsed never processes them twice (RFC 9.4).
+SELECT id, target_id FROM work_items
+ WHERE id = ANY(%(ids)s::bigint[]) AND claimed_by = %(owner)s
+ ORDER BY id
+   FOR UPDATE
+
 -- name: complete_work
 -- Delete finished items, only while the caller still holds their claim (RFC 9.4).
 DELETE FROM work_items WHERE id = ANY(%(ids)s::bigint[]) AND claimed_by = %(owner)s
