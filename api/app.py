@@ -23,7 +23,7 @@ from api.limits import MAX_BATCH_BODY_BYTES, MAX_BODY_BYTES, BodyLimitMiddleware
 from api.metrics import MetricsMiddleware, Registry
 from api.routes import captures, operators, reads, revisions
 from membrane_core import Membrane, Settings
-from membrane_core.operations import Dispatcher
+from membrane_core.inbox.submit import Dispatcher
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from api.auth import KeyRing
 from api.metrics import Registry
 from membrane_core import Membrane, errors
-from membrane_core.operations import Dispatcher
+from membrane_core.inbox.submit import Dispatcher
 from membrane_core.trust import TrustPolicy
 
 log = logging.getLogger(__name__)

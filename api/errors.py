@@ -37,6 +37,30 @@ def field_name(loc: tuple[Any, ...] | list[Any]) -> str:
     return ".".join(parts)
 
 
+#: The status of each core error class (RFC 10.2). A class not listed answers at the status
+#: of its nearest listed ancestor (:func:`status_of`); ``MembraneError`` itself is a 500.
+STATUS_BY_ERROR: dict[type[errors.MembraneError], int] = {
+    errors.MembraneError: 500,
+    errors.InvalidInput: 422,
+    errors.PayloadTooLarge: 413,
+    errors.NotFound: 404,
+    errors.Unauthorized: 401,
+    errors.Forbidden: 403,
+    errors.Conflict: 409,
+    errors.RecordTooLarge: 413,
+    errors.Unavailable: 503,
+}
+
+
+def status_of(exc: errors.MembraneError) -> int:
+    """The HTTP status of ``exc``: the entry of its class or nearest ancestor in the table."""
+    for cls in type(exc).__mro__:
+        status = STATUS_BY_ERROR.get(cls)
+        if status is not None:
+            return status
+    return 500
+
+
 #: ``Retry-After`` of a 503 that names no window of its own, in whole seconds (RFC 10.5).
 RETRY_AFTER_SECONDS = 1
 
@@ -44,13 +68,14 @@ RETRY_AFTER_SECONDS = 1
 async def on_membrane_error(request: Request, exc: Exception) -> JSONResponse:
     """A core error at its own status (RFC 10.2)."""
     assert isinstance(exc, errors.MembraneError)
-    if exc.http_status >= 500 and exc.http_status != 503:
+    status = status_of(exc)
+    if status >= 500 and status != 503:
         log.error("internal error", exc_info=exc)
-    headers = {"WWW-Authenticate": "Bearer"} if exc.http_status == 401 else None
-    if exc.http_status == 503:
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    if status == 503:
         # RFC 10.5: when to try again; an outage refusal knows how long its window runs
         headers = {"Retry-After": str(getattr(exc, "retry_after", RETRY_AFTER_SECONDS))}
-    return error_response(exc.http_status, exc.code, exc.message, exc.details, headers)
+    return error_response(status, exc.code, exc.message, exc.details, headers)
 
 
 async def on_validation_error(request: Request, exc: Exception) -> JSONResponse:

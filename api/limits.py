@@ -6,6 +6,7 @@ import json
 
 from starlette.exceptions import HTTPException
 
+from api.errors import status_of
 from api.metrics import ASGIApp, Message, Receive, Scope, Send
 from membrane_core import errors
 
@@ -68,7 +69,7 @@ def _too_large(size: int, limit: int) -> errors.PayloadTooLarge:
 async def _reject(send: Send, size: int, limit: int) -> None:
     err = _too_large(size, limit)
     body = json.dumps({"error": err.to_dict()}).encode()
-    await send({"type": "http.response.start", "status": err.http_status,
+    await send({"type": "http.response.start", "status": status_of(err),
                 "headers": [(b"content-type", b"application/json"),
                             (b"content-length", str(len(body)).encode()),
                             (b"connection", b"close")]})

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from membrane_core.operations import OperationView
+from membrane_core.inbox.submit import OperationView
 
 
 class ErrorDetail(BaseModel):

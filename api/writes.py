@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import TypeAdapter
 
 from api.deps import Services
-from membrane_core.operations import OperationView
+from membrane_core.inbox.submit import OperationView
 from membrane_core.trust import TrustPolicy
 
 log = logging.getLogger(__name__)

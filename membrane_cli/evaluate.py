@@ -420,15 +420,15 @@ def _api_client(membrane: Any) -> contextlib.AbstractContextManager[Any] | None:
         from api.app import create_app
     except ImportError:
         return None
-    from membrane_core.operations import InlineDispatcher
+    from membrane_core.inbox.submit import InlineDispatcher
 
     app = create_app(membrane=membrane, dispatcher=InlineDispatcher(membrane.inbox_worker))
     return TestClient(app, raise_server_exceptions=True)
 
 
 def _baselines(run: Run, membrane: Any, bm25: dict[str, Okapi]) -> None:
-    from membrane_core import fusion
-    from membrane_core.retrieval import Retriever
+    from membrane_core.retrieval import fusion
+    from membrane_core.retrieval.retriever import Retriever
 
     def arm(weights: dict[str, float], method: str = "rrf") -> Callable[[Conversation, str], list[str]]:
         r = Retriever(membrane.db, clock=membrane.clock, settings=membrane.settings,

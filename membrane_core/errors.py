@@ -1,7 +1,7 @@
 """One error hierarchy for the core (RFC 10.2).
 
 Adapters translate driver errors at the boundary; the API maps each class to a
-status code (``http_status``) and workers map ``transient`` to a retry.
+status code and workers map ``transient`` to a retry.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ class MembraneError(Exception):
     """Membrane failed to carry out the request."""
 
     code = "internal"
-    http_status = 500
     transient = False
 
     def __init__(self, message: str | None = None, *, details: list[dict[str, Any]] | None = None):
@@ -30,42 +29,36 @@ class InvalidInput(MembraneError):
     """The input is invalid."""
 
     code = "invalid_input"
-    http_status = 422
 
 
 class PayloadTooLarge(InvalidInput):
     """The input exceeds the byte or nesting-depth budget."""
 
     code = "payload_too_large"
-    http_status = 413
 
 
 class NotFound(MembraneError):
     """No such record or operation is visible to the caller."""
 
     code = "not_found"
-    http_status = 404
 
 
 class Unauthorized(MembraneError):
     """A valid API key is required."""
 
     code = "unauthorized"
-    http_status = 401
 
 
 class Forbidden(MembraneError):
     """The request asks for more than the caller's trust policy grants."""
 
     code = "forbidden"
-    http_status = 403
 
 
 class Conflict(MembraneError):
     """The request conflicts with the current state."""
 
     code = "conflict"
-    http_status = 409
 
 
 class IdempotencyConflict(Conflict):
@@ -90,14 +83,12 @@ class RecordTooLarge(MembraneError):
     """A single record is larger than the retrieval byte budget."""
 
     code = "record_too_large"
-    http_status = 413
 
 
 class Unavailable(MembraneError):
     """A backing service (Postgres or the broker) is unavailable."""
 
     code = "unavailable"
-    http_status = 503
     transient = True
 
 

@@ -7,25 +7,25 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from membrane_core import audit as audit_log
 from membrane_core import errors, metrics
-from membrane_core.capture import CapturePlan
-from membrane_core.capture_service import CaptureService
+from membrane_core.capture.plan import CapturePlan
+from membrane_core.capture.service import CaptureService
 from membrane_core.clock import Clock, utcnow
+from membrane_core.inbox.submit import Inbox
+from membrane_core.inbox.worker import InboxWorker
 from membrane_core.jobs.embed import EmbeddingService
 from membrane_core.jobs.extract import ExtractionService
 from membrane_core.jobs.maintenance import Maintenance
 from membrane_core.models import AuditHistory
-from membrane_core.operations import Inbox
 from membrane_core.policy import Policy, policy_from_settings
-from membrane_core.processing import InboxWorker
 from membrane_core.requests import CaptureRequest, RetrieveRequest, parse
 from membrane_core.results import CaptureResult, RecordView, RetrieveResult
-from membrane_core.retrieval import Retriever
-from membrane_core.revision import Revisions
+from membrane_core.retrieval.retriever import Retriever
+from membrane_core.revision import history
+from membrane_core.revision.engine import Revisions
 from membrane_core.settings import Settings
-from membrane_core.storage import db as storage_db
-from membrane_core.storage import records
+from membrane_core.storage import migrate, records
+from membrane_core.storage.db import Database, resolve_dsn
 from membrane_core.trust import DEVELOPMENT_POLICY, TrustPolicy
 
 __all__ = ["Membrane"]
@@ -41,27 +41,36 @@ def _record_id(value: uuid.UUID | str) -> uuid.UUID:
 class Membrane:
     """The memory substrate as a library: capture, get, retrieve (RFC 1.2).
 
-    Without ``database`` it reads :class:`Settings` and, when ``MEMBRANE_DATABASE_URL``
-    is unset, starts the embedded Postgres under ``MEMBRANE_DATA_DIR`` (RFC 11.2).
+    Without ``database`` it reads :class:`Settings`, when ``MEMBRANE_DATABASE_URL`` is
+    unset starts the embedded Postgres under ``MEMBRANE_DATA_DIR`` (RFC 11.2), and applies
+    pending migrations (RFC 11.1) unless ``run_migrations`` is false, in which case it
+    only checks that none is pending. A given ``database`` is used as it is.
     """
 
     def __init__(
         self,
         settings: Settings | None = None,
         *,
-        database: storage_db.Database | None = None,
+        database: Database | None = None,
         policy: Policy | None = None,
         clock: Clock = utcnow,
         work: records.WorkOptions | None = None,
+        run_migrations: bool = True,
     ) -> None:
         self.settings = settings or Settings()
         if database is None:
             s = self.settings
-            dsn = storage_db.resolve_dsn(s.database_dsn(), s.data_dir)
+            dsn = resolve_dsn(s.database_dsn(), s.data_dir)
             read = s.read_database_url.get_secret_value() if s.read_database_url else None
+            # RFC 11.1: migrating is this entry point's explicit step; a process that must
+            # not migrate (a worker) only checks that the schema is current
+            if run_migrations:
+                migrate.migrate(dsn, s.embedding_dim)
+            else:
+                migrate.require_current(dsn)
             # RFC 10.5: a request waits at most request_pool_timeout_seconds for a
             # connection, and none at all while Postgres is known to be down
-            database = storage_db.Database(
+            database = Database(
                 dsn, embedding_dim=s.embedding_dim, read_dsn=read,
                 min_size=s.pool_min_size, max_size=s.pool_max_size,
                 timeout=s.request_pool_timeout_seconds,
@@ -155,14 +164,14 @@ class Membrane:
         self, record_id: uuid.UUID | str, trust: TrustPolicy = DEVELOPMENT_POLICY
     ) -> AuditHistory:
         """RFC 5.5: a record's audit history with ``chain_valid``, also after deletion."""
-        return audit_log.history(self.db, _record_id(record_id), trust)
+        return history.history(self.db, _record_id(record_id), trust)
 
     def delete(
         self, record_id: uuid.UUID | str, trust: TrustPolicy = DEVELOPMENT_POLICY,
         rationale: str = "deleted",
     ) -> None:
         """RFC 5.5: hard-delete a record its deletion policy allows; its audit log stays."""
-        audit_log.delete(self.db, _record_id(record_id), trust, rationale, now=self.clock())
+        history.delete(self.db, _record_id(record_id), trust, rationale, now=self.clock())
 
     def metrics(self, trust: TrustPolicy = DEVELOPMENT_POLICY) -> dict[str, Any]:
         """RFC 14.2: memory metrics over what ``trust`` may read, queue depths, work backlog."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from membrane_core.storage import metrics as store
+from membrane_core.storage import metrics
 from membrane_core.storage.db import Database
 from membrane_core.trust import TrustPolicy
 
@@ -64,11 +64,11 @@ def shape(raw: dict[str, Any]) -> dict[str, Any]:
 def collect(db: Database, trust: TrustPolicy, *, now: datetime) -> dict[str, Any]:
     """RFC 14.2: metrics computed only over records and audit entries ``trust`` may read; the
     deployment's inbox and backlog only for an operator (``None`` for anyone else)."""
-    readable = store.Readable(
+    readable = metrics.Readable(
         scopes=None if trust.reads_all else sorted(s for s in trust.read_scopes if s),
         max_rank=trust.max_sensitivity.rank, now=now,
     )
     with db.reader() as conn:
-        raw = store.collect(conn, readable, deployment=trust.operator)
+        raw = metrics.collect(conn, readable, deployment=trust.operator)
     return shape(raw)
 

@@ -16,8 +16,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from membrane_core.enums import OperationKind, WorkKind
+from membrane_core.inbox.submit import InlineDispatcher, RecordingDispatcher
 from membrane_core.jobs.runner import Outcome
-from membrane_core.operations import InlineDispatcher, RecordingDispatcher
 from membrane_core.providers.base import Triple
 from membrane_core.providers.deterministic import DeterministicExtractor, HashingEmbeddingProvider
 from membrane_core.storage.workqueue import WorkItem
@@ -118,7 +118,7 @@ class MemoryWorkQueue:
 
 
 class DownDispatcher:
-    """A :class:`~membrane_core.operations.Dispatcher` whose broker is down (RFC 9.5).
+    """A :class:`~membrane_core.inbox.submit.Dispatcher` whose broker is down (RFC 9.5).
 
     Every publish answers False; the operations stay queued for beat to re-dispatch.
     """

@@ -1,4 +1,4 @@
-"""The Celery implementation of ``membrane_core.operations.Dispatcher`` (RFC 9.5, 10.5)."""
+"""The Celery implementation of ``membrane_core.inbox.submit.Dispatcher`` (RFC 9.5, 10.5)."""
 
 from __future__ import annotations
 

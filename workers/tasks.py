@@ -1,4 +1,3 @@
-# mypy: disable-error-code="untyped-decorator,no-untyped-call,attr-defined"
 """Thin, idempotent tasks: each turns ids or a batch size into one core call (RFC 9.5).
 
 Only transient failures (``errors.Unavailable``, ``TransientProviderError``) are
@@ -24,11 +23,15 @@ RETRY = {"autoretry_for": TRANSIENT, "retry_backoff": 2, "retry_backoff_max": 12
 dispatcher = CeleryDispatcher(app)
 
 
+# Celery ships no type information: each ``@app.task`` below is an untyped decorator to mypy,
+# hence its ``type: ignore[untyped-decorator]``.
+
+
 def _worker(task: Task) -> str:
     return f"{task.request.hostname or 'worker'}:{task.request.id}"
 
 
-@app.task(name="membrane.ingest", bind=True, **RETRY)
+@app.task(name="membrane.ingest", bind=True, **RETRY)  # type: ignore[untyped-decorator]
 def ingest(self: Task, operation_ids: list[str] | None = None, drain: int | None = None
            ) -> dict[str, int]:
     """Write capture operations exactly once, plus up to ``drain`` other queued ones."""
@@ -37,13 +40,13 @@ def ingest(self: Task, operation_ids: list[str] | None = None, drain: int | None
     return m.inbox_worker.process_captures(operation_ids, worker=_worker(self), drain=more)
 
 
-@app.task(name="membrane.revision", bind=True, **RETRY)
+@app.task(name="membrane.revision", bind=True, **RETRY)  # type: ignore[untyped-decorator]
 def revision(self: Task, operation_id: str) -> dict[str, Any]:
     """Apply one revision operation."""
     return membrane().inbox_worker.process_one(operation_id, worker=_worker(self))
 
 
-@app.task(name="membrane.maintenance_op", bind=True, **RETRY)
+@app.task(name="membrane.maintenance_op", bind=True, **RETRY)  # type: ignore[untyped-decorator]
 def maintenance_op(self: Task, operation_id: str) -> dict[str, Any]:
     """Run one maintenance operation (``POST /v1/maintenance/run``)."""
     return membrane().inbox_worker.process_one(operation_id, worker=_worker(self))
@@ -55,7 +58,7 @@ def _continue(task: Task, summary: dict[str, Any], limit: int | None, batch: int
         task.apply_async(kwargs={"limit": limit})
 
 
-@app.task(name="membrane.embed_batch", bind=True, **RETRY)
+@app.task(name="membrane.embed_batch", bind=True, **RETRY)  # type: ignore[untyped-decorator]
 def embed_batch(self: Task, limit: int | None = None) -> dict[str, Any]:
     """Embed one batch of records that are due."""
     m = membrane()
@@ -64,7 +67,7 @@ def embed_batch(self: Task, limit: int | None = None) -> dict[str, Any]:
     return summary
 
 
-@app.task(name="membrane.extract_batch", bind=True, **RETRY)
+@app.task(name="membrane.extract_batch", bind=True, **RETRY)  # type: ignore[untyped-decorator]
 def extract_batch(self: Task, limit: int | None = None) -> dict[str, Any]:
     """Extract facts from one batch of episodes that are due."""
     m = membrane()
@@ -73,14 +76,14 @@ def extract_batch(self: Task, limit: int | None = None) -> dict[str, Any]:
     return summary
 
 
-@app.task(name="membrane.maintenance_job", **RETRY)
+@app.task(name="membrane.maintenance_job", **RETRY)  # type: ignore[untyped-decorator]
 def maintenance_job(job: str, limit: int | None = None) -> dict[str, Any]:
     """Run batches of a maintenance job until its due work is cleared or the tick's budget is spent."""
     result: dict[str, Any] = membrane().maintenance.drain(job, limit=limit)
     return result
 
 
-@app.task(name="membrane.redispatch", **RETRY)
+@app.task(name="membrane.redispatch", **RETRY)  # type: ignore[untyped-decorator]
 def redispatch() -> dict[str, int]:
     """Publish again the operations whose message was lost or never sent."""
     m = membrane()
@@ -90,13 +93,13 @@ def redispatch() -> dict[str, int]:
     return {kind.value: len(ids) for kind, ids in stale.items()}
 
 
-@app.task(name="membrane.reap", **RETRY)
+@app.task(name="membrane.reap", **RETRY)  # type: ignore[untyped-decorator]
 def reap() -> dict[str, int]:
     """Release work items and operations whose worker's lease ran out."""
     return membrane().inbox_worker.reap_expired()
 
 
-@app.task(name="membrane.purge_operations", **RETRY)
+@app.task(name="membrane.purge_operations", **RETRY)  # type: ignore[untyped-decorator]
 def purge_operations() -> int:
     """Forget operations finished longer ago than the retention."""
     return membrane().inbox_worker.purge_finished()

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from api import schemas, writes
 from api.deps import Svc, Trust
 from membrane_core.enums import OperationKind
-from membrane_core.operations import OperationView
+from membrane_core.inbox.submit import OperationView
 from membrane_core.requests import CaptureRequest
 
 router = APIRouter(prefix="/v1", tags=["captures"])

@@ -14,8 +14,8 @@ from api.deps import Scraper, Svc, Trust
 from api.routes.captures import ACCEPTED, QUEUED, IdemKey, Wait
 from membrane_core import errors
 from membrane_core.enums import OperationKind
+from membrane_core.inbox.submit import OperationView
 from membrane_core.models import ClientInput
-from membrane_core.operations import OperationView
 
 log = logging.getLogger(__name__)
 

@@ -11,8 +11,8 @@ from pydantic import AwareDatetime
 
 from api import schemas, writes
 from api.deps import Svc, Trust
+from membrane_core.inbox.submit import OperationView
 from membrane_core.models import AuditHistory
-from membrane_core.operations import OperationView
 from membrane_core.requests import RetrieveRequest
 from membrane_core.results import RecordView, RetrieveResult
 

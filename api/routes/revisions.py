@@ -13,8 +13,8 @@ from api import schemas, writes
 from api.deps import Services, Svc, Trust
 from api.routes.captures import QUEUED, IdemKey, Wait
 from membrane_core.enums import OperationKind
-from membrane_core.operations import OperationView
-from membrane_core.revision_rules import (
+from membrane_core.inbox.submit import OperationView
+from membrane_core.revision.rules import (
     ContestBody,
     ForkBody,
     MergeBody,

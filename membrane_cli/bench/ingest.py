@@ -37,7 +37,7 @@ from membrane_cli import bench
 from membrane_cli.bench import scratch
 from membrane_cli.stack import Stack, StackOptions, free_port, process_tree, rss_kib
 from membrane_core import Membrane, Settings
-from membrane_core.storage import db as storage_db
+from membrane_core.storage import db
 
 console = Console()
 
@@ -311,7 +311,7 @@ def ingest(
                 stack.start()
             url, dsn = f"http://127.0.0.1:{stack.opts.api_port}", stack.dsn
         else:
-            dsn = storage_db.resolve_dsn(settings.database_dsn(), settings.data_dir)
+            dsn = db.resolve_dsn(settings.database_dsn(), settings.data_dir)
         pids = stack.pids() if stack else {}
         res.rss_start = rss_by_process(pids)
         res.load.append(loadavg())

@@ -20,7 +20,7 @@ from pgvector.psycopg import register_vector
 from psycopg import sql
 
 from membrane_cli.bench.queries import q
-from membrane_core.storage import reads
+from membrane_core.storage import retrieval
 
 
 def loaded(dsn: str) -> int:
@@ -80,7 +80,7 @@ def bare_vector(
     conn: psycopg.Connection, scope: str, qvec: Sequence[float], *, k: int = 10, ef_search: int = 40
 ) -> list[uuid.UUID]:
     """The baseline: ``ORDER BY embedding <=> q LIMIT k`` under a scope filter, iterative scan."""
-    reads.configure_scan(conn, ef_search=ef_search, max_scan_tuples=20_000)
+    retrieval.configure_scan(conn, ef_search=ef_search, max_scan_tuples=20_000)
     cur = conn.execute(q("bench_bare_vector"), {"scope": scope, "qvec": Vector(list(qvec)), "k": k})
     return [row[0] for row in cur.fetchall()]
 

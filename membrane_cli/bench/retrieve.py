@@ -36,8 +36,8 @@ from membrane_cli.bench import load as benchload
 from membrane_cli.bench.ingest import hardware
 from membrane_core import errors
 from membrane_core.requests import RetrieveRequest, parse
-from membrane_core.retrieval import Retriever
-from membrane_core.storage import embedded
+from membrane_core.retrieval.retriever import Retriever
+from membrane_core.storage import embedded, migrate
 from membrane_core.storage.db import Database
 from membrane_core.trust import DEVELOPMENT_POLICY
 
@@ -352,6 +352,7 @@ def retrieve(
         figures.shared_buffers = benchload.shared_buffers(admin)
         name = f"membrane_bench_retrieve_{size}_{dim}"
         dsn = benchload.create_database(admin, name, drop=not reuse)
+        migrate.migrate(dsn, dim)
         db = Database(dsn, embedding_dim=dim, min_size=1, max_size=2)
         try:
             corpus = Corpus(dim=dim, clusters=clusters, scopes=scopes, seed=11)

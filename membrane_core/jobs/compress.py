@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 from membrane_core.enums import WorkKind
 from membrane_core.jobs.prune import ACTOR
 from membrane_core.jobs.runner import Outcome
-from membrane_core.storage import maintenance as store
+from membrane_core.storage import jobs
 from membrane_core.storage.db import Connection
 from membrane_core.storage.workqueue import WorkItem
 
@@ -32,9 +32,9 @@ class CompressHandler:
               now: datetime) -> Outcome:
         """Compress the held episodes old enough; schedule their decay checkpoint now."""
         targets = sorted(set(held.values()))
-        done = store.compress(conn, targets, now=now, actor=ACTOR, factor=COMPRESSION_FACTOR,
+        done = jobs.compress(conn, targets, now=now, actor=ACTOR, factor=COMPRESSION_FACTOR,
                               age_seconds=self._age)
-        store.schedule(conn, [(WorkKind.DECAY.value, t, now) for t in sorted(done)])
+        jobs.schedule(conn, [(WorkKind.DECAY.value, t, now) for t in sorted(done)])
         out = Outcome(done=list(held))
         out.stats.update(compressed=len(done))
         return out

@@ -14,12 +14,12 @@ from datetime import datetime, timedelta
 
 from membrane_core.enums import WorkKind
 from membrane_core.jobs.runner import Outcome
-from membrane_core.storage import maintenance as store
+from membrane_core.storage import jobs
 from membrane_core.storage.db import Connection
 from membrane_core.storage.workqueue import WorkItem
 
 
-def next_checkpoint(cp: store.Checkpoint, now: datetime) -> tuple[str, datetime | None]:
+def next_checkpoint(cp: jobs.Checkpoint, now: datetime) -> tuple[str, datetime | None]:
     """RFC 6.1: what follows a refreshed checkpoint: ``("decay", due)``, ``("prune", now)`` or
     ``("none", None)``.
 
@@ -28,7 +28,7 @@ def next_checkpoint(cp: store.Checkpoint, now: datetime) -> tuple[str, datetime 
     """
     if cp.pinned:
         return ("none", None)
-    threshold = max(cp.min_salience, store.PRUNE_EPSILON)
+    threshold = max(cp.min_salience, jobs.PRUNE_EPSILON)
     expires = (cp.created_at + timedelta(seconds=cp.max_age_seconds)
                if cp.max_age_seconds is not None else None)
     if cp.salience <= threshold or (expires is not None and expires <= now):
@@ -54,7 +54,7 @@ class DecayHandler:
               now: datetime) -> Outcome:
         """Refresh the held records' salience; reschedule, complete or hand over to prune."""
         out = Outcome()
-        checkpoints = {c.id: c for c in store.refresh_salience(conn, sorted(set(held.values())),
+        checkpoints = {c.id: c for c in jobs.refresh_salience(conn, sorted(set(held.values())),
                                                                  now=now)}
         prune: list[tuple[str, uuid.UUID, datetime]] = []
         for item_id, target in held.items():
@@ -66,7 +66,7 @@ class DecayHandler:
                 out.done.append(item_id)
                 if action == "prune":
                     prune.append((WorkKind.PRUNE.value, target, now))
-        store.schedule(conn, prune)
+        jobs.schedule(conn, prune)
         out.stats.update(refreshed=len(checkpoints), rescheduled=len(out.later),
                          prune_scheduled=len(prune))
         return out

@@ -20,7 +20,7 @@ from uuid import UUID
 from pydantic import ValidationError
 
 from membrane_core import providers
-from membrane_core.capture import new_id
+from membrane_core.capture.plan import new_id
 from membrane_core.clock import Clock
 from membrane_core.enums import MemoryType, ProvenanceKind, RevisionStatus, Sensitivity, WorkKind
 from membrane_core.jobs.runner import BatchRunner, Outcome
@@ -94,16 +94,16 @@ class ExtractHandler:
         return out
 
     def _facts(self, triples: dict[UUID, list[Triple]],
-               labels: dict[UUID, tuple[str, Sensitivity, str]], now: datetime, *, actor: str,
+               labels: dict[UUID, derived.SourceLabel], now: datetime, *, actor: str,
                ) -> tuple[list[derived.DerivedFact], int]:
         groups: dict[_Key, tuple[Triple, list[UUID]]] = {}
         for source, found in triples.items():
             label = labels.get(source)
-            if label is None or label[2] == RevisionStatus.RETRACTED.value:
+            if label is None or label.status is RevisionStatus.RETRACTED:
                 continue
             for t in found:
                 pred = normalise_predicate(t.predicate)
-                key = records.fact_key(label[0], t.subject, pred, t.object)
+                key = records.fact_key(label.scope, t.subject, pred, t.object)
                 if not pred:
                     continue
                 best, srcs = groups.get(key, (t, []))
@@ -113,7 +113,7 @@ class ExtractHandler:
         facts: list[derived.DerivedFact] = []
         invalid = 0
         for (scope, _, pred, _), (t, srcs) in groups.items():
-            sens = Sensitivity.from_rank(max(labels[s][1].rank for s in srcs))
+            sens = Sensitivity.from_rank(max(labels[s].sensitivity.rank for s in srcs))
             try:
                 record = self._fact_record(t, pred, scope, sens, srcs, now, actor)
             except ValidationError:

@@ -8,7 +8,7 @@ from datetime import datetime
 
 from membrane_core.enums import WorkKind
 from membrane_core.jobs.runner import Outcome
-from membrane_core.storage import maintenance as store
+from membrane_core.storage import jobs
 from membrane_core.storage.db import Connection
 from membrane_core.storage.workqueue import WorkItem
 
@@ -28,8 +28,8 @@ class PruneHandler:
               now: datetime) -> Outcome:
         """Delete what may go, with its audit entry; re-check the rest at decay."""
         targets = sorted(set(held.values()))
-        deleted = store.prune(conn, targets, now=now, actor=ACTOR)
-        store.schedule(conn, [(WorkKind.DECAY.value, t, now) for t in targets if t not in deleted])
+        deleted = jobs.prune(conn, targets, now=now, actor=ACTOR)
+        jobs.schedule(conn, [(WorkKind.DECAY.value, t, now) for t in targets if t not in deleted])
         out = Outcome(done=list(held))
         out.stats.update(deleted=len(deleted), kept=len(targets) - len(deleted))
         return out

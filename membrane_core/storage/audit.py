@@ -9,7 +9,9 @@ from typing import Any
 
 import psycopg
 
+from membrane_core.enums import AuditAction, DeletionPolicy, MemoryType, RevisionStatus, Sensitivity
 from membrane_core.storage.queries import q
+from membrane_core.storage.rows import fetch_all, fetch_one
 
 
 @dataclass(frozen=True)
@@ -19,8 +21,8 @@ class AuditRow:
     id: int
     record_id: uuid.UUID
     scope: str
-    sensitivity: str
-    action: str
+    sensitivity: Sensitivity
+    action: AuditAction
     actor: str
     ts: datetime
     rationale: str
@@ -29,33 +31,43 @@ class AuditRow:
     prev_hash: bytes | None
     hash: bytes
 
+    @classmethod
+    def from_row(cls, *, sensitivity: str, action: str, prev_hash: Any, hash: Any,
+                 **rest: Any) -> AuditRow:
+        """The row with enums and the hashes as ``bytes``."""
+        return cls(sensitivity=Sensitivity(sensitivity), action=AuditAction(action),
+                   prev_hash=bytes(prev_hash) if prev_hash is not None else None,
+                   hash=bytes(hash), **rest)
+
 
 @dataclass(frozen=True)
 class DeleteTarget:
     """A record locked for hard deletion."""
 
     id: uuid.UUID
-    type: str
+    type: MemoryType
     scope: str
-    sensitivity: str
-    status: str
-    deletion_policy: str
+    sensitivity: Sensitivity
+    status: RevisionStatus
+    deletion_policy: DeletionPolicy
+
+    @classmethod
+    def from_row(cls, *, type: str, sensitivity: str, status: str, deletion_policy: str,
+                 **rest: Any) -> DeleteTarget:
+        """The row with its enums."""
+        return cls(type=MemoryType(type), sensitivity=Sensitivity(sensitivity),
+                   status=RevisionStatus(status), deletion_policy=DeletionPolicy(deletion_policy),
+                   **rest)
 
 
 def entries(conn: psycopg.Connection, record_id: uuid.UUID) -> list[AuditRow]:
     """RFC 5.5: every entry of a record in append order (the record may be deleted)."""
-    cur = conn.execute(q("audit_entries"), {"id": record_id})
-    return [
-        AuditRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9],
-                 bytes(r[10]) if r[10] is not None else None, bytes(r[11]))
-        for r in cur.fetchall()
-    ]
+    return fetch_all(conn, AuditRow, q("audit_entries"), {"id": record_id})
 
 
 def lock_for_delete(conn: psycopg.Connection, record_id: uuid.UUID) -> DeleteTarget | None:
     """Lock a record for deletion; ``None`` when it does not exist."""
-    row = conn.execute(q("audit_lock_for_delete"), {"id": record_id}).fetchone()
-    return DeleteTarget(*row) if row else None
+    return fetch_one(conn, DeleteTarget, q("audit_lock_for_delete"), {"id": record_id})
 
 
 def delete_record(conn: psycopg.Connection, record_id: uuid.UUID) -> None:

@@ -148,7 +148,10 @@ Connection = psycopg.Connection
 
 
 class Database:
-    """A migrated Postgres with a primary pool and an optional read pool (RFC 13.2).
+    """A Postgres with a primary pool and an optional read pool (RFC 13.2).
+
+    Opening one does not migrate (RFC 11.1): the entry point does, or passes
+    ``run_migrations=True`` to have it done here first.
 
     RFC 10.5: ``timeout`` bounds the wait for a pooled connection (None: psycopg_pool's
     30 s); each server has a :class:`~membrane_core.storage.health.Circuit` that refuses
@@ -163,7 +166,7 @@ class Database:
         read_dsn: str | None = None,
         min_size: int = 1,
         max_size: int = 8,
-        run_migrations: bool = True,
+        run_migrations: bool = False,
         timeout: float | None = None,
         outage_retry_seconds: float = 1.0,
     ) -> None:

@@ -14,18 +14,26 @@ from datetime import datetime, timedelta
 
 import psycopg
 
-from membrane_core.enums import AuditAction, Sensitivity, WorkKind
+from membrane_core.enums import AuditAction, RevisionStatus, Sensitivity, WorkKind
 from membrane_core.models import MemoryRecord
 from membrane_core.storage import records
 from membrane_core.storage.queries import q
 
 
-def lock_sources(
-    conn: psycopg.Connection, ids: Sequence[uuid.UUID]
-) -> dict[uuid.UUID, tuple[str, Sensitivity, str]]:
-    """``{id: (scope, sensitivity, status)}`` of sources, locked ``FOR SHARE`` (RFC 7.4)."""
+@dataclass(frozen=True)
+class SourceLabel:
+    """What a derived fact takes from its source: scope, sensitivity, status (RFC 7.4)."""
+
+    scope: str
+    sensitivity: Sensitivity
+    status: RevisionStatus
+
+
+def lock_sources(conn: psycopg.Connection, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, SourceLabel]:
+    """The :class:`SourceLabel` of each source, locked ``FOR SHARE`` (RFC 7.4)."""
     cur = conn.execute(q("drv_lock_sources"), {"ids": list(ids)})
-    return {row[0]: (row[1], Sensitivity(row[2]), row[3]) for row in cur.fetchall()}
+    return {rid: SourceLabel(scope, Sensitivity(sens), RevisionStatus(status))
+            for rid, scope, sens, status in cur.fetchall()}
 
 
 def texts(conn: psycopg.Connection, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, str]:
@@ -84,7 +92,8 @@ def write_facts(
     tombstoned = 0
     for fact, match in zip(facts, matches, strict=True):
         if match.live_id is not None:
-            if match.live_status == "active":  # a contested fact is settled by revision (RFC 5.1)
+            # a contested fact is settled by revision (RFC 5.1)
+            if match.live_status is RevisionStatus.ACTIVE:
                 existing.append((match.live_id, fact))
         elif match.blocked:
             tombstoned += 1

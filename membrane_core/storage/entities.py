@@ -17,8 +17,8 @@ from typing import Any
 
 import psycopg
 
-from membrane_core import entities
-from membrane_core.capture import CapturePlan, new_id
+from membrane_core.capture import mentions
+from membrane_core.capture.plan import CapturePlan, new_id
 from membrane_core.enums import WorkKind
 from membrane_core.models import MemoryRecord
 from membrane_core.policy import Policy
@@ -110,7 +110,7 @@ def resolve_mentions(
     ``batch.flush`` to write the terms, identifiers and entity edges.
     """
     policy = policy or Policy()
-    sets = [entities.extract(p.primary) for p in plans]
+    sets = [mentions.extract(p.primary) for p in plans]
     rows: list[tuple[_Slot, str, Key, int]] = []
     for pi, (plan, ms) in enumerate(zip(plans, sets, strict=True)):
         if ms is None:
@@ -134,7 +134,7 @@ def resolve_mentions(
 
 
 def _resolve_capture(
-    pi: int, plan: CapturePlan, ms: entities.MentionSet,
+    pi: int, plan: CapturePlan, ms: mentions.MentionSet,
     hits: dict[tuple[int, int], tuple[int, int, uuid.UUID]],
     created: dict[tuple[str, str | None, str], tuple[uuid.UUID, int]], batch: RowBatch,
     out: Resolution, policy: Policy, now: datetime, embed: bool,
@@ -147,7 +147,7 @@ def _resolve_capture(
         hit = hits.get((pi, mi))
         target = hit[2] if hit else _created_match(created, scope, rank, mention)
         if target is None:
-            entity = entities.new_entity(mention, primary, policy, now, new_id())
+            entity = mentions.new_entity(mention, primary, policy, now, new_id())
             _queue_entity(entity, mention, plan.actor, batch, out, created, now, embed)
             target = entity.id
             new += 1
@@ -170,7 +170,7 @@ def _resolve_capture(
 
 def _created_match(
     created: dict[tuple[str, str | None, str], tuple[uuid.UUID, int]], scope: str, rank: int,
-    mention: entities.Mention,
+    mention: mentions.Mention,
 ) -> uuid.UUID | None:
     """An entity created earlier in the same batch, by the same rules as the lookup."""
     for ns, term in mention.keys():
@@ -181,7 +181,7 @@ def _created_match(
 
 
 def _queue_entity(
-    entity: MemoryRecord, mention: entities.Mention, actor: str, batch: RowBatch,
+    entity: MemoryRecord, mention: mentions.Mention, actor: str, batch: RowBatch,
     out: Resolution, created: dict[tuple[str, str | None, str], tuple[uuid.UUID, int]],
     now: datetime, embed: bool,
 ) -> None:

@@ -9,6 +9,8 @@ from typing import LiteralString
 
 import psycopg
 
+from membrane_core import errors
+
 log = logging.getLogger(__name__)
 
 _MIGRATION = re.compile(r"^(\d{4})_(\w+)\.sql$")
@@ -77,3 +79,26 @@ def migrate(conninfo: str, embedding_dim: int) -> list[int]:
         finally:
             conn.execute("SELECT pg_advisory_unlock(7214001)")
     return applied
+
+
+def pending(conninfo: str) -> list[int]:
+    """Versions not yet applied to the database at ``conninfo``, in order."""
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        done = applied_versions(conn)
+    return [version for version, _, _ in migrations() if version not in done]
+
+
+def require_current(conninfo: str) -> None:
+    """RFC 11.1: ``Unavailable`` naming what is missing unless every migration is applied.
+
+    What a process that does not migrate (a worker) checks at start, so that it fails
+    with the remedy instead of on the first statement that needs the new schema.
+    """
+    try:
+        missing = pending(conninfo)
+    except psycopg.OperationalError as exc:
+        raise errors.Unavailable(f"the database is unavailable: {exc}") from exc
+    if missing:
+        raise errors.Unavailable(
+            f"the database schema is missing migrations {', '.join(map(str, missing))}: "
+            "run `membrane migrate` (or start the stack with `membrane run`)")

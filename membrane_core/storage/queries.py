@@ -21,7 +21,7 @@ written in with the argument in place of each ``/*=*/`` it holds. A fragment tha
 include fragments, three levels below the statement at most (statement, fragment,
 fragment, fragment); a deeper include refuses, as does an unknown name. A fragment may
 hold any run of text: each part of ``retrieval_roots`` is a run of CTEs whose last one
-the statement closes, so that the statement shows where its parts meet (``reads.sql``).
+the statement closes, so that the statement shows where its parts meet (``retrieval.sql``).
 
 Shape parts: a shaped statement (:func:`shaped`) may also hold parts that only some of
 its shapes run, written ``/*?flag*/ ... /*?end*/`` (or ``/*?!flag*/`` for the opposite):

@@ -11,11 +11,11 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from membrane_core.capture import CapturePlan
-from membrane_core.enums import AuditAction, OutcomeStatus, WorkKind
+from membrane_core.capture.plan import CapturePlan
+from membrane_core.enums import AuditAction, OutcomeStatus, RevisionStatus, WorkKind
 from membrane_core.models import EpisodicPayload, MemoryRecord, SemanticPayload
 from membrane_core.policy import Policy
-from membrane_core.storage import entities as entity_store
+from membrane_core.storage.entities import resolve_mentions
 from membrane_core.storage.queries import q
 from membrane_core.storage.rowbatch import (
     FactKey,
@@ -76,7 +76,7 @@ def write_captures(
         batch.add_record(plan.primary, actor=plan.actor, rationale="captured")
         _schedule(batch, plan.primary, now, opts)
     fact_results = _resolve_facts(conn, plans, batch, now, opts)
-    resolved = entity_store.resolve_mentions(conn, plans, batch, now=now, embed=opts.embed,
+    resolved = resolve_mentions(conn, plans, batch, now=now, embed=opts.embed,
                                              policy=opts.policy)
     batch.flush(conn)
     resolved.flush(conn)
@@ -94,7 +94,7 @@ class FactMatch:
 
     blocked: bool  #: tombstoned, or only retracted facts carry the key
     live_id: uuid.UUID | None  #: the live fact with the key, active before contested
-    live_status: str | None
+    live_status: RevisionStatus | None
 
 
 def lock_and_match_facts(conn: psycopg.Connection, keys: Sequence[FactKey],
@@ -115,7 +115,8 @@ def lock_and_match_facts(conn: psycopg.Connection, keys: Sequence[FactKey],
     cur.execute(q("lock_fact_keys"), cols)
     cur.execute(q("match_facts"), {"idx": list(range(len(keys))), **cols,
                                    "levels": list(levels) if levels else [None] * len(keys)})
-    found = {row[0]: FactMatch(row[1], row[2], row[3]) for row in cur.fetchall()}
+    found = {i: FactMatch(blocked, live_id, RevisionStatus(status) if status else None)
+             for i, blocked, live_id, status in cur.fetchall()}
     return [found[i] for i in range(len(keys))]
 
 
@@ -142,7 +143,7 @@ def _resolve_facts(
     for i, key, level, match in zip(idx, keys, levels, matches, strict=True):
         plan = plans[i]
         assert plan.fact is not None
-        if match.live_id is not None and match.live_status != "active":
+        if match.live_id is not None and match.live_status is not RevisionStatus.ACTIVE:
             results[i] = (None, "contested")  # RFC 5.1: settled by revision, not by evidence
         elif match.live_id is not None:
             reinforce.append((match.live_id, plan.primary.id, i))
@@ -178,7 +179,7 @@ def _reinforce_from_sources(
     cur = conn.cursor()
     cur.execute(q("reinforce_facts"), {"ids": list(counts), "counts": list(counts.values()),
                                        "ranks": [ranks[t] for t in counts], "now": now})
-    labels = {row[0]: (row[1], row[2]) for row in cur.fetchall()}
+    labels = {rid: (scope, sens) for rid, scope, sens in cur.fetchall()}
     for target, source, i in items:
         scope, sens = labels[target]
         batch.relations.append((target, "derived_from", source, None, now))

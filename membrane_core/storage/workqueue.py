@@ -21,6 +21,7 @@ import psycopg
 from membrane_core.enums import WorkKind
 from membrane_core.storage.db import Connection, Database
 from membrane_core.storage.queries import q
+from membrane_core.storage.rows import fetch_all
 
 
 def worker_name() -> str:
@@ -42,17 +43,21 @@ class WorkItem:
     attempts: int
     due_at: datetime
 
+    @classmethod
+    def from_row(cls, *, kind: str, **rest: Any) -> WorkItem:
+        """The row with its kind as an enum."""
+        return cls(kind=WorkKind(kind), **rest)
+
 
 def claim(
     conn: psycopg.Connection, kind: WorkKind, *, owner: str, limit: int, now: datetime,
     lease_seconds: int = 300,
 ) -> list[WorkItem]:
     """RFC 9.4: claim up to ``limit`` due items of ``kind`` for ``lease_seconds``."""
-    cur = conn.execute(q("claim_work"), {
+    return fetch_all(conn, WorkItem, q("claim_work"), {
         "owner": owner, "now": now, "lease_seconds": lease_seconds, "kind": kind.value,
         "limit": limit,
     })
-    return [WorkItem(r[0], WorkKind(r[1]), r[2], r[3], r[4]) for r in cur.fetchall()]
 
 
 def hold(conn: psycopg.Connection, ids: Sequence[int], *, owner: str) -> dict[int, uuid.UUID]:

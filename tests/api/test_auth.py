@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from api.auth import KeyRing
-from tests.api.conftest import ServeFn
+from tests.support.api import ServeFn
 
 KEYS = {
     "writer-key": {"read_scopes": ["team-a"], "write_scopes": ["team-a"], "max_sensitivity": "medium"},

@@ -6,7 +6,7 @@ import uuid
 
 import httpx
 
-from tests.api.conftest import BrokenDispatcher, ServeFn
+from tests.support.api import BrokenDispatcher, ServeFn
 
 EVENT = {"source_kind": "event", "scope": "project-a", "summary": "deploy started",
          "content": {"text": "the deploy of build 41 started", "entities": ["build 41"]}}

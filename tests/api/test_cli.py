@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 
 from membrane_cli.main import app
 from membrane_cli.stack import port_open, process_tree
-from tests.conftest import EMBEDDING_DIM
 from tests.support import services
+from tests.support.services import EMBEDDING_DIM
 
 FACTS = [{"source_kind": "observation", "scope": "cli-test",
           "content": {"subject": "user", "predicate": "prefers", "object": "dark mode"}},

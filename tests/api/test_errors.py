@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import httpx
 
-from tests.api.conftest import ServeFn
+from tests.support.api import ServeFn
 
 
 def _fields(resp: httpx.Response) -> set[str]:

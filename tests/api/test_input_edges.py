@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from membrane_core import Membrane
-from tests.api.conftest import ServeFn
+from tests.support.api import ServeFn
 
 EVENT = {"source_kind": "event", "scope": "edges", "content": {"text": "plain"}}
 

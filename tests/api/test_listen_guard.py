@@ -24,9 +24,9 @@ from api.auth import Listen, plan_listen
 from membrane_cli.main import app as cli
 from membrane_cli.stack import Stack, StackOptions, port_open
 from membrane_core import Membrane, Settings, errors
-from membrane_core.operations import RecordingDispatcher
-from tests.conftest import EMBEDDING_DIM
+from membrane_core.inbox.submit import RecordingDispatcher
 from tests.support import services
+from tests.support.services import EMBEDDING_DIM
 from workers import flower
 from workers.app import flower_argv
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import httpx
 
-from tests.api.conftest import ServeFn
+from tests.support.api import ServeFn
 
 KEYS = {
     "tenant-key": {"read_scopes": ["t1"], "write_scopes": ["t1"], "max_sensitivity": "low"},

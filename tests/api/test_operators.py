@@ -13,8 +13,8 @@ from psycopg import sql
 
 from api.auth import check_listen, is_loopback
 from membrane_core import errors
-from tests.api.conftest import ServeFn
 from tests.support import services
+from tests.support.api import ServeFn
 
 
 def test_healthz_and_readyz(client: httpx.Client) -> None:

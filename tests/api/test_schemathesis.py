@@ -25,7 +25,7 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from api.app import create_app
-from tests.api.conftest import ServeFn
+from tests.support.api import ServeFn
 
 EXAMPLES = int(os.environ.get("MEMBRANE_FUZZ_EXAMPLES", "25"))
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,

@@ -18,7 +18,7 @@ from mcp.client.stdio import stdio_client
 from mcp_types import CallToolResult, TextContent
 from membrane_client.mcp_server import CORRECTION_TOOLS, READ_TOOLS, bounded
 
-from tests.api.conftest import ServeFn
+from tests.support.api import ServeFn
 
 ALL_TOOLS = {"remember", "recall", "get_memory", "memory_history", *CORRECTION_TOOLS}
 ID = r"\[([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\]"

@@ -45,10 +45,10 @@ from membrane_client import (
 )
 
 from membrane_core import Membrane
-from membrane_core.operations import RecordingDispatcher
-from tests.api.conftest import ServeFn
-from tests.clients.conftest import count, scalar
-from tests.queue.conftest import Spawn
+from membrane_core.inbox.submit import RecordingDispatcher
+from tests.support.api import ServeFn
+from tests.support.processes import Spawn
+from tests.support.sql import scalar
 
 FACT: dict[str, Any] = {"source_kind": "observation", "scope": "project-a",
         "content": {"subject": "acme-api", "predicate": "runs_on", "object": "Python 3.12"}}
@@ -60,6 +60,15 @@ KEYS = {
 
 def event(i: int, scope: str = "bulk") -> dict[str, Any]:
     return {"source_kind": "event", "scope": scope, "content": {"text": f"event number {i}"}}
+
+
+def count(url: str, text: str | None = None) -> int:
+    """Episodic records in Postgres, all or those whose payload text is ``text``."""
+    sql = ("SELECT count(*) FROM memory_records r JOIN record_payloads p ON p.record_id = r.id "
+           "WHERE r.type = 'episodic'")
+    if text is None:
+        return scalar(url, sql)
+    return scalar(url, sql + " AND p.body->>'text' = %s", text)
 
 
 def _objects(client: Client) -> list[tuple[str, str]]:

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from api.app import create_app
-from tests.api.conftest import ServeFn
+from tests.support.api import ServeFn
 
 CLIENT = Path(__file__).resolve().parents[2] / "clients" / "typescript"
 NODE_MAJOR = 20

@@ -21,7 +21,7 @@ from typing import Any
 
 from membrane_client import Client
 
-from tests.examples.conftest import ScriptedModel, Step
+from tests.support.scripted_model import ScriptedModel, Step
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "examples" / "agent_loop.py"

@@ -11,10 +11,10 @@ import pytest
 
 from membrane_core import Membrane, Settings
 from membrane_core.enums import OperationKind, OperationStatus
-from tests.api.conftest import ServeFn
-from tests.conftest import EMBEDDING_DIM
-from tests.fault.conftest import KillableRedis, Load, committed_once
-from tests.queue.conftest import ROOT, Proc
+from tests.support.api import ServeFn
+from tests.support.load import Load, committed_once
+from tests.support.processes import ROOT, Proc
+from tests.support.services import EMBEDDING_DIM, Redis
 from workers.app import make_app
 
 pytestmark = [pytest.mark.queue, pytest.mark.slow]
@@ -24,7 +24,7 @@ CLIENT_TIMEOUT = 1.0
 
 
 def test_writes_stay_fast_while_the_broker_is_killed_and_beat_recovers_them(
-    serve: ServeFn, api_membrane: Membrane, killable_redis: KillableRedis, database_url: str,
+    serve: ServeFn, api_membrane: Membrane, killable_redis: Redis, database_url: str,
     tmp_path: Path,
 ) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMBRANE_")}

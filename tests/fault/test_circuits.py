@@ -17,7 +17,7 @@ from membrane_core import errors
 from membrane_core.enums import OperationKind
 from membrane_core.storage import health
 from membrane_core.storage.db import Database, translate_errors
-from tests.conftest import EMBEDDING_DIM
+from tests.support.services import EMBEDDING_DIM
 from workers.dispatch import CeleryDispatcher
 
 

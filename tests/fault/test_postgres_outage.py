@@ -10,12 +10,12 @@ import pytest
 
 from api.app import create_app
 from membrane_core import Membrane, Settings
-from membrane_core.operations import InlineDispatcher
-from tests.api.conftest import Server
-from tests.conftest import EMBEDDING_DIM
-from tests.fault.conftest import Load, PrivatePostgres, committed_once
+from membrane_core.inbox.submit import InlineDispatcher
+from tests.support.api import Server
+from tests.support.load import Load, committed_once
+from tests.support.services import EMBEDDING_DIM, PrivatePostgres
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 #: The client's timeout: every request must be answered well within it.
 CLIENT_TIMEOUT = 2.0

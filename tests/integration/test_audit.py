@@ -9,9 +9,9 @@ import psycopg
 import pytest
 
 from membrane_core import Membrane, errors
-from membrane_core import audit as audit_log
 from membrane_core.enums import Sensitivity
-from membrane_core.storage import audit as store
+from membrane_core.revision import history
+from membrane_core.storage import audit
 from membrane_core.trust import TrustPolicy
 
 OBS = {"source_kind": "observation", "scope": "proj",
@@ -39,14 +39,14 @@ def test_history_in_order_with_valid_chain(membrane: Membrane) -> None:
 def test_python_hash_matches_the_trigger(membrane: Membrane, database_url: str) -> None:
     fact = fact_with_history(membrane)
     with psycopg.connect(database_url) as conn:
-        rows = store.entries(conn, fact)
+        rows = audit.entries(conn, fact)
         for r in rows:
             db_hash = conn.execute(
                 "SELECT audit_entry_hash(%s, %s, %s, %s, %s, %s, %s::jsonb)",
                 (r.prev_hash, r.record_id, r.action, r.actor, r.ts, r.rationale, r.details_text),
             ).fetchone()
             assert db_hash is not None and bytes(db_hash[0]) == r.hash
-            assert audit_log.entry_hash(r.prev_hash, r.record_id, r.action, r.actor, r.ts,
+            assert history.entry_hash(r.prev_hash, r.record_id, r.action, r.actor, r.ts,
                                         r.rationale, r.details_text) == r.hash
     assert len(rows) == 3
 
@@ -54,12 +54,12 @@ def test_python_hash_matches_the_trigger(membrane: Membrane, database_url: str) 
 def test_verify_chain_detects_a_modified_copy(membrane: Membrane, database_url: str) -> None:
     fact = fact_with_history(membrane)
     with psycopg.connect(database_url) as conn:
-        rows = store.entries(conn, fact)
-    assert audit_log.verify_chain(rows) is True  # positive control
+        rows = audit.entries(conn, fact)
+    assert history.verify_chain(rows) is True  # positive control
     forged = list(rows)
     forged[1] = dataclasses.replace(rows[1], rationale="never happened")
-    assert audit_log.verify_chain(forged) is False
-    assert audit_log.verify_chain([rows[0], rows[2]]) is False  # a removed middle entry
+    assert history.verify_chain(forged) is False
+    assert history.verify_chain([rows[0], rows[2]]) is False  # a removed middle entry
 
 
 def test_tampering_in_the_database_is_detected(membrane: Membrane, database_url: str) -> None:

@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 import pytest
 
 from membrane_core import Membrane, errors
+from membrane_core.testing import FakeClock
 from membrane_core.trust import DEVELOPMENT_POLICY
-from tests.conftest import FakeClock
 
 
 def test_get_as_of_and_valid_at(membrane: Membrane, clock: FakeClock) -> None:

@@ -68,9 +68,10 @@ from hypothesis.stateful import (
 from membrane_core import Membrane, Settings, errors
 from membrane_core.results import RecordView, RetrieveResult
 from membrane_core.storage.db import Database
+from membrane_core.testing import FakeClock
 from membrane_core.trust import TrustPolicy
-from tests.conftest import EMBEDDING_DIM, FakeClock
 from tests.support import services
+from tests.support.services import EMBEDDING_DIM
 
 EXAMPLES = int(os.environ.get("MEMBRANE_STATEFUL_EXAMPLES", "25"))
 STEPS = int(os.environ.get("MEMBRANE_STATEFUL_STEPS", "20"))

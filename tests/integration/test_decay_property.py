@@ -4,7 +4,7 @@ The batches run against the real store (the decay batch is SQL); the expected va
 is the pure Python closed form ``membrane_core.decay.salience_at`` evaluated from the
 stored ``base_salience`` and ``reinforced_at``, and the baseline of records nobody
 reinforced must stay exactly what capture wrote (a batch rewriting it would fail).
-A compounding sweep (Membrane's defect) would drift below it after the second batch.
+A compounding sweep would drift below it after the second batch.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from membrane_core import Membrane, decay
 from membrane_core.jobs.decay import next_checkpoint
 from membrane_core.models import DecayProfile
-from membrane_core.storage.maintenance import Checkpoint
+from membrane_core.storage.jobs import Checkpoint
 
 STEP = st.tuples(
     st.integers(min_value=0, max_value=3 * 86400),  # seconds to advance before the batch

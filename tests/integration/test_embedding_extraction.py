@@ -13,8 +13,9 @@ from membrane_core.providers import DeterministicExtractor, HashingEmbeddingProv
 from membrane_core.providers.base import TransientProviderError
 from membrane_core.storage.db import Database
 from membrane_core.storage.records import WorkOptions
+from membrane_core.testing import FakeClock
 from membrane_core.trust import DEVELOPMENT_POLICY
-from tests.conftest import EMBEDDING_DIM, FakeClock
+from tests.support.services import EMBEDDING_DIM
 from tests.support.sql import rows
 
 
@@ -130,15 +131,15 @@ def test_lost_lease_writes_nothing(m: Membrane, database_url: str, clock: FakeCl
     svc = EmbeddingService(m.db, lambda: HashingEmbeddingProvider(EMBEDDING_DIM), clock=clock,
                            owner=lambda: "slow", lease_seconds=5)
     from membrane_core.enums import WorkKind
-    from membrane_core.storage import workqueue as wq
+    from membrane_core.storage import workqueue
     with m.db.transaction() as conn:
-        items = wq.claim(conn, WorkKind.EMBED, owner="slow", limit=10, now=clock(), lease_seconds=5)
+        items = workqueue.claim(conn, WorkKind.EMBED, owner="slow", limit=10, now=clock(), lease_seconds=5)
     clock.advance(seconds=6)
     other = EmbeddingService(m.db, lambda: HashingEmbeddingProvider(EMBEDDING_DIM), clock=clock,
                              owner=lambda: "fast")
     assert other.run_batch()["embedded"] == 1  # took the expired claim over
     with m.db.transaction() as conn:
-        assert wq.hold(conn, [it.id for it in items], owner="slow") == {}  # nothing for slow
+        assert workqueue.hold(conn, [it.id for it in items], owner="slow") == {}  # nothing for slow
     assert svc.run_batch()["claimed"] == 0
     assert rows(database_url, "SELECT count(*) FROM record_embeddings")[0][0] == 1
 

@@ -8,7 +8,8 @@ import uuid
 import psycopg
 import pytest
 
-from membrane_core import Membrane, entities
+from membrane_core import Membrane
+from membrane_core.capture import mentions
 from membrane_core.storage import records
 from membrane_core.storage.db import Database
 
@@ -81,23 +82,23 @@ def test_scope_separates_entities(membrane: Membrane, database_url: str) -> None
 def test_batch_dedupes_new_entities_and_reports_budget_truncation(
     db: Database, membrane: Membrane, database_url: str
 ) -> None:
-    many = [f"Thing{i}" for i in range(entities.MAX_MENTIONS_PER_CAPTURE + 3)]
+    many = [f"Thing{i}" for i in range(mentions.MAX_MENTIONS_PER_CAPTURE + 3)]
     out = write(db, membrane, ev("proj", entities=many), ev("proj", "About Thing0 and Thing1."),
                 ev("proj", "Nothing capitalised here."))
-    assert out[0].entities == {"mentions": entities.MAX_MENTIONS_PER_CAPTURE, "linked": 0,
-                               "created": entities.MAX_MENTIONS_PER_CAPTURE, "relations": 0,
+    assert out[0].entities == {"mentions": mentions.MAX_MENTIONS_PER_CAPTURE, "linked": 0,
+                               "created": mentions.MAX_MENTIONS_PER_CAPTURE, "relations": 0,
                                "truncated": {"mentions": 3}}
     # the second capture of the same batch links to entities the first one created
     assert out[1].entities == {"mentions": 2, "linked": 2, "created": 0, "relations": 0}
     assert out[2].entities == {"mentions": 0, "linked": 0, "created": 0, "relations": 0}
-    assert len(mentioned(database_url, out[0].record_ids[0])) == entities.MAX_MENTIONS_PER_CAPTURE
+    assert len(mentioned(database_url, out[0].record_ids[0])) == mentions.MAX_MENTIONS_PER_CAPTURE
     assert entities_named(database_url, "proj", "thing15") != []
     assert entities_named(database_url, "proj", "thing16") == []  # dropped by the budget
     with psycopg.connect(database_url) as conn:
         row = conn.execute("SELECT count(*) FROM memory_records WHERE type = 'entity'").fetchone()
         audit = conn.execute("SELECT count(*) FROM audit_log a JOIN memory_records r ON r.id = a.record_id"
                              " WHERE r.type = 'entity' AND a.action = 'create'").fetchone()
-    assert row == (entities.MAX_MENTIONS_PER_CAPTURE,) and audit == row
+    assert row == (mentions.MAX_MENTIONS_PER_CAPTURE,) and audit == row
 
 
 def test_observation_links_subject_and_object_entities(membrane: Membrane, database_url: str) -> None:

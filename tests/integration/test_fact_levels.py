@@ -1,7 +1,7 @@
 """A capture's fact meets only facts and retractions at its own sensitivity (RFC 3.4, 5.4).
 
-Before, a writer whose maximum is ``low`` that observed the key of a ``hyper`` fact got
-``fact: "reinforced"`` and the hidden fact's id: a capture told it what no read would.
+A writer whose maximum is ``low`` that observes the key of a ``hyper`` fact is not told
+``fact: "reinforced"`` nor the hidden fact's id: a capture tells it no more than a read would.
 Each test shows the other side too: a writer cleared for the hidden level meets it.
 """
 

@@ -10,7 +10,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from membrane_core import Membrane, retrieval
+from membrane_core import Membrane
 from membrane_core.enums import MemoryType, Sensitivity
 from membrane_core.models import (
     CompetencePayload,
@@ -20,7 +20,8 @@ from membrane_core.models import (
     PerformanceStats,
 )
 from membrane_core.requests import RetrieveRequest
-from membrane_core.storage import reads, records
+from membrane_core.retrieval import retriever
+from membrane_core.storage import records, retrieval
 from membrane_core.trust import DEVELOPMENT_POLICY, TrustPolicy
 
 LOW_A = TrustPolicy(read_scopes=frozenset({"a"}), max_sensitivity=Sensitivity.LOW)
@@ -184,15 +185,15 @@ def test_selector_picks_competence_and_reports_gap(membrane: Membrane, clock: ob
 
 
 def count_calls(monkeypatch: pytest.MonkeyPatch, name: str) -> list[int]:
-    """Wrap ``reads.<name>`` so that each call appends 1 to the list returned."""
+    """Wrap ``retrieval.<name>`` so that each call appends 1 to the list returned."""
     calls: list[int] = []
-    real = getattr(reads, name)
+    real = getattr(retrieval, name)
 
     def spy(*args: Any, **kw: Any) -> Any:
         calls.append(1)
         return real(*args, **kw)
 
-    monkeypatch.setattr(reads, name, spy)
+    monkeypatch.setattr(retrieval, name, spy)
     return calls
 
 
@@ -209,10 +210,10 @@ def test_hops_hydrate_what_they_find(membrane: Membrane, database_url: str,
     assert [r.id for r in got.records] == [root]
     assert {r.id for r in got.neighbors} == set(moons) and calls == []  # no statement of its own
     # the hop's own cut: the first max_new unknown neighbours in discovery order
-    f = retrieval.read_filter(RetrieveRequest(scopes=["a"]), DEVELOPMENT_POLICY.narrow(["a"], None),
+    f = retriever.read_filter(RetrieveRequest(scopes=["a"]), DEVELOPMENT_POLICY.narrow(["a"], None),
                               membrane.retriever.clock())
     with membrane.retriever.db.reader() as conn:
-        hop = reads.graph_hop(conn, f, [root], expanded=[], known=[root, moons[0]], max_rows=201,
+        hop = retrieval.graph_hop(conn, f, [root], expanded=[], known=[root, moons[0]], max_rows=201,
                               max_edges=100, max_new=2, max_bytes=1 << 20,
                               target_visible=lambda scope, sens: True)
     order = [row.other for row in hop.rows]
@@ -226,20 +227,20 @@ def test_hops_hydrate_what_they_find(membrane: Membrane, database_url: str,
     two = membrane.retrieve({**q, "expand": {"hops": 2}})
     assert {r.id for r in two.neighbors} == set(moons) and hops == [1]  # the second hop
     # without the first hop's hydration, the same neighbours, hydrated afterwards
-    real_roots = reads.roots
+    real_roots = retrieval.roots
 
-    def unhydrated(*args: Any, **kw: Any) -> reads.Roots:
+    def unhydrated(*args: Any, **kw: Any) -> retrieval.Roots:
         found = real_roots(*args, **kw)
         assert found.first_hop is not None
-        return dataclasses.replace(found, first_hop=reads.Hop(found.first_hop.rows, {}))
+        return dataclasses.replace(found, first_hop=retrieval.Hop(found.first_hop.rows, {}))
 
-    monkeypatch.setattr(reads, "roots", unhydrated)
+    monkeypatch.setattr(retrieval, "roots", unhydrated)
     third = membrane.retrieve(q)
     assert [r.model_dump() for r in third.neighbors] == [r.model_dump() for r in got.neighbors]
     assert calls == [1] and hops == [1]
     # when the service keeps other roots than the statement expanded from, it runs the hop
-    monkeypatch.setattr(reads, "roots", lambda *a, **kw: dataclasses.replace(
-        real_roots(*a, **kw), first_hop=reads.Hop([], {})))
+    monkeypatch.setattr(retrieval, "roots", lambda *a, **kw: dataclasses.replace(
+        real_roots(*a, **kw), first_hop=retrieval.Hop([], {})))
     monkeypatch.setattr(membrane.retriever, "_first_hop",
                         lambda found: ([uuid.uuid4()], found.first_hop))
     fourth = membrane.retrieve(q)

@@ -162,16 +162,16 @@ def test_failing_item_is_rescheduled_without_blocking_the_batch(membrane: Membra
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     good = membrane.capture(EVENT).record_ids[0]
     bad = membrane.capture(EVENT).record_ids[0]
-    from membrane_core.storage import maintenance as store
+    from membrane_core.storage import jobs
 
-    real = store.refresh_salience
+    real = jobs.refresh_salience
 
     def flaky(conn, ids, *, now):
         if bad in ids:
             raise RuntimeError("boom")
         return real(conn, ids, now=now)
 
-    monkeypatch.setattr(store, "refresh_salience", flaky)
+    monkeypatch.setattr(jobs, "refresh_salience", flaky)
     clock.advance(minutes=61)
     out = membrane.maintenance.run("decay")
     assert out["failed"] == 1 and out["refreshed"] == 1 and out["batch_retried"] == 1

@@ -10,7 +10,7 @@ import pytest
 
 from membrane_core import Membrane, errors
 from membrane_core.enums import OperationKind, OperationStatus, Sensitivity
-from membrane_core.operations import InlineDispatcher, RecordingDispatcher
+from membrane_core.inbox.submit import InlineDispatcher, RecordingDispatcher
 from membrane_core.trust import DEVELOPMENT_POLICY, TrustPolicy
 
 EVENT = {"source_kind": "event", "scope": "proj", "content": {"text": "deployed build 7"}}
@@ -141,8 +141,8 @@ def test_uncommitted_batch_leaves_operations_queued(membrane: Membrane, database
     """A worker whose transaction dies (here: rolled back) leaves no records and no status."""
     view = membrane.inbox.submit_capture(EVENT, DEV)
     with pytest.raises(RuntimeError), membrane.db.transaction() as conn:
-        from membrane_core.storage import operations as store
-        locked = store.lock_captures(conn, [view.operation_id], drain=0, now=membrane.clock())
+        from membrane_core.storage import inbox
+        locked = inbox.lock_captures(conn, [view.operation_id], drain=0, now=membrane.clock())
         assert len(locked) == 1
         raise RuntimeError("worker died")
     assert membrane.inbox.get(view.operation_id, DEV).status is OperationStatus.QUEUED
@@ -254,9 +254,9 @@ def test_maintenance_operation_runs_jobs_under_a_lease(membrane: Membrane, clock
 def test_reap_requeues_a_dead_workers_maintenance_operation(membrane: Membrane, clock,
                                                              database_url: str):
     view = membrane.inbox.submit_maintenance(["embed"], DEV)
-    from membrane_core.storage import operations as store
+    from membrane_core.storage import inbox
     with membrane.db.transaction() as conn:  # a worker claims it, then dies
-        assert store.claim_one(conn, view.operation_id, worker="dead", now=clock(),
+        assert inbox.claim_one(conn, view.operation_id, worker="dead", now=clock(),
                                lease_seconds=60)
     assert membrane.inbox.get(view.operation_id, DEV).status is OperationStatus.RUNNING
     assert membrane.inbox_worker.reap_expired()["operations"] == 0  # lease still valid

@@ -12,15 +12,18 @@ import pytest
 
 from membrane_cli.bench import load as benchload
 from membrane_cli.bench import retrieve as bench
-from membrane_core import Membrane, Settings, errors, fusion, retrieval
+from membrane_core import Membrane, Settings, errors
 from membrane_core.enums import Sensitivity
 from membrane_core.requests import RetrieveRequest
-from membrane_core.retrieval import Retriever
-from membrane_core.storage import reads
+from membrane_core.retrieval import fusion, retriever
+from membrane_core.retrieval.retriever import Retriever
+from membrane_core.storage import retrieval
 from membrane_core.storage.db import Database
+from membrane_core.testing import FakeClock
 from membrane_core.trust import DEVELOPMENT_POLICY, TrustPolicy
-from tests.conftest import EMBEDDING_DIM, FakeClock
-from tests.integration.test_revision import EVIDENCE
+from tests.support.services import EMBEDDING_DIM
+
+EVIDENCE = [{"kind": "observation", "ref": "user said so"}]
 
 
 def ev(scope: str, text: str, **kw: object) -> dict[str, object]:
@@ -223,7 +226,7 @@ def test_byte_budget_never_returns_a_partial_over_budget(membrane: Membrane) -> 
 
 @pytest.mark.parametrize("method", fusion.METHODS)
 def test_fusion_in_sql_matches_the_reference(hashing: Membrane, clock: FakeClock, method: str) -> None:
-    """RFC 8.2: the statement's fused scores and order are those of membrane_core.fusion."""
+    """RFC 8.2: the statement's fused scores and order are those of membrane_core.retrieval.fusion."""
     texts = ["Ada Lovelace wrote notes on the analytical engine",
              "the engine needed cards", "notes about cards and looms",
              "Ada met Babbage at a party", "weather was cold", "looms weave patterns"]
@@ -237,11 +240,11 @@ def test_fusion_in_sql_matches_the_reference(hashing: Membrane, clock: FakeClock
     req = RetrieveRequest(query=query, scopes=["s"])
     r = hashing.retriever
     policy = DEVELOPMENT_POLICY.narrow(req.scopes, None)
-    f = retrieval.read_filter(req, policy, clock())
+    f = retriever.read_filter(req, policy, clock())
     qvec = r.embedder.embed([query])[0]  # type: ignore[union-attr]
     with r.db.reader() as conn:
-        reads.configure_scan(conn, ef_search=40, max_scan_tuples=20_000)
-        found = reads.roots(conn, f, query=query, qvec=qvec, terms=retrieval.query_terms(query),
+        retrieval.configure_scan(conn, ef_search=40, max_scan_tuples=20_000)
+        found = retrieval.roots(conn, f, query=query, qvec=qvec, terms=retriever.query_terms(query),
                             arm_k=50, vec_k=50, fanout=25, limit=400, max_bytes=1 << 24,
                             rrf=method == "rrf", weights=fusion.DEFAULT_WEIGHTS,
                             rrf_k=fusion.RRF_K, sd_floor_salience=fusion.SD_FLOOR["salience"],
@@ -327,7 +330,7 @@ def test_salience_arm_in_index_order_is_exact(membrane: Membrane, database_url: 
             with psycopg.connect(database_url) as conn:
                 window = conn.execute(BRUTE_SALIENCE, {
                     "scopes": body["scopes"], "types": types, "now": at, "floor": floor,
-                    "k": retrieval.arm_window(body["limit"])}).fetchall()
+                    "k": retriever.arm_window(body["limit"])}).fetchall()
             assert got.diagnostics["candidates"] == len(window), (hours, body)
     clock.now = now
 

@@ -6,8 +6,8 @@ import psycopg
 import pytest
 
 from membrane_core.storage import migrate
-from tests.conftest import EMBEDDING_DIM
 from tests.support import services
+from tests.support.services import EMBEDDING_DIM
 
 CATALOG = """
 SELECT 'column', table_name || '.' || column_name || ' ' || data_type || ' ' || is_nullable

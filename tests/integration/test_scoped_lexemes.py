@@ -14,13 +14,14 @@ from psycopg.rows import dict_row
 
 from membrane_core import Membrane
 from membrane_core.enums import Sensitivity
-from membrane_core.storage import reads
+from membrane_core.storage import retrieval
 from membrane_core.storage.queries import shaped
+from membrane_core.testing import FakeClock
 from membrane_core.trust import DEVELOPMENT_POLICY, TrustPolicy
-from tests.conftest import EMBEDDING_DIM, FakeClock
-from tests.integration.test_partitioning import INTS, _params, load_corpus
+from tests.support.roots import INTS, load_corpus, roots_params
+from tests.support.services import EMBEDDING_DIM
 
-# Two scopes whose md5 starts with the same 8 hex digits (found by search): their scoped
+# Two scopes whose md5 starts with the same 8 hex digits: their scoped
 # lexemes are spelled alike, so only the scope filter tells their records apart.
 TWINS = ("tenant-116889", "tenant-123010")
 
@@ -59,7 +60,7 @@ def _roots(url: str, clock: FakeClock, scope: str, query: str, scoped: bool, *,
            setting: str | None = None) -> list[dict[str, Any]]:
     """The roots statement for one scope, run directly with small caps (RFC 8.1.2);
     ``setting``: a planner setting for the session, as ``enable_hashagg = off``."""
-    params = {**_params([scope], [0.0] * EMBEDDING_DIM, clock), "qvec": None, "has_qvec": False,
+    params = {**roots_params([scope], [0.0] * EMBEDDING_DIM, clock), "qvec": None, "has_qvec": False,
               "query": query, "df_cap": df_cap, "fts_cap": 10, "scoped": scoped,
               "max_rank": max_rank, "arm_k": arm_k}
     st = shaped("retrieval_roots", params, ints=INTS, relations=("embeddings",))
@@ -151,8 +152,8 @@ def test_equal_text_scores_tie_whatever_the_plan(membrane: Membrane, database_ur
                                                   clock: FakeClock) -> None:
     """RFC 8.1.2: rows holding the same query words with the same length score the same to
     the last bit however the plan adds their words' idf (hashed or sorted grouping), so the
-    arm's cut among them falls by id and is the same under either plan (a review found
-    other roots under sorted grouping before idf was put on its grid)."""
+    arm's cut among them falls by id and is the same under either plan (idf is on its grid,
+    so sorted grouping cannot pick other roots)."""
     words = ["comet", "nebula", "orbit", "pulsar", "quasar"]
     tied = [_capture(membrane, "ties", " ".join(words) + f" filler{i}") for i in range(25)]
     for w, k in zip(words, (1, 3, 7, 13, 17), strict=True):  # five different frequencies
@@ -172,7 +173,7 @@ def test_equal_text_scores_tie_whatever_the_plan(membrane: Membrane, database_ur
 def test_many_scopes_read_the_scope_lexemes(membrane: Membrane) -> None:
     """More than SCOPED_MAX scopes: one query per scope and word would grow with both, so the
     words are matched with the scope lexemes instead (RFC 8.1.2)."""
-    scopes = [f"many-{i}" for i in range(reads.SCOPED_MAX + 1)]
+    scopes = [f"many-{i}" for i in range(retrieval.SCOPED_MAX + 1)]
     rid = _capture(membrane, scopes[-1], "a quiet harbour at dawn")
     _capture(membrane, "elsewhere", "a quiet harbour at dusk")
     res = membrane.retrieve({"query": "quiet harbour", "scopes": scopes, "limit": 5})
@@ -229,7 +230,7 @@ def test_full_text_arm_reads_the_scoped_index_for_given_scopes(database_url: str
         words = " ".join(corpus.topics[0][:2])
 
         def used(scopes: list[str] | None) -> set[str]:
-            st = shaped("retrieval_roots", {**_params(scopes, qvec, clock), "query": words},
+            st = shaped("retrieval_roots", {**roots_params(scopes, qvec, clock), "query": words},
                         ints=INTS, relations=("embeddings",))
             cur = psycopg.RawCursor(conn).execute("EXPLAIN (FORMAT JSON) " + st.sql, st.values)
             plan = cur.fetchone()[0]  # type: ignore[index]
@@ -239,11 +240,11 @@ def test_full_text_arm_reads_the_scoped_index_for_given_scopes(database_url: str
         assert "memory_records_scoped_tsv" in one and "memory_records_tsv" not in one
         assert "memory_records_scoped_tsv" in two and "memory_records_tsv" not in two
         # a caller that reads every scope matches the record's own lexemes (their index)
-        every = shaped("retrieval_roots", {**_params(None, qvec, clock), "query": words},
+        every = shaped("retrieval_roots", {**roots_params(None, qvec, clock), "query": words},
                        ints=INTS, relations=("embeddings",)).sql
         assert "scoped_lexemes(" not in every and "r.search_tsv @@ anyq.q" in every
         # more scopes than SCOPED_MAX: the scope lexemes, through the same index
-        many = [f"scope-{i}" for i in range(reads.SCOPED_MAX + 1)]
-        wide = shaped("retrieval_roots", {**_params(many, qvec, clock), "query": words},
+        many = [f"scope-{i}" for i in range(retrieval.SCOPED_MAX + 1)]
+        wide = shaped("retrieval_roots", {**roots_params(many, qvec, clock), "query": words},
                       ints=INTS, relations=("embeddings",)).sql
         assert "scoped_lexemes(" not in wide and "scopes_tsquery(" in wide

@@ -6,7 +6,7 @@ from datetime import timedelta
 from membrane_core.enums import WorkKind
 from membrane_core.storage import workqueue
 from membrane_core.storage.db import Database
-from tests.conftest import FakeClock
+from membrane_core.testing import FakeClock
 
 
 def seed(db: Database, n: int, clock: FakeClock, *, due_in: float = 0) -> list[uuid.UUID]:

@@ -13,11 +13,9 @@ import pytest
 
 import beat_schedule
 from membrane_core import Settings
-from tests.queue.conftest import ROOT
 from tests.support import services
+from tests.support.processes import ROOT
 from workers.app import QUEUES, TASK_ROUTES, app, beat_argv, flower_argv, worker_argv
-
-pytestmark = pytest.mark.queue
 
 
 def _env(redis_url: str, **extra: str) -> dict[str, str]:

@@ -11,11 +11,13 @@ from membrane_core import Membrane, Settings
 from membrane_core.enums import OperationKind, OperationStatus
 from membrane_core.storage.records import norm_term
 from membrane_core.trust import DEVELOPMENT_POLICY
-from tests.queue.conftest import Redis, Spawn, scalar, wait_until
+from tests.support.processes import Spawn, wait_until
+from tests.support.services import Redis
+from tests.support.sql import scalar
 from workers.app import make_app
 from workers.dispatch import CeleryDispatcher
 
-pytestmark = [pytest.mark.queue, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 DEV = DEVELOPMENT_POLICY
 

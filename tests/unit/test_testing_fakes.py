@@ -3,7 +3,7 @@ from __future__ import annotations
 import uuid
 
 from membrane_core.enums import OperationKind
-from membrane_core.operations import Dispatcher
+from membrane_core.inbox.submit import Dispatcher
 from membrane_core.providers.base import Triple, TripleExtractor
 from membrane_core.testing import DownDispatcher, RecordingDispatcher, ScriptedExtractor
 

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-from membrane_core.capture import new_id
+from membrane_core.capture.plan import new_id
 from membrane_core.enums import EdgeKind, MemoryType, ProvenanceKind, Sensitivity
 from membrane_core.models import (
     CompetencePayload,

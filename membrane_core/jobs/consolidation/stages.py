@@ -15,11 +15,18 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from membrane_core.enums import AuditAction, MemoryType, OutcomeStatus, ProvenanceKind, WorkKind
+from membrane_core.enums import (
+    AuditAction,
+    MemoryType,
+    OutcomeStatus,
+    ProvenanceKind,
+    RevisionStatus,
+    WorkKind,
+)
 from membrane_core.jobs.consolidation import mining
 from membrane_core.models import EpisodicPayload, ProvenanceRef, SemanticPayload
 from membrane_core.policy import Policy
-from membrane_core.storage import maintenance as store
+from membrane_core.storage import jobs
 from membrane_core.storage.records import RowBatch, fact_key
 
 FactKey = tuple[str, str, str, str]
@@ -64,10 +71,10 @@ class Writes:
     stats: Counter[str] = field(default_factory=Counter)
 
 
-def load_episodes(conn: store.Connection, ids: list[uuid.UUID]) -> dict[uuid.UUID, Episode]:
+def load_episodes(conn: jobs.Connection, ids: list[uuid.UUID]) -> dict[uuid.UUID, Episode]:
     """RFC 7.4: the batch's episodes re-read under lock; missing or non-episodic ids are dropped."""
     out = {}
-    for rid, row in store.lock_sources(conn, ids).items():
+    for rid, row in jobs.lock_sources(conn, ids).items():
         if row["type"] != MemoryType.EPISODIC.value or row["status"] == "retracted":
             continue
         try:
@@ -86,18 +93,18 @@ def _new(w: Writes, ctx: Context, record: Any, rationale: str) -> None:
 
 
 def _reinforce_from(
-    conn: store.Connection, w: Writes, ctx: Context, pairs: list[tuple[uuid.UUID, Episode]], label: str
+    conn: jobs.Connection, w: Writes, ctx: Context, pairs: list[tuple[uuid.UUID, Episode]], label: str
 ) -> set[uuid.UUID]:
     """RFC 6.2: reinforce each derived record once per source not yet linked to it."""
     by_id = {(rid, ep.id): ep for rid, ep in pairs}
-    fresh = store.new_sources(conn, list(by_id))
+    fresh = jobs.new_sources(conn, list(by_id))
     counts: dict[uuid.UUID, tuple[int, int]] = {}
     for rid, sid in fresh:
         n, rank = counts.get(rid, (0, 0))
         counts[rid] = (n + 1, max(rank, by_id[(rid, sid)].rank))
-    updated = store.reinforce(conn, counts, now=ctx.now)
+    updated = jobs.reinforce(conn, counts, now=ctx.now)
     linked = sorted(p for p in fresh if p[0] in updated)
-    store.add_relations(conn, linked, now=ctx.now)
+    jobs.add_relations(conn, linked, now=ctx.now)
     for rid, sid in linked:
         scope, sensitivity = updated[rid]
         w.batch.provenance.append((rid, by_id[(rid, sid)].kind.value, f"record:{sid}", None,
@@ -114,7 +121,7 @@ def _reinforce_from(
 # -- promotion of facts (RFC 6.4.2) ---------------------------------------------
 
 
-def promote(conn: store.Connection, episodes: dict[uuid.UUID, Episode], ctx: Context, w: Writes) -> None:
+def promote(conn: jobs.Connection, episodes: dict[uuid.UUID, Episode], ctx: Context, w: Writes) -> None:
     """RFC 6.4.2: facts of successful episodes become semantic records or reinforce live ones.
 
     A tombstoned key, or one whose only facts are retracted, is never re-created or
@@ -132,10 +139,10 @@ def promote(conn: store.Connection, episodes: dict[uuid.UUID, Episode], ctx: Con
         return
     keys = sorted(found)
     reinforce: list[tuple[uuid.UUID, Episode]] = []
-    for key, match in zip(keys, store.lock_and_match_facts(conn, keys), strict=True):
+    for key, match in zip(keys, jobs.lock_and_match_facts(conn, keys), strict=True):
         triple, sources = found[key]
         if match.live_id is not None:
-            if match.live_status == "active":
+            if match.live_status is RevisionStatus.ACTIVE:
                 reinforce.extend((match.live_id, ep) for ep in sources)
             else:
                 w.stats["facts_contested"] += 1
@@ -194,12 +201,12 @@ def _groups(episodes: dict[uuid.UUID, Episode]) -> dict[tuple[str, str], Signatu
     return groups
 
 
-def procedural(conn: store.Connection, episodes: dict[uuid.UUID, Episode], ctx: Context, w: Writes) -> None:
+def procedural(conn: jobs.Connection, episodes: dict[uuid.UUID, Episode], ctx: Context, w: Writes) -> None:
     """RFC 6.4.3: count signatures; mine competence records and plan graphs; update statistics."""
     groups = _groups(episodes)
     if not groups:
         return
-    rows = store.upsert_signatures(conn, [
+    rows = jobs.upsert_signatures(conn, [
         {"scope": g.scope, "key": g.key, "signature": g.signature,
          "successes": len(g.successes), "failures": g.failures, "rank": g.rank,
          "sources": [str(ep.id) for ep in g.successes]}
@@ -228,10 +235,10 @@ def procedural(conn: store.Connection, episodes: dict[uuid.UUID, Episode], ctx: 
                 reinforce.extend((existing, ep) for ep in g.successes)
         if new_comp or new_plan:
             links.append((g.scope, g.key, new_comp, new_plan))
-    store.update_procedural(conn, stats, now=ctx.now)
+    jobs.update_procedural(conn, stats, now=ctx.now)
     if reinforce:
         _reinforce_from(conn, w, ctx, reinforce, "procedures")
-    store.link_signatures(conn, links)
+    jobs.link_signatures(conn, links)
 
 
 def _competence(
@@ -275,7 +282,7 @@ def _plan(
     return record.id
 
 
-def consolidate(conn: store.Connection, episode_ids: list[uuid.UUID], ctx: Context) -> dict[str, int]:
+def consolidate(conn: jobs.Connection, episode_ids: list[uuid.UUID], ctx: Context) -> dict[str, int]:
     """RFC 6.4: promotion, competence and plan-graph stages over one batch of episodes."""
     episodes = load_episodes(conn, episode_ids)
     w = Writes()
@@ -284,5 +291,5 @@ def consolidate(conn: store.Connection, episode_ids: list[uuid.UUID], ctx: Conte
     procedural(conn, episodes, ctx, w)
     work, w.batch.work = w.batch.work, []
     w.batch.flush(conn)
-    store.schedule(conn, work)
+    jobs.schedule(conn, work)
     return dict(w.stats)

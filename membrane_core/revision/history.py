@@ -17,8 +17,7 @@ from typing import Any
 from membrane_core import errors
 from membrane_core.enums import AuditAction, DeletionPolicy, Sensitivity
 from membrane_core.models import AuditEntry, AuditHistory
-from membrane_core.storage import audit as store
-from membrane_core.storage import reads, records
+from membrane_core.storage import audit, records, retrieval
 from membrane_core.storage.db import Connection, Database
 from membrane_core.trust import TrustPolicy
 
@@ -39,7 +38,7 @@ def entry_hash(
     return hashlib.sha256((prev or b"") + text.encode("utf-8")).digest()
 
 
-def verify_chain(rows: Sequence[store.AuditRow]) -> bool:
+def verify_chain(rows: Sequence[audit.AuditRow]) -> bool:
     """RFC 5.5: every entry links to its predecessor's hash and its own hash recomputes."""
     prev: bytes | None = None
     for row in rows:
@@ -66,15 +65,15 @@ def _named(details: dict[str, Any]) -> list[str]:
     return [v for v in out if isinstance(v, str)]
 
 
-def _shown(conn: Connection, trust: TrustPolicy, rows: Sequence[store.AuditRow]) -> set[str]:
+def _shown(conn: Connection, trust: TrustPolicy, rows: Sequence[audit.AuditRow]) -> set[str]:
     """The records the entries' details name that ``trust`` sees in full (one statement)."""
     ids: set[uuid.UUID] = set()
     for row in rows:
         for value in _named(row.details):
             with contextlib.suppress(ValueError):
                 ids.add(uuid.UUID(value))
-    return {str(i) for i, (scope, sens, _) in reads.access(conn, sorted(ids)).items()
-            if trust.visibility(scope, Sensitivity(sens)) == "full"}
+    return {str(i) for i, a in retrieval.access(conn, sorted(ids)).items()
+            if trust.visibility(a.scope, a.sensitivity) == "full"}
 
 
 def _with_shown_references(details: dict[str, Any], shown: set[str]) -> dict[str, Any]:
@@ -100,7 +99,7 @@ def history(db: Database, record_id: uuid.UUID, trust: TrustPolicy) -> AuditHist
     entries with rationale and details blanked (RFC 7.3).
     """
     with db.reader() as conn:
-        rows = store.entries(conn, record_id)
+        rows = audit.entries(conn, record_id)
         if not rows:
             raise errors.NotFound(f"record {record_id} not found")
         last = rows[-1]
@@ -131,19 +130,19 @@ def delete(
         raise errors.InvalidInput("a deletion needs a rationale", details=[
             {"field": "rationale", "message": "must not be empty", "type": "value_error"}])
     with db.transaction() as conn:
-        target = store.lock_for_delete(conn, record_id)
+        target = audit.lock_for_delete(conn, record_id)
         if target is None:
             raise errors.NotFound(f"record {record_id} not found")
-        visibility = trust.visibility(target.scope, Sensitivity(target.sensitivity))
+        visibility = trust.visibility(target.scope, target.sensitivity)
         if visibility == "hidden":
             raise errors.NotFound(f"record {record_id} not found")
         if visibility == "redacted" or not trust.can_write_scope(target.scope):
             raise errors.Forbidden(f"the caller may not delete record {record_id}")
-        if target.deletion_policy == DeletionPolicy.NEVER.value:
+        if target.deletion_policy is DeletionPolicy.NEVER:
             raise errors.RevisionRefused(f"record {record_id} has deletion policy 'never'")
         batch = records.RowBatch()
         batch.audit_entry(record_id, target.scope, target.sensitivity, AuditAction.DELETE,
                           trust.actor, now, why,
                           {"operation": "delete", "type": target.type, "status": target.status})
         batch.flush(conn)
-        store.delete_record(conn, record_id)
+        audit.delete_record(conn, record_id)

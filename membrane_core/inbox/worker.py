@@ -4,7 +4,7 @@ Capture operations are locked, written and marked succeeded in ONE transaction
 (exactly once); revisions run in the transaction that locks their operation;
 maintenance operations are claimed under a lease because their jobs commit their
 own batches. :class:`InboxWorker` is the worker half of the inbox;
-:class:`membrane_core.operations.Inbox` is the half that accepts.
+:class:`membrane_core.inbox.submit.Inbox` is the half that accepts.
 """
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 
 from membrane_core import errors
-from membrane_core.capture import CapturePlan
+from membrane_core.capture.plan import CapturePlan
 from membrane_core.clock import Clock
 from membrane_core.enums import OperationKind, OperationStatus
 from membrane_core.providers.base import TransientProviderError
 from membrane_core.requests import CaptureRequest
-from membrane_core.storage import operations as store
+from membrane_core.storage import inbox
 from membrane_core.storage.db import Connection, Database
 from membrane_core.storage.records import WorkOptions
 from membrane_core.storage.workqueue import worker_name
@@ -114,11 +114,11 @@ class InboxWorker:
         now = self._clock()
         summary = {"claimed": 0, "succeeded": 0, "failed": 0}
         with self._db.transaction() as conn:
-            locked = store.lock_captures(conn, ids, drain=drain, now=now)
+            locked = inbox.lock_captures(conn, ids, drain=drain, now=now)
             if not locked:
                 return summary
             plans, plan_ops, failed = self._rebuild_plans(locked)
-            written, refused = store.write_isolated(conn, plans, now=now, opts=self._work)
+            written, refused = inbox.write_isolated(conn, plans, now=now, opts=self._work)
             outcomes: list[tuple[uuid.UUID, str, Sequence[uuid.UUID], dict[str, Any] | None]] = []
             outcomes += [(op_id, OperationStatus.FAILED.value, (), err) for op_id, err in failed]
             for i, op_id in enumerate(plan_ops):
@@ -127,7 +127,7 @@ class InboxWorker:
                                      written[i].record_ids, None))
                 else:
                     outcomes.append((op_id, OperationStatus.FAILED.value, (), refused[i]))
-            store.finish_many(conn, outcomes, now=now)
+            inbox.finish_many(conn, outcomes, now=now)
         summary.update(claimed=len(locked), succeeded=len(written),
                        failed=len(failed) + len(refused))
         if summary["failed"]:
@@ -136,7 +136,7 @@ class InboxWorker:
         return summary
 
     def _rebuild_plans(
-        self, locked: Sequence[store.LockedCapture]
+        self, locked: Sequence[inbox.LockedCapture]
     ) -> tuple[list[CapturePlan], list[uuid.UUID], list[tuple[uuid.UUID, dict[str, Any]]]]:
         trusts: dict[str, TrustPolicy] = {}
         plans: list[CapturePlan] = []
@@ -170,11 +170,11 @@ class InboxWorker:
         op_id = as_uuid(operation_id, "operation_id")
         who = worker or worker_name()
         with self._db.transaction() as conn:
-            op = store.lock_one(conn, op_id, now=self._clock())
+            op = inbox.lock_one(conn, op_id, now=self._clock())
             if op is None:
                 return {"operation_id": str(op_id), "status": "skipped"}
-            if op.kind == OperationKind.MAINTENANCE.value:
-                store.claim_one(conn, op_id, worker=who, now=self._clock(),
+            if op.kind is OperationKind.MAINTENANCE:
+                inbox.claim_one(conn, op_id, worker=who, now=self._clock(),
                                 lease_seconds=self._lease)
             else:
                 return self._revise(conn, op)
@@ -183,7 +183,7 @@ class InboxWorker:
         except (errors.Unavailable, TransientProviderError) as exc:
             if op.attempts + 1 < MAX_ATTEMPTS:
                 with self._db.transaction() as conn:
-                    store.release(conn, op.id, worker=who, error=error_dict(exc))
+                    inbox.release(conn, op.id, worker=who, error=error_dict(exc))
                 raise
             return self._finish(op.id, who, OperationStatus.FAILED, error=error_dict(exc))
         except Exception as exc:
@@ -192,30 +192,30 @@ class InboxWorker:
             return self._finish(op.id, who, OperationStatus.FAILED, error=error_dict(exc))
         return self._finish(op.id, who, OperationStatus.SUCCEEDED, result=result)
 
-    def _revise(self, conn: Connection, op: store.ClaimedOperation) -> dict[str, Any]:
+    def _revise(self, conn: Connection, op: inbox.ClaimedOperation) -> dict[str, Any]:
         """Apply a revision in the caller's transaction and record its outcome there."""
         now = self._clock()
         try:
             trust = TrustPolicy.model_validate_json(op.trust)
             with conn.transaction():  # a savepoint: a refused revision writes nothing
-                ids = self._revisions.apply(OperationKind(op.kind), op.target_id, op.request,
+                ids = self._revisions.apply(op.kind, op.target_id, op.request,
                                               trust, conn=conn)
         except (errors.Unavailable, TransientProviderError):
             raise
         except Exception as exc:
             if not isinstance(exc, errors.MembraneError):
                 log.exception("operation %s failed", op.id)
-            store.finish_many(conn, [(op.id, OperationStatus.FAILED.value, (), error_dict(exc))],
+            inbox.finish_many(conn, [(op.id, OperationStatus.FAILED.value, (), error_dict(exc))],
                               now=now)
             return {"operation_id": str(op.id), "status": OperationStatus.FAILED.value}
-        store.finish_many(conn, [(op.id, OperationStatus.SUCCEEDED.value, ids, None)], now=now)
+        inbox.finish_many(conn, [(op.id, OperationStatus.SUCCEEDED.value, ids, None)], now=now)
         return {"operation_id": str(op.id), "status": OperationStatus.SUCCEEDED.value}
 
     def _finish(self, op_id: uuid.UUID, worker: str, status: OperationStatus, *,
                 record_ids: Sequence[uuid.UUID] = (), result: dict[str, Any] | None = None,
                 error: dict[str, Any] | None = None) -> dict[str, Any]:
         with self._db.transaction() as conn:
-            held = store.finish_one(conn, op_id, worker=worker, now=self._clock(),
+            held = inbox.finish_one(conn, op_id, worker=worker, now=self._clock(),
                                     status=status.value, record_ids=record_ids, result=result,
                                     error=error)
         if not held:
@@ -235,10 +235,10 @@ class InboxWorker:
         age = older_than if isinstance(older_than, timedelta) else timedelta(seconds=older_than)
         now = self._clock()
         with self._db.transaction() as conn:
-            rows = store.redispatch_stale(conn, cutoff=now - age, now=now, limit=limit)
+            rows = inbox.redispatch_stale(conn, cutoff=now - age, now=now, limit=limit)
         out: dict[OperationKind, list[uuid.UUID]] = {}
         for kind, op_id in rows:
-            out.setdefault(OperationKind(kind), []).append(op_id)
+            out.setdefault(kind, []).append(op_id)
         return out
 
     def purge_finished(self, older_than: float | timedelta | None = None, *,
@@ -250,9 +250,9 @@ class InboxWorker:
         age = older_than if older_than is not None else self._retention
         span = age if isinstance(age, timedelta) else timedelta(seconds=age)
         with self._db.transaction() as conn:
-            return store.purge_finished(conn, cutoff=self._clock() - span, limit=limit)
+            return inbox.purge_finished(conn, cutoff=self._clock() - span, limit=limit)
 
     def reap_expired(self) -> dict[str, int]:
         """RFC 9.4: re-queue operations and release work items whose lease ran out."""
         with self._db.transaction() as conn:
-            return store.reap(conn, now=self._clock())
+            return inbox.reap(conn, now=self._clock())

@@ -1,4 +1,4 @@
-"""Canaries: records above the caller's sensitivity, in other scopes, or retracted never leak.
+"""Records above the caller's sensitivity, in other scopes, or retracted never leak.
 
 Each path (retrieval roots, graph neighbours, entity lookup, by-id, audit, metrics) is
 checked against planted canaries, with a positive control that must appear in the same
@@ -10,14 +10,11 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-import psycopg
 import pytest
 
 from membrane_core import Membrane, errors
-from membrane_core.enums import Sensitivity
-from membrane_core.trust import DEVELOPMENT_POLICY, TrustPolicy
-
-CALLER = TrustPolicy(read_scopes=frozenset({"a"}), max_sensitivity=Sensitivity.LOW, actor="caller")
+from membrane_core.trust import DEVELOPMENT_POLICY
+from tests.support.records import CALLER, capture, link
 
 
 @dataclass
@@ -33,21 +30,6 @@ class Planted:
     @property
     def hidden(self) -> list[uuid.UUID]:
         return [self.high, self.other]
-
-
-def capture(m: Membrane, text: str, *, scope: str = "a", sensitivity: str = "low",
-            entities: list[str] | None = None) -> uuid.UUID:
-    content: dict[str, object] = {"text": text}
-    if entities:
-        content["entities"] = entities
-    return m.capture({"source_kind": "event", "scope": scope, "sensitivity": sensitivity,
-                      "content": content}).record_ids[0]
-
-
-def link(url: str, *edges: tuple[uuid.UUID, str, uuid.UUID]) -> None:
-    with psycopg.connect(url) as conn, conn.cursor() as cur:
-        cur.executemany("INSERT INTO relations (source_id, predicate, target_id) VALUES (%s, %s, %s)",
-                        edges)
 
 
 @pytest.fixture

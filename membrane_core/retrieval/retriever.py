@@ -9,15 +9,17 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
-from membrane_core import decay, entities, errors, fusion, graph, selector
+from membrane_core import decay, errors
+from membrane_core.capture import mentions
 from membrane_core.enums import RevisionStatus, Sensitivity
 from membrane_core.models import MemoryRecord
 from membrane_core.providers import EmbeddingProvider, ProviderError, build_embedding_provider
 from membrane_core.providers.base import unit
 from membrane_core.requests import RetrieveRequest
 from membrane_core.results import Edge, RecordView, RetrieveResult, shown_references, view
+from membrane_core.retrieval import fusion, graph, selector
 from membrane_core.settings import Settings
-from membrane_core.storage import reads, records
+from membrane_core.storage import records, retrieval
 from membrane_core.storage.db import Database
 from membrane_core.trust import TrustPolicy, Visibility
 
@@ -85,7 +87,7 @@ def query_terms(query: str | None) -> list[str]:
     terms: dict[str, None] = {}
     for n in range(MAX_TERM_WORDS, 0, -1):
         for i in range(len(words) - n + 1):
-            term = entities.normalise_term(" ".join(words[i:i + n]))
+            term = mentions.normalise_term(" ".join(words[i:i + n]))
             if len(term) >= 2:
                 terms[term] = None
     return list(terms)[:MAX_TERMS]
@@ -95,7 +97,7 @@ def query_identifiers(query: str | None) -> list[tuple[str, str]]:
     """RFC 8.1: namespaced identifiers (``github:octocat``, ``@octocat``) named in the query."""
     found: dict[tuple[str, str], None] = {}
     for raw in (query or "").split():
-        ident = entities.parse_identifier(raw.strip(_TOKEN_EDGE.replace("@", "")))
+        ident = mentions.parse_identifier(raw.strip(_TOKEN_EDGE.replace("@", "")))
         if ident is not None:
             found[ident] = None
     return list(found)[:MAX_TERMS]
@@ -119,9 +121,9 @@ def arm_window(limit: int) -> int:
     return window(max(25, 2 * limit))
 
 
-def read_filter(req: RetrieveRequest, policy: TrustPolicy, now: datetime) -> reads.ReadFilter:
+def read_filter(req: RetrieveRequest, policy: TrustPolicy, now: datetime) -> retrieval.ReadFilter:
     """RFC 8.1, 7.3, 5.6: the SQL predicates of a request under the caller's narrowed policy."""
-    return reads.ReadFilter(
+    return retrieval.ReadFilter(
         scopes=None if policy.reads_all else sorted(policy.read_scopes),
         max_rank=policy.max_sensitivity.rank,
         types=[t.value for t in req.memory_types] if req.memory_types else None,
@@ -216,8 +218,8 @@ class Retriever:
         arm_k = arm_window(req.limit)
         vec_k = window(max(self.vector_k, req.limit))
         with self.db.reader() as conn:
-            reads.configure_scan(conn, ef_search=max(40, vec_k), max_scan_tuples=20_000)
-            found = reads.roots(
+            retrieval.configure_scan(conn, ef_search=max(40, vec_k), max_scan_tuples=20_000)
+            found = retrieval.roots(
                 conn, f, query=query, qvec=qvec, terms=query_terms(query),
                 identifiers=query_identifiers(query), arm_k=arm_k, vec_k=vec_k,
                 fanout=self.entity_max_links, limit=req.limit, max_bytes=req.max_bytes,
@@ -272,7 +274,7 @@ class Retriever:
                               diagnostics=diagnostics, selection=selection)
 
     @staticmethod
-    def _first_hop(found: reads.Roots) -> tuple[list[uuid.UUID], reads.Hop] | None:
+    def _first_hop(found: retrieval.Roots) -> tuple[list[uuid.UUID], retrieval.Hop] | None:
         """RFC 8.4: the first hop the roots statement ran, with the roots it ran from (every
         root that fit); the expansion uses it only if it keeps exactly those roots."""
         if found.first_hop is None:
@@ -289,10 +291,10 @@ class Retriever:
         return "redacted" if v.redacted else "full"
 
     def _roots(
-        self, req: RetrieveRequest, policy: TrustPolicy, ranked: list[reads.Ranked], now: datetime,
-    ) -> tuple[list[tuple[RecordView, reads.Stored | None]], int, int, bool]:
+        self, req: RetrieveRequest, policy: TrustPolicy, ranked: list[retrieval.Ranked], now: datetime,
+    ) -> tuple[list[tuple[RecordView, retrieval.Stored | None]], int, int, bool]:
         """RFC 7.3, 8.3: re-check trust, status and time on hydrated rows; re-measure bytes."""
-        out: list[tuple[RecordView, reads.Stored | None]] = []
+        out: list[tuple[RecordView, retrieval.Stored | None]] = []
         used = dropped = 0
         for r in ranked:
             rec = r.record
@@ -316,7 +318,7 @@ class Retriever:
         return out, used, dropped, False
 
     @staticmethod
-    def _checked(rec: reads.Stored, sql_status: str, req: RetrieveRequest, policy: TrustPolicy,
+    def _checked(rec: retrieval.Stored, sql_status: str, req: RetrieveRequest, policy: TrustPolicy,
                  now: datetime, score: float | None = None) -> RecordView | None:
         """RFC 7.3, 5.6, 5.1: the caller's view of a hydrated row, its trust, time and status
         checked again in Python; ``None`` when any check refuses it."""
@@ -338,7 +340,7 @@ class Retriever:
         return v
 
     def _neighbors(
-        self, conn: Any, req: RetrieveRequest, policy: TrustPolicy, f: reads.ReadFilter,
+        self, conn: Any, req: RetrieveRequest, policy: TrustPolicy, f: retrieval.ReadFilter,
         exp: graph.Expansion, used: int, now: datetime,
     ) -> tuple[list[RecordView], int]:
         """RFC 8.4, 8.3: neighbours in discovery order within the remaining byte budget.
@@ -358,7 +360,7 @@ class Retriever:
             fitting.append(nid)
         missing = [nid for nid in fitting if nid not in exp.records]
         if missing:
-            for s in reads.bounded_hydrate(conn, missing, limit=len(missing), max_bytes=budget,
+            for s in retrieval.bounded_hydrate(conn, missing, limit=len(missing), max_bytes=budget,
                                            f=f, target_visible=self._full(policy)):
                 if s.record is not None:
                     exp.records[s.record.id] = s.record
@@ -386,8 +388,8 @@ class Retriever:
         if not targets:
             return views
         visible = {
-            tid for tid, (scope, sens, _) in reads.access(conn, targets).items()
-            if policy.visibility(scope, Sensitivity(sens)) == "full"
+            tid for tid, a in retrieval.access(conn, targets).items()
+            if policy.visibility(a.scope, a.sensitivity) == "full"
         }
         out = []
         for v in views:
@@ -409,8 +411,8 @@ class Retriever:
         """
         missing = errors.NotFound(f"record {record_id} not found")
         with self.db.transaction() as conn:
-            acc = reads.access(conn, [record_id], as_of=as_of).get(record_id)
-            if acc is None or trust.visibility(acc[0], Sensitivity(acc[1])) == "hidden":
+            acc = retrieval.access(conn, [record_id], as_of=as_of).get(record_id)
+            if acc is None or trust.visibility(acc.scope, acc.sensitivity) == "hidden":
                 raise missing
             rec = records.hydrate(conn, [record_id], as_of=as_of).get(record_id)
             if rec is None:
@@ -422,6 +424,6 @@ class Retriever:
                 raise missing
             status = rec.status.value
             if as_of is not None:
-                status = status_as_of(status, rec.retracted_at, acc[2], as_of)
+                status = status_as_of(status, rec.retracted_at, acc.status.value, as_of)
             v = self._view(rec, visibility, status, self.clock())
             return self._with_visible_relations(conn, trust, [v])[0]

@@ -18,6 +18,7 @@ from psycopg.rows import dict_row
 
 from membrane_core.storage import records
 from membrane_core.storage.queries import q
+from membrane_core.storage.rows import fetch_all
 
 #: A connection of the primary pool, for callers outside the storage package.
 Connection = psycopg.Connection
@@ -48,8 +49,7 @@ def refresh_salience(
     """RFC 6.1: one UPDATE sets the stored salience of ``ids`` from the closed form at ``now``."""
     if not ids:
         return []
-    cur = conn.execute(q("maint_decay_refresh"), {"ids": list(ids), "now": now})
-    return [Checkpoint(*row) for row in cur.fetchall()]
+    return fetch_all(conn, Checkpoint, q("maint_decay_refresh"), {"ids": list(ids), "now": now})
 
 
 def prune(

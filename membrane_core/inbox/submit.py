@@ -3,7 +3,7 @@
 Submitting validates and authorises a request completely, then inserts its operation
 row (a batch: one multi-row statement) and commits; the caller publishes the ids to
 the broker afterwards (:class:`Dispatcher`, RFC 9.5). Workers claim operations with
-``FOR UPDATE SKIP LOCKED`` (:class:`membrane_core.processing.InboxWorker`).
+``FOR UPDATE SKIP LOCKED`` (:class:`membrane_core.inbox.worker.InboxWorker`).
 """
 
 from __future__ import annotations
@@ -19,15 +19,15 @@ from typing import Any, Protocol
 
 from pydantic import Field
 
-from membrane_core import budget, errors, revision_rules
-from membrane_core.capture import new_id
+from membrane_core import budget, errors
+from membrane_core.capture.plan import new_id
 from membrane_core.clock import Clock
 from membrane_core.enums import Job, OperationKind, OperationStatus, Sensitivity
+from membrane_core.inbox.worker import MAX_ATTEMPTS, as_uuid
 from membrane_core.models import Frozen
-from membrane_core.processing import MAX_ATTEMPTS, as_uuid
 from membrane_core.requests import CaptureRequest
-from membrane_core.storage import operations as store
-from membrane_core.storage import reads
+from membrane_core.revision import rules
+from membrane_core.storage import inbox, retrieval
 from membrane_core.storage.db import Database
 from membrane_core.storage.workqueue import worker_name
 from membrane_core.trust import ALL_SCOPES, TrustPolicy
@@ -126,15 +126,15 @@ def request_hash(kind: OperationKind, target_id: uuid.UUID | None, body: Any) ->
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def _view(row: store.OperationRow) -> OperationView:
+def _view(row: inbox.OperationRow) -> OperationView:
     return OperationView(
-        operation_id=row.id, kind=OperationKind(row.kind), status=OperationStatus(row.status),
+        operation_id=row.id, kind=row.kind, status=row.status,
         record_id=row.record_id, record_ids=list(row.record_ids), error=row.error,
         result=row.result, created_at=row.created_at, finished_at=row.finished_at,
     )
 
 
-def _new_view(row: store.NewOperation) -> OperationView:
+def _new_view(row: inbox.NewOperation) -> OperationView:
     """The view of a row just inserted, without reading it back."""
     return OperationView(
         operation_id=row.id, kind=OperationKind(row.kind), status=OperationStatus(row.status),
@@ -155,7 +155,7 @@ class _Prepared:
 class Inbox:
     """Submit and observe operations (RFC 9.1, 9.2); ``Membrane.inbox``.
 
-    The API side of the inbox; :class:`membrane_core.processing.InboxWorker` is the
+    The API side of the inbox; :class:`membrane_core.inbox.worker.InboxWorker` is the
     worker side.
     """
 
@@ -210,7 +210,7 @@ class Inbox:
                           "type": "too_long"}],
             )
         now = self._clock()
-        rows: list[store.NewOperation] = []
+        rows: list[inbox.NewOperation] = []
         for i, body in enumerate(bodies):
             op_id = new_id()
             key = f"{idempotency_key}#{i}" if idempotency_key is not None else None
@@ -243,9 +243,9 @@ class Inbox:
             raise errors.InvalidInput("the revision body must be a JSON object")
         budget.check_json_budget(dict(body), field="body", max_bytes=budget.MAX_PAYLOAD_BYTES,
                                  max_depth=budget.MAX_PAYLOAD_DEPTH)
-        parsed = revision_rules.parse_body(op_kind, body)
+        parsed = rules.parse_body(op_kind, body)
         # RFC 7.2, 9.1: refused at submission, with nothing written, as it would be when run
-        revision_rules.require_level(getattr(getattr(parsed, "record", None), "sensitivity", None),
+        rules.require_level(getattr(getattr(parsed, "record", None), "sensitivity", None),
                                      trust.max_sensitivity.rank)
         self._authorise_targets(op_kind, target, body, trust)
         text = json.dumps(dict(body), separators=(",", ":"), ensure_ascii=False, default=str)
@@ -291,19 +291,19 @@ class Inbox:
         elif target is None:
             raise errors.InvalidInput(f"{kind.value} needs a target record id")
         with self._db.reader() as conn:
-            found = reads.access(conn, ids)
+            found = retrieval.access(conn, ids)
         for rid in ids:  # RFC 5.2: as the revision will answer when it runs
             got = found.get(rid)
             if got is None:
                 raise errors.NotFound(f"record {rid} not found")
-            revision_rules.require_revisable(rid, trust.visibility(got[0], Sensitivity(got[1])),
-                                             trust.can_write_scope(got[0]))
+            rules.require_revisable(rid, trust.visibility(got.scope, got.sensitivity),
+                                    trust.can_write_scope(got.scope))
 
     def _new_row(self, op_id: uuid.UUID, kind: OperationKind, trust: TrustPolicy, hash_: str,
                  request: str, now: datetime, *, key: str | None = None,
                  record_id: uuid.UUID | None = None, target_id: uuid.UUID | None = None,
-                 ) -> store.NewOperation:
-        return store.NewOperation(
+                 ) -> inbox.NewOperation:
+        return inbox.NewOperation(
             id=op_id, kind=kind.value, status=OperationStatus.QUEUED.value, principal=trust.actor,
             idempotency_key=key, request_hash=hash_, request=request,
             trust=trust.model_dump_json(), target_id=target_id, record_id=record_id, error=None,
@@ -311,34 +311,35 @@ class Inbox:
         )
 
     def _failed_row(self, op_id: uuid.UUID, trust: TrustPolicy, body: Any,
-                    exc: errors.MembraneError, now: datetime, key: str | None) -> store.NewOperation:
+                    exc: errors.MembraneError, now: datetime, key: str | None) -> inbox.NewOperation:
         try:
             hash_ = request_hash(OperationKind.CAPTURE, None, body)
         except (TypeError, ValueError):
             hash_ = "unhashable"
-        return store.NewOperation(
+        return inbox.NewOperation(
             id=op_id, kind=OperationKind.CAPTURE.value, status=OperationStatus.FAILED.value,
             principal=trust.actor, idempotency_key=key, request_hash=hash_,
             request="{}", trust=trust.model_dump_json(), target_id=None, record_id=None,
             error=json.dumps(exc.to_dict(), default=str), created_at=now, finished_at=now,
         )
 
-    def _insert(self, rows: list[store.NewOperation], trust: TrustPolicy) -> list[OperationView]:
+    def _insert(self, rows: list[inbox.NewOperation], trust: TrustPolicy) -> list[OperationView]:
         with self._db.transaction() as conn:
-            inserted = store.insert(conn, rows)
+            inserted = inbox.insert(conn, rows)
             final = [r.id for r in rows]
             missing = [i for i, r in enumerate(rows) if r.id not in inserted]
             if missing:
                 keys = [rows[i].idempotency_key or "" for i in missing]
-                existing = store.by_idempotency_keys(conn, trust.actor, keys)
+                existing = inbox.by_idempotency_keys(conn, trust.actor, keys)
                 for i in missing:
-                    op_id, hash_ = existing[rows[i].idempotency_key or ""]
-                    if hash_ != rows[i].request_hash:
+                    known = existing[rows[i].idempotency_key or ""]
+                    op_id = known.id
+                    if known.request_hash != rows[i].request_hash:
                         raise errors.IdempotencyConflict(
                             f"idempotency key {rows[i].idempotency_key!r} was used with another body"
                         )
                     final[i] = op_id
-            found = store.views(conn, [final[i] for i in missing]) if missing else {}
+            found = inbox.views(conn, [final[i] for i in missing]) if missing else {}
         return [_view(found[op_id]) if op_id in found else _new_view(rows[i])
                 for i, op_id in enumerate(final)]
 
@@ -363,13 +364,13 @@ class Inbox:
             pause = min(pause * 2, 0.1)
             # Poll a count, not the rows: a wait over a large batch stays cheap.
             with self._db.transaction() as conn:
-                if store.count_unfinished(conn, ids) == 0:
+                if inbox.count_unfinished(conn, ids) == 0:
                     break
         return self._views(ids, trust)
 
     def _views(self, ids: Sequence[uuid.UUID], trust: TrustPolicy | None) -> list[OperationView]:
         with self._db.transaction() as conn:
-            found = store.views(conn, ids)
+            found = inbox.views(conn, ids)
         out = []
         for op_id in ids:
             row = found.get(op_id)
@@ -381,7 +382,7 @@ class Inbox:
     def pending(self) -> list[dict[str, Any]]:
         """Queued and running operations by kind with the oldest's age (RFC 9.1)."""
         with self._db.reader() as conn:
-            return store.counts(conn, now=self._clock())
+            return inbox.counts(conn, now=self._clock())
 
 def _may_see(principal: str, trust: TrustPolicy) -> bool:
     """RFC 9.1: the submitter sees its operations; an operator (every scope read and written,

@@ -1,6 +1,6 @@
 """Capture as a service: check, plan and write captures (RFC 3.3, 3.6, 7.1).
 
-The pure planning lives in :mod:`membrane_core.capture`; this service adds the trust
+The pure planning lives in :mod:`membrane_core.capture.plan`; this service adds the trust
 check, the configured policy and clock, and the one transaction that writes a batch.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from membrane_core import errors
-from membrane_core.capture import CapturePlan, check_content, plan_capture
+from membrane_core.capture.plan import CapturePlan, check_content, plan_capture
 from membrane_core.clock import Clock
 from membrane_core.policy import Policy
 from membrane_core.requests import CaptureRequest, parse

@@ -9,7 +9,7 @@ from typing import Any
 
 from membrane_core.enums import RevisionStatus, Sensitivity
 from membrane_core.requests import ExpandOptions
-from membrane_core.storage import reads
+from membrane_core.storage import retrieval
 from membrane_core.storage.db import Connection
 from membrane_core.trust import TrustPolicy, Visibility
 
@@ -22,7 +22,7 @@ class Expansion:
     edges: list[tuple[uuid.UUID, str, uuid.UUID]] = field(default_factory=list)
     #: projected bytes of each neighbour, and the neighbours the hops hydrated (RFC 8.3)
     bytes: dict[uuid.UUID, int] = field(default_factory=dict)
-    records: dict[uuid.UUID, reads.Stored] = field(default_factory=dict)
+    records: dict[uuid.UUID, retrieval.Stored] = field(default_factory=dict)
     hops_done: int = 0
     node_limit_applied: bool = False
     edge_limit_applied: bool = False
@@ -46,10 +46,10 @@ def status_allowed(status: str, *, include_retracted: bool, include_contested: b
 
 
 def expand(
-    conn: Connection, f: reads.ReadFilter, policy: TrustPolicy,
+    conn: Connection, f: retrieval.ReadFilter, policy: TrustPolicy,
     roots: Sequence[tuple[uuid.UUID, Visibility]], opts: ExpandOptions, *, budget: int,
     target_visible: Callable[[str, str], bool],
-    first_hop: tuple[Sequence[uuid.UUID], reads.Hop] | None = None,
+    first_hop: tuple[Sequence[uuid.UUID], retrieval.Hop] | None = None,
 ) -> Expansion:
     """RFC 8.4: breadth-first over relations in both directions from ``roots``.
 
@@ -77,7 +77,7 @@ def expand(
         if first_hop is not None and not expanded and set(first_hop[0]) == set(known):
             hop = first_hop[1]
         else:
-            hop = reads.graph_hop(
+            hop = retrieval.graph_hop(
                 conn, f, frontier, expanded=sorted(expanded), known=list(known),
                 max_rows=max_rows, max_edges=remaining,
                 max_new=opts.max_nodes - len(out.neighbors),

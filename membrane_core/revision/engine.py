@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from membrane_core import decay, errors
-from membrane_core.capture import new_id
+from membrane_core.capture.plan import new_id
 from membrane_core.enums import (
     AuditAction,
     MemoryType,
@@ -38,7 +38,7 @@ from membrane_core.models import (
     Validity,
 )
 from membrane_core.policy import Policy
-from membrane_core.revision_rules import (
+from membrane_core.revision.rules import (
     ASSERTED_CONFIDENCE,
     ContestBody,
     ForkBody,
@@ -56,8 +56,7 @@ from membrane_core.revision_rules import (
     revised_content,
     revised_validity,
 )
-from membrane_core.storage import records
-from membrane_core.storage import revision as store
+from membrane_core.storage import records, revisions
 from membrane_core.storage.db import Connection, Database
 from membrane_core.trust import TrustPolicy
 
@@ -113,9 +112,9 @@ class Revisions:
         assert isinstance(b, SupersedeBody)
         with self._tx(conn) as c:
             now = self.clock()
-            peek = store.fact_keys(c, [target_id])
+            peek = revisions.fact_keys(c, [target_id])
             new_key = self._new_key(b.record, peek.get(target_id))
-            store.lock_keys(c, [k for k in (peek.get(target_id), new_key) if k])
+            revisions.lock_keys(c, [k for k in (peek.get(target_id), new_key) if k])
             target = self._lock(c, [target_id], trust)[target_id]
             old = self._hydrate(c, [target_id])[target_id]
             new = self._build(OperationKind.SUPERSEDE, old, b.record, b.evidence, trust, now,
@@ -125,9 +124,9 @@ class Revisions:
             batch = records.RowBatch()
             reasserted = self._reassert(c, new)
             self._tombstone(c, [target], new, trust.actor, b.rationale, now)
-            store.mark_retracted(c, [old.id], now)
+            revisions.mark_retracted(c, [old.id], now)
             if isinstance(old.payload, SemanticPayload):
-                store.set_superseded_by(c, old.id, new.id)
+                revisions.set_superseded_by(c, old.id, new.id)
             batch.relations.append((old.id, "superseded_by", new.id, None, now))
             self._add_new(batch, new, trust.actor, b.rationale, {
                 "operation": "supersede", "supersedes": str(old.id), "reasserted": reasserted})
@@ -146,9 +145,9 @@ class Revisions:
         assert isinstance(b, ForkBody)
         with self._tx(conn) as c:
             now = self.clock()
-            peek = store.fact_keys(c, [target_id])
+            peek = revisions.fact_keys(c, [target_id])
             new_key = self._new_key(b.record, peek.get(target_id))
-            store.lock_keys(c, [new_key] if new_key else [])
+            revisions.lock_keys(c, [new_key] if new_key else [])
             target = self._lock(c, [target_id], trust)[target_id]
             old = self._hydrate(c, [target_id])[target_id]
             conditions = b.condition if isinstance(b.condition, dict) else (
@@ -182,9 +181,9 @@ class Revisions:
                  "type": "value_error"}])
         with self._tx(conn) as c:
             now = self.clock()
-            peek = store.fact_keys(c, ids)
+            peek = revisions.fact_keys(c, ids)
             new_key = self._new_key(b.record, peek.get(ids[0]))
-            store.lock_keys(c, [*peek.values(), *([new_key] if new_key else [])])
+            revisions.lock_keys(c, [*peek.values(), *([new_key] if new_key else [])])
             targets = self._lock(c, ids, trust)
             if len({t.scope for t in targets.values()}) > 1 or len(
                     {t.type for t in targets.values()}) > 1:
@@ -199,7 +198,7 @@ class Revisions:
             batch = records.RowBatch()
             reasserted = self._reassert(c, new)
             self._tombstone(c, [targets[i] for i in ids], new, trust.actor, b.rationale, now)
-            store.mark_retracted(c, ids, now)
+            revisions.mark_retracted(c, ids, now)
             self._add_new(batch, new, trust.actor, b.rationale, {
                 "operation": "merge", "merged_from": [str(i) for i in ids],
                 "reasserted": reasserted})
@@ -221,10 +220,10 @@ class Revisions:
         assert isinstance(b, RetractBody)
         with self._tx(conn) as c:
             now = self.clock()
-            store.lock_keys(c, store.fact_keys(c, [target_id]).values())
+            revisions.lock_keys(c, revisions.fact_keys(c, [target_id]).values())
             target = self._lock(c, [target_id], trust)[target_id]
             self._tombstone(c, [target], None, trust.actor, b.rationale, now)
-            store.mark_retracted(c, [target_id], now)
+            revisions.mark_retracted(c, [target_id], now)
             batch = records.RowBatch()
             batch.audit_entry(target_id, target.scope, target.sensitivity, AuditAction.REVISE,
                               trust.actor, now, b.rationale, {"operation": "retract"})
@@ -244,15 +243,15 @@ class Revisions:
             other = b.contesting_record_id
             linked = None
             if other is not None and other != target_id:
-                acc = store.access(c, [other]).get(other)
-                if acc and trust.visibility(acc[0], Sensitivity(acc[1])) == "full":
+                acc = revisions.access(c, [other]).get(other)
+                if acc and trust.visibility(acc.scope, acc.sensitivity) == "full":
                     linked = other
-            store.mark_contested(c, target_id, now)
+            revisions.mark_contested(c, target_id, now)
             batch = records.RowBatch()
             details: dict[str, Any] = {"operation": "contest"}
             if linked is not None:
                 # a repeated contest by the same record is audited again, linked once
-                if not store.has_relation(c, linked, "contests", target_id):
+                if not revisions.has_relation(c, linked, "contests", target_id):
                     batch.relations.append((linked, "contests", target_id, None, now))
                     batch.relations.append((target_id, "contested_by", linked, None, now))
                 details["contesting_record_id"] = str(linked)
@@ -300,7 +299,7 @@ class Revisions:
             else:
                 base = max(0.0, current - penalty)
                 action, details = AuditAction.DECAY, {"operation": "penalize", "amount": penalty}
-            store.set_salience(c, target_id, base, now,
+            revisions.set_salience(c, target_id, base, now,
                                now + timedelta(seconds=t.half_life_seconds))
             batch = records.RowBatch()
             batch.audit_entry(target_id, t.scope, t.sensitivity, action, trust.actor, now,
@@ -321,18 +320,18 @@ class Revisions:
     def _lock(
         self, conn: Connection, ids: Sequence[uuid.UUID], trust: TrustPolicy, *,
         allow_episodic: bool = False, allow_retracted: bool = False,
-    ) -> dict[uuid.UUID, store.Target]:
+    ) -> dict[uuid.UUID, revisions.Target]:
         """RFC 5.2: lock the targets, then check existence, trust, type and status."""
-        locked = store.lock_targets(conn, ids)
+        locked = revisions.lock_targets(conn, ids)
         for i in ids:
             t = locked.get(i)
             if t is None:
                 raise errors.NotFound(f"record {i} not found")
-            require_revisable(i, trust.visibility(t.scope, Sensitivity(t.sensitivity)),
+            require_revisable(i, trust.visibility(t.scope, t.sensitivity),
                               trust.can_write_scope(t.scope))
             if t.type == MemoryType.EPISODIC.value and not allow_episodic:
                 raise errors.RevisionRefused(f"record {i} is episodic; episodes are immutable")
-            if t.status == RevisionStatus.RETRACTED.value and not allow_retracted:
+            if t.status is RevisionStatus.RETRACTED and not allow_retracted:
                 raise self._already_retracted(conn, i, trust)
         return locked
 
@@ -341,17 +340,17 @@ class Revisions:
                            ) -> errors.RevisionRefused:
         """RFC 5.2: the refusal names the revision that won (a supersede or merge names its
         successor when the caller sees that record in full, as an audit read would, 5.5)."""
-        won = store.retracted_by(conn, record_id)
+        won = revisions.retracted_by(conn, record_id)
         if won is None:
             return errors.RevisionRefused(f"record {record_id} is retracted")
-        operation, successor, actor, at = won
+        operation, successor, actor, at = won.operation, won.successor, won.actor, won.at
         verb = {"supersede": "superseded", "merge": "merged"}.get(operation, "retracted")
         detail: dict[str, Any] = {"field": "record_id", "message": f"already {verb}",
                                   "type": f"already_{verb}", "actor": actor, "at": at.isoformat()}
         message = f"record {record_id} was already {verb} by {actor} at {at.isoformat()}"
         if successor is not None:
-            seen = store.access(conn, [successor]).get(successor)
-            if seen is not None and trust.visibility(seen[0], Sensitivity(seen[1])) == "full":
+            seen = revisions.access(conn, [successor]).get(successor)
+            if seen is not None and trust.visibility(seen.scope, seen.sensitivity) == "full":
                 detail["successor_id"] = str(successor)
                 message += f"; its successor is record {successor}"
         return errors.RevisionRefused(message, details=[detail])
@@ -365,7 +364,7 @@ class Revisions:
         return found
 
     @staticmethod
-    def _new_key(rec: RevisedRecord, template: store.FactKey | None) -> store.FactKey | None:
+    def _new_key(rec: RevisedRecord, template: revisions.FactKey | None) -> revisions.FactKey | None:
         """Fact key of the record a revision will create (template values fill the gaps)."""
         if template is None:
             return None
@@ -442,11 +441,11 @@ class Revisions:
         if not isinstance(p, SemanticPayload):
             return False
         key = records.fact_key(new.scope, p.subject, p.predicate, p.object)
-        return bool(store.clear_tombstones(conn, [(key, new.sensitivity.rank)]))
+        return bool(revisions.clear_tombstones(conn, [(key, new.sensitivity.rank)]))
 
     @staticmethod
     def _tombstone(
-        conn: Connection, targets: Sequence[store.Target], new: MemoryRecord | None,
+        conn: Connection, targets: Sequence[revisions.Target], new: MemoryRecord | None,
         actor: str, rationale: str, now: datetime,
     ) -> None:
         """RFC 5.4: tombstone each retracted fact key the new record does not carry on."""
@@ -454,9 +453,9 @@ class Revisions:
         if new is not None and isinstance(new.payload, SemanticPayload):
             p = new.payload
             keep = records.fact_key(new.scope, p.subject, p.predicate, p.object)
-        rows = [(t.key, t.id, actor, rationale, Sensitivity(t.sensitivity).rank)
+        rows = [(t.key, t.id, actor, rationale, t.sensitivity.rank)
                 for t in targets if t.key and t.key != keep]
-        store.insert_tombstones(conn, rows, now)
+        revisions.insert_tombstones(conn, rows, now)
 
     def _add_new(
         self, batch: records.RowBatch, rec: MemoryRecord, actor: str, rationale: str,

@@ -19,8 +19,8 @@ SELECT id, scope, sensitivity FROM memory_records WHERE id = ANY(%(ids)s::uuid[]
 
 -- name: revision_retracted_by
 -- The revision that retracted a record: its latest retracting audit entry's operation, successor, actor and time (RFC 5.2).
-SELECT details ->> 'operation', coalesce(details ->> 'superseded_by', details ->> 'merged_into'),
-       actor, ts
+SELECT details ->> 'operation' AS operation,
+       coalesce(details ->> 'superseded_by', details ->> 'merged_into') AS successor, actor, ts AS at
   FROM audit_log
  WHERE record_id = %(id)s AND details ->> 'operation' IN ('supersede', 'merge', 'retract')
  ORDER BY id DESC

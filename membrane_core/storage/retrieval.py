@@ -15,9 +15,10 @@ from psycopg.rows import dict_row
 from pydantic import TypeAdapter
 
 from membrane_core import decay
-from membrane_core.fusion import FEATURES
+from membrane_core.enums import RevisionStatus, Sensitivity
 from membrane_core.models import MemoryRecord, Payload, ProvenanceSource
 from membrane_core.results import RecordView, shown_references
+from membrane_core.retrieval.fusion import FEATURES
 from membrane_core.storage import records
 from membrane_core.storage.queries import Shaped, q, shaped
 
@@ -370,11 +371,21 @@ def _hop(rows: Sequence[dict[str, Any]], target_visible: Callable[[str, str], bo
     return Hop(edges, hydrated)
 
 
+@dataclass(frozen=True, slots=True)
+class Access:
+    """What a trust check reads of a record: scope, sensitivity, status (as of a time)."""
+
+    scope: str
+    sensitivity: Sensitivity
+    status: RevisionStatus
+
+
 def access(
     conn: psycopg.Connection, ids: Sequence[uuid.UUID], *, as_of: datetime | None = None
-) -> dict[uuid.UUID, tuple[str, str, str]]:
-    """``{id: (scope, sensitivity, status as of)}`` for trust checks (RFC 7.3, 5.6)."""
+) -> dict[uuid.UUID, Access]:
+    """Records' :class:`Access` by id, for trust checks (RFC 7.3, 5.6)."""
     if not ids:
         return {}
     cur = _run(conn, shaped("retrieval_access", {"ids": list(ids), "as_of": as_of}), tuples=True)
-    return {row[0]: (row[1], row[2], row[3]) for row in cur.fetchall()}
+    return {rid: Access(scope, Sensitivity(sens), RevisionStatus(status))
+            for rid, scope, sens, status in cur.fetchall()}

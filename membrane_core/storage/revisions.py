@@ -11,10 +11,14 @@ import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import psycopg
+from psycopg.rows import dict_row
 
+from membrane_core.enums import MemoryType, RevisionStatus, Sensitivity
 from membrane_core.storage.queries import q
+from membrane_core.storage.rows import fetch_all, fetch_one
 
 #: A normalised fact key: (scope, subject, predicate, object) (RFC 3.4).
 FactKey = tuple[str, str, str, str]
@@ -25,10 +29,10 @@ class Target:
     """A locked revision target: what the checks and the salience arithmetic need."""
 
     id: uuid.UUID
-    type: str
+    type: MemoryType
     scope: str
-    sensitivity: str
-    status: str
+    sensitivity: Sensitivity
+    status: RevisionStatus
     confidence: float
     base_salience: float
     reinforced_at: datetime
@@ -36,6 +40,16 @@ class Target:
     min_salience: float
     pinned: bool
     key: FactKey | None
+
+    @classmethod
+    def from_row(cls, *, type: str, scope: str, sensitivity: str, status: str,
+                 fact_subject: str | None, fact_predicate: str | None, fact_object: str | None,
+                 **rest: Any) -> Target:
+        """The row with its enums, and the fact key when the record is a fact."""
+        key = ((scope, fact_subject, fact_predicate or "", fact_object or "")
+               if fact_subject is not None else None)
+        return cls(type=MemoryType(type), scope=scope, sensitivity=Sensitivity(sensitivity),
+                   status=RevisionStatus(status), key=key, **rest)
 
 
 @dataclass(frozen=True)
@@ -47,6 +61,36 @@ class Tombstone:
     actor: str
     rationale: str
     created_at: datetime
+
+    @classmethod
+    def from_row(cls, *, scope: str, subject: str, predicate: str, object: str,
+                 **rest: Any) -> Tombstone:
+        """The row with its key as one tuple."""
+        return cls(key=(scope, subject, predicate, object), **rest)
+
+
+@dataclass(frozen=True)
+class Label:
+    """A record's scope and sensitivity, for a visibility check (RFC 7.3)."""
+
+    scope: str
+    sensitivity: Sensitivity
+
+
+@dataclass(frozen=True)
+class Retraction:
+    """The revision that retracted a record: operation, successor, actor, time (RFC 5.2)."""
+
+    operation: str
+    successor: uuid.UUID | None
+    actor: str
+    at: datetime
+
+    @classmethod
+    def from_row(cls, *, operation: str, successor: str | None, actor: str, at: datetime
+                 ) -> Retraction:
+        """The row with the successor's id parsed."""
+        return cls(operation, uuid.UUID(successor) if successor else None, actor, at)
 
 
 def fact_keys(conn: psycopg.Connection, ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, FactKey]:
@@ -68,27 +112,18 @@ def lock_keys(conn: psycopg.Connection, keys: Iterable[FactKey]) -> None:
 
 def lock_targets(conn: psycopg.Connection, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Target]:
     """RFC 5.2: re-read and lock the targets (id order, so concurrent revisions cannot deadlock)."""
-    cur = conn.execute(q("revision_lock_targets"), {"ids": list(ids)})
-    out: dict[uuid.UUID, Target] = {}
-    for r in cur.fetchall():
-        key = (r[2], r[11], r[12], r[13]) if r[11] is not None else None
-        out[r[0]] = Target(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], key)
-    return out
+    return {t.id: t for t in fetch_all(conn, Target, q("revision_lock_targets"), {"ids": list(ids)})}
 
 
-def access(conn: psycopg.Connection, ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, tuple[str, str]]:
-    """``{id: (scope, sensitivity)}`` of existing records, for visibility checks."""
+def access(conn: psycopg.Connection, ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, Label]:
+    """The :class:`Label` of existing records among ``ids``, for visibility checks."""
     cur = conn.execute(q("revision_visible_access"), {"ids": list(ids)})
-    return {row[0]: (row[1], row[2]) for row in cur.fetchall()}
+    return {rid: Label(scope, Sensitivity(sens)) for rid, scope, sens in cur.fetchall()}
 
 
-def retracted_by(conn: psycopg.Connection, record_id: uuid.UUID,
-                 ) -> tuple[str, uuid.UUID | None, str, datetime] | None:
-    """RFC 5.2: (operation, successor id, actor, time) of the revision that retracted a record."""
-    row = conn.execute(q("revision_retracted_by"), {"id": record_id}).fetchone()
-    if row is None:
-        return None
-    return row[0], uuid.UUID(row[1]) if row[1] else None, row[2], row[3]
+def retracted_by(conn: psycopg.Connection, record_id: uuid.UUID) -> Retraction | None:
+    """RFC 5.2: the :class:`Retraction` of a retracted record, from its audit log."""
+    return fetch_one(conn, Retraction, q("revision_retracted_by"), {"id": record_id})
 
 
 def mark_retracted(conn: psycopg.Connection, ids: Sequence[uuid.UUID], now: datetime) -> None:
@@ -144,9 +179,9 @@ def clear_tombstones(conn: psycopg.Connection, keys: Iterable[tuple[FactKey, int
     uniq = sorted(set(keys))
     if not uniq:
         return []
-    cur = conn.execute(q("revision_clear_tombstones"), {
+    cur = conn.cursor(row_factory=dict_row).execute(q("revision_clear_tombstones"), {
         "scopes": [k[0][0] for k in uniq], "subjects": [k[0][1] for k in uniq],
         "predicates": [k[0][2] for k in uniq], "objects": [k[0][3] for k in uniq],
         "ranks": [k[1] for k in uniq],
     })
-    return [Tombstone((r[0], r[1], r[2], r[3]), r[4], r[5], r[6], r[7]) for r in cur.fetchall()]
+    return [Tombstone.from_row(**r) for r in cur.fetchall()]

@@ -1,4 +1,9 @@
-"""The tests the reference reading says Membrane lacks, plus ranking and as-of (RFC 5, 6.1).
+"""A record's lifecycle through every later path (RFC 5, 6.1).
+
+Repeated decay equals the closed form; a retracted or superseded record stays out of default
+retrieval and graph expansion, is not revived by capture or consolidation, and is spared by
+prune; its audit history survives deletion; a contested fact ranks below an uncontested one;
+as-of reads answer on either side of a supersede.
 
 Each exclusion is asserted beside something that must appear in the same result.
 """
@@ -47,7 +52,7 @@ def ids(records: list[Any]) -> list[uuid.UUID]:
     return [r.id for r in records]
 
 
-# -- 1. decay applied twice equals the closed form (RFC 6.1) -------------------------
+# -- decay applied twice equals the closed form (RFC 6.1) ----------------------------
 
 
 def test_decay_applied_twice_equals_closed_form(membrane: Membrane, database_url: str, clock) -> None:
@@ -72,7 +77,7 @@ def test_decay_applied_twice_equals_closed_form(membrane: Membrane, database_url
     assert decay.salience_at(1.0, start, profile, clock.now, pinned=False) == closed
 
 
-# -- 2. retrieve after retract with DEFAULT options (RFC 5.1) ---------------------
+# -- retrieve after retract with DEFAULT options (RFC 5.1) ------------------------
 
 
 def test_retrieve_after_retract_default_options(membrane: Membrane) -> None:
@@ -97,7 +102,7 @@ def test_retrieve_after_retract_default_options(membrane: Membrane) -> None:
     assert marked.get(wrong) == "retracted" and marked.get(right) == "active"
 
 
-# -- 3. graph expansion around a superseded record (RFC 5.1, 8.4) --------------------
+# -- graph expansion around a superseded record (RFC 5.1, 8.4) -----------------------
 
 
 def test_graph_expansion_around_superseded_record(membrane: Membrane) -> None:
@@ -123,7 +128,7 @@ def test_graph_expansion_around_superseded_record(membrane: Membrane) -> None:
     assert membrane.get(old).status.value == "retracted"
 
 
-# -- 4. consolidation after a retraction leaves the fact retracted (RFC 5.4, 6.4) -----
+# -- consolidation after a retraction leaves the fact retracted (RFC 5.4, 6.4) --------
 
 
 def test_consolidation_after_retraction_leaves_fact_retracted(
@@ -153,7 +158,7 @@ def test_consolidation_after_retraction_leaves_fact_retracted(
     assert wrong not in ids(got.records) and len(got.records) >= 1
 
 
-# -- 5. audit history survives every lifecycle (RFC 5.5) ---------------------------
+# -- audit history survives every lifecycle; prune spares retracted and contested (RFC 5.5, 6.3)
 
 
 def test_audit_history_survives_every_lifecycle(membrane: Membrane, clock) -> None:
@@ -199,7 +204,7 @@ def test_prune_spares_retracted_and_contested(membrane: Membrane, database_url: 
     assert {retracted, contested} <= left
 
 
-# -- plus: contested ranks below uncontested; as_of around a supersede ----------------
+# -- contested ranks below uncontested; as_of around a supersede ----------------------
 
 
 def test_contested_ranks_below_uncontested(membrane: Membrane, clock) -> None:

@@ -1,7 +1,7 @@
 """Records a caller may not see must not change what it sees (RFC 8.1.3, 8.4).
 
-The canary tests check that hidden records never appear; these check that they do not
-act at a distance either: crowd a visible neighbour out of a hop's window, or make an
+``test_hidden_records_never_leak.py`` checks that hidden records never appear; these check
+that they do not act at a distance either: crowd a visible neighbour out of a hop's window, or make an
 entity look too common to rank. Each test first shows the visible record coming back
 (a positive control), then plants hidden records and asks again.
 """
@@ -13,8 +13,8 @@ import uuid
 import pytest
 
 from membrane_core import Membrane
-from membrane_core.storage import reads
-from tests.integration.test_canaries import CALLER, capture, link
+from membrane_core.storage import retrieval
+from tests.support.records import CALLER, capture, link
 
 
 def hyper_mentions(m: Membrane, name: str, n: int) -> None:
@@ -78,7 +78,7 @@ def test_a_hub_is_too_common_for_every_caller(
 ) -> None:
     """RFC 8.1.3: past LINK_SCAN links in a direction an entity is a hub for everyone, so
     counting what a caller may see never reads every link of it."""
-    monkeypatch.setattr(reads, "LINK_SCAN", 3)
+    monkeypatch.setattr(retrieval, "LINK_SCAN", 3)
     capture(membrane, "kickoff with Zorblat", entities=["Zorblat"])
     hyper_mentions(membrane, "Zorblat", 2)
     query = {"query": "Zorblat", "limit": 20}

@@ -19,10 +19,11 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from membrane_core import errors
-from membrane_core.capture import CapturePlan
-from membrane_core.storage import records
-from membrane_core.storage import workqueue as wq
+from membrane_core.capture.plan import CapturePlan
+from membrane_core.enums import OperationKind, OperationStatus
+from membrane_core.storage import records, workqueue
 from membrane_core.storage.queries import q
+from membrane_core.storage.rows import fetch_all, fetch_one
 
 log = logging.getLogger(__name__)
 
@@ -51,8 +52,8 @@ class OperationRow:
     """An operation as stored."""
 
     id: uuid.UUID
-    kind: str
-    status: str
+    kind: OperationKind
+    status: OperationStatus
     principal: str
     record_id: uuid.UUID | None
     record_ids: list[uuid.UUID]
@@ -60,6 +61,11 @@ class OperationRow:
     result: dict[str, Any] | None
     created_at: datetime
     finished_at: datetime | None
+
+    @classmethod
+    def from_row(cls, *, kind: str, status: str, **rest: Any) -> OperationRow:
+        """The row with its kind and status as enums."""
+        return cls(kind=OperationKind(kind), status=OperationStatus(status), **rest)
 
 
 @dataclass(frozen=True)
@@ -77,11 +83,25 @@ class ClaimedOperation:
     """A non-capture operation claimed under a lease."""
 
     id: uuid.UUID
-    kind: str
+    kind: OperationKind
     request: dict[str, Any]
     trust: str
     target_id: uuid.UUID | None
     attempts: int
+
+    @classmethod
+    def from_row(cls, *, kind: str, **rest: Any) -> ClaimedOperation:
+        """The row with its kind as an enum."""
+        return cls(kind=OperationKind(kind), **rest)
+
+
+@dataclass(frozen=True)
+class ExistingKey:
+    """An idempotency key already used by a principal, with what it is bound to (RFC 9.2)."""
+
+    idempotency_key: str
+    id: uuid.UUID
+    request_hash: str
 
 
 def insert(conn: psycopg.Connection, rows: Sequence[NewOperation]) -> set[uuid.UUID]:
@@ -116,16 +136,16 @@ def insert(conn: psycopg.Connection, rows: Sequence[NewOperation]) -> set[uuid.U
 
 def by_idempotency_keys(
     conn: psycopg.Connection, principal: str, keys: Sequence[str]
-) -> dict[str, tuple[uuid.UUID, str]]:
-    """RFC 9.2: ``{key: (operation id, request hash)}`` of a principal's existing keys."""
-    cur = conn.execute(q("op_by_idempotency_keys"), {"principal": principal, "keys": list(keys)})
-    return {row[0]: (row[1], row[2]) for row in cur.fetchall()}
+) -> dict[str, ExistingKey]:
+    """RFC 9.2: a principal's existing keys among ``keys``, by key."""
+    found = fetch_all(conn, ExistingKey, q("op_by_idempotency_keys"),
+                      {"principal": principal, "keys": list(keys)})
+    return {k.idempotency_key: k for k in found}
 
 
 def views(conn: psycopg.Connection, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, OperationRow]:
     """Operations by id (RFC 9.1)."""
-    cur = conn.execute(q("op_views"), {"ids": list(ids)})
-    return {row[0]: OperationRow(*row) for row in cur.fetchall()}
+    return {r.id: r for r in fetch_all(conn, OperationRow, q("op_views"), {"ids": list(ids)})}
 
 
 def count_unfinished(conn: psycopg.Connection, ids: Sequence[uuid.UUID]) -> int:
@@ -144,13 +164,12 @@ def lock_captures(
     """
     out: list[LockedCapture] = []
     if ids:
-        cur = conn.execute(q("op_lock_captures_by_id"), {"ids": list(ids), "now": now})
-        out.extend(LockedCapture(*row) for row in cur.fetchall())
+        out += fetch_all(conn, LockedCapture, q("op_lock_captures_by_id"),
+                         {"ids": list(ids), "now": now})
     if drain > 0:
-        cur = conn.execute(q("op_lock_captures_due"), {
+        out += fetch_all(conn, LockedCapture, q("op_lock_captures_due"), {
             "exclude": [c.id for c in out], "limit": drain, "now": now,
         })
-        out.extend(LockedCapture(*row) for row in cur.fetchall())
     return out
 
 
@@ -176,18 +195,15 @@ def claim_one(
     lease_seconds: int,
 ) -> ClaimedOperation | None:
     """RFC 9.4: claim one queued (or lease-expired) non-capture operation."""
-    cur = conn.execute(q("op_claim_one"), {
+    return fetch_one(conn, ClaimedOperation, q("op_claim_one"), {
         "id": operation_id, "worker": worker, "now": now, "lease_seconds": lease_seconds,
     })
-    row = cur.fetchone()
-    return ClaimedOperation(*row) if row else None
 
 
 def lock_one(conn: psycopg.Connection, operation_id: uuid.UUID, *, now: datetime
              ) -> ClaimedOperation | None:
     """RFC 9.1: lock one operation that is still to do for the caller's transaction."""
-    row = conn.execute(q("op_lock_one"), {"id": operation_id, "now": now}).fetchone()
-    return ClaimedOperation(*row) if row else None
+    return fetch_one(conn, ClaimedOperation, q("op_lock_one"), {"id": operation_id, "now": now})
 
 
 def finish_one(
@@ -217,15 +233,15 @@ def release(
 def reap(conn: psycopg.Connection, *, now: datetime) -> dict[str, int]:
     """RFC 9.4: re-queue operations and release work items whose lease ran out."""
     ops = conn.execute(q("op_reap_expired"), {"now": now}).rowcount
-    return {"operations": ops, "work_items": wq.reap(conn, now=now)}
+    return {"operations": ops, "work_items": workqueue.reap(conn, now=now)}
 
 
 def redispatch_stale(
     conn: psycopg.Connection, *, cutoff: datetime, now: datetime, limit: int
-) -> list[tuple[str, uuid.UUID]]:
+) -> list[tuple[OperationKind, uuid.UUID]]:
     """RFC 9.5: ``(kind, id)`` of queued operations last dispatched before ``cutoff``."""
     cur = conn.execute(q("op_redispatch_stale"), {"cutoff": cutoff, "now": now, "limit": limit})
-    return [(row[0], row[1]) for row in cur.fetchall()]
+    return [(OperationKind(kind), op_id) for kind, op_id in cur.fetchall()]
 
 
 def purge_finished(conn: psycopg.Connection, *, cutoff: datetime, limit: int) -> int:

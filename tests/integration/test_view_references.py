@@ -15,8 +15,8 @@ import pytest
 
 from membrane_core import Membrane, errors
 from membrane_core.enums import Sensitivity
+from membrane_core.testing import FakeClock
 from membrane_core.trust import DEVELOPMENT_POLICY, TrustPolicy
-from tests.conftest import FakeClock
 
 LOW = TrustPolicy(read_scopes=frozenset({"a"}), max_sensitivity=Sensitivity.LOW, actor="low")
 EVIDENCE = [{"kind": "artifact", "ref": "doc:1"}]

@@ -1,6 +1,6 @@
 """Revision rules: request bodies, the inferred/asserted test, new-record content (RFC 5.2).
 
-What :mod:`membrane_core.revision` applies in its transactions; kept apart so the
+What :mod:`membrane_core.revision.engine` applies in its transactions; kept apart so the
 operation code reads as one transaction per operation.
 """
 
