@@ -19,21 +19,29 @@ def build(settings: Settings) -> dict[str, dict[str, Any]]:
     entries: list[tuple[str, str, float, dict[str, Any]]] = [
         ("redispatch-stale-operations", "membrane.redispatch", s.beat_redispatch_seconds, {}),
         ("reap-expired-claims", "membrane.reap", s.beat_reap_seconds, {}),
-        ("purge-finished-operations", "membrane.purge_operations",
-         s.beat_purge_operations_seconds, {}),
+        ("purge-finished-operations", "membrane.purge_operations", s.beat_purge_operations_seconds, {}),
         ("maintenance-decay", "membrane.maintenance_job", s.beat_decay_seconds, {"job": Job.DECAY.value}),
         ("maintenance-prune", "membrane.maintenance_job", s.beat_prune_seconds, {"job": Job.PRUNE.value}),
-        ("maintenance-consolidate", "membrane.maintenance_job", s.beat_consolidate_seconds,
-         {"job": Job.CONSOLIDATE.value}),
+        (
+            "maintenance-consolidate",
+            "membrane.maintenance_job",
+            s.beat_consolidate_seconds,
+            {"job": Job.CONSOLIDATE.value},
+        ),
     ]
     if s.embedding_provider != "none":
         entries.append(("embedding-batch", "membrane.embed_batch", s.beat_embed_seconds, {}))
     if s.llm_provider != "none":
         entries.append(("extraction-batch", "membrane.extract_batch", s.beat_extract_seconds, {}))
     return {
-        name: {"task": task, "schedule": float(every), "kwargs": kwargs,
-               "options": {"expires": max(1.0, float(every))}}
-        for name, task, every, kwargs in entries if every > 0
+        name: {
+            "task": task,
+            "schedule": float(every),
+            "kwargs": kwargs,
+            "options": {"expires": max(1.0, float(every))},
+        }
+        for name, task, every, kwargs in entries
+        if every > 0
     }
 
 

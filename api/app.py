@@ -39,7 +39,9 @@ class CeleryBroker:
         self.celery = make_app(settings)
         # RFC 10.5: this app only publishes, and a write waits on it: the short timeouts
         self.celery.conf.broker_transport_options = {
-            **self.celery.conf.broker_transport_options, **PUBLISH_TRANSPORT_OPTIONS}
+            **self.celery.conf.broker_transport_options,
+            **PUBLISH_TRANSPORT_OPTIONS,
+        }
         self.dispatcher = CeleryDispatcher(self.celery)
 
     def publish(self, kind: Any, operation_ids: Sequence[UUID]) -> bool:
@@ -108,8 +110,7 @@ def create_app(
     api_errors.install(app)
     for router in (captures.router, revisions.router, reads.router, operators.router):
         app.include_router(router)
-    app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes,
-                       max_batch_bytes=max_batch_body_bytes)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes, max_batch_bytes=max_batch_body_bytes)
     app.add_middleware(MetricsMiddleware, registry=registry)
     app.add_middleware(api_errors.CatchAll)  # outermost: nothing escapes it (RFC 10.2)
     return app

@@ -40,8 +40,9 @@ def policy_from_config(key: str, config: Mapping[str, Any]) -> TrustPolicy:
 class KeyRing:
     """Bearer keys → policies; without keys every caller gets the development policy (RFC 7.5)."""
 
-    def __init__(self, keys: Mapping[str, Mapping[str, Any]] | None = None, *,
-                 metrics_token: str | None = None) -> None:
+    def __init__(
+        self, keys: Mapping[str, Mapping[str, Any]] | None = None, *, metrics_token: str | None = None
+    ) -> None:
         # Keyed by digest so a lookup never compares secrets character by character.
         self._policies = {_digest(k): policy_from_config(k, v) for k, v in (keys or {}).items()}
         self._metrics_token = _digest(metrics_token) if metrics_token else None
@@ -51,8 +52,10 @@ class KeyRing:
         for policy in self._policies.values():
             other = by_actor.setdefault(policy.actor, policy)
             if other != policy:
-                raise ValueError(f"MEMBRANE_API_KEYS: actor {policy.actor!r} is given to keys with "
-                                 "different policies; an actor's keys must share one policy")
+                raise ValueError(
+                    f"MEMBRANE_API_KEYS: actor {policy.actor!r} is given to keys with "
+                    "different policies; an actor's keys must share one policy"
+                )
 
     @property
     def enabled(self) -> bool:
@@ -100,10 +103,8 @@ def check_listen(host: str, keys: Mapping[str, Any]) -> None:
     """RFC 7.5: refuse a non-loopback address unless API keys are configured."""
     if not keys and not is_loopback(host):
         raise errors.Forbidden(
-            f"refusing to listen on {host!r} without API keys: set MEMBRANE_API_KEYS "
-            "or bind to 127.0.0.1",
-            details=[{"field": "host", "message": "non-loopback without API keys",
-                      "type": "forbidden"}],
+            f"refusing to listen on {host!r} without API keys: set MEMBRANE_API_KEYS or bind to 127.0.0.1",
+            details=[{"field": "host", "message": "non-loopback without API keys", "type": "forbidden"}],
         )
 
 
@@ -133,17 +134,20 @@ def tls_files(certfile: Path | str | None, keyfile: Path | str | None) -> tuple[
         other = next(name for name in given if name not in missing)
         raise errors.InvalidInput(
             f"{other} is set but {missing[0]} is not: TLS needs both",
-            details=[{"field": missing[0], "message": "missing", "type": "missing"}])
+            details=[{"field": missing[0], "message": "missing", "type": "missing"}],
+        )
     for name, value in given.items():
         if not Path(str(value)).is_file():
             raise errors.InvalidInput(
                 f"{name}={value} does not exist or is not a file",
-                details=[{"field": name, "message": "no such file", "type": "not_found"}])
+                details=[{"field": name, "message": "no such file", "type": "not_found"}],
+            )
     return Path(str(certfile)), Path(str(keyfile))
 
 
-def check_credentials(host: str, credentials: str, *, tls: tuple[Path, Path] | None,
-                      allow_insecure: bool) -> str | None:
+def check_credentials(
+    host: str, credentials: str, *, tls: tuple[Path, Path] | None, allow_insecure: bool
+) -> str | None:
     """RFC 7.5: credentials never travel in plaintext off loopback.
 
     On a non-loopback ``host``, serving ``credentials`` (what the clients send, e.g.
@@ -153,21 +157,28 @@ def check_credentials(host: str, credentials: str, *, tls: tuple[Path, Path] | N
     if tls is not None or is_loopback(host):
         return None
     if allow_insecure:
-        return (f"serving {credentials} over plain HTTP on {host!r} because "
-                "MEMBRANE_ALLOW_INSECURE_CREDENTIALS=true: they travel in plaintext "
-                "unless a TLS proxy terminates in front of this server")
+        return (
+            f"serving {credentials} over plain HTTP on {host!r} because "
+            "MEMBRANE_ALLOW_INSECURE_CREDENTIALS=true: they travel in plaintext "
+            "unless a TLS proxy terminates in front of this server"
+        )
     raise errors.Forbidden(
         f"refusing to accept {credentials} over plain HTTP on {host!r}: set "
         "MEMBRANE_TLS_CERTFILE and MEMBRANE_TLS_KEYFILE to serve HTTPS, or set "
         "MEMBRANE_ALLOW_INSECURE_CREDENTIALS=true if TLS terminates in front of this "
         "server, or bind to 127.0.0.1",
-        details=[{"field": "host", "message": "credentials in plaintext off loopback",
-                  "type": "forbidden"}],
+        details=[{"field": "host", "message": "credentials in plaintext off loopback", "type": "forbidden"}],
     )
 
 
-def plan_listen(host: str, keys: Mapping[str, Any], *, certfile: Path | str | None = None,
-                keyfile: Path | str | None = None, allow_insecure: bool = False) -> Listen:
+def plan_listen(
+    host: str,
+    keys: Mapping[str, Any],
+    *,
+    certfile: Path | str | None = None,
+    keyfile: Path | str | None = None,
+    allow_insecure: bool = False,
+) -> Listen:
     """RFC 7.5, every rule for the API on ``host``; raises before anything is built or bound.
 
     No keys: loopback only (:func:`check_listen`). Keys off loopback: TLS or the

@@ -43,8 +43,11 @@ async def services(request: Request) -> Services:
 
 #: RFC 10.3: the bearer scheme in ``/openapi.json`` (the Authorize button of ``/docs``). It
 #: only documents: the key ring reads the header itself, so its own messages answer.
-BEARER = HTTPBearer(auto_error=False, scheme_name="apiKey",
-                    description="an API key of MEMBRANE_API_KEYS (none without keys, on loopback)")
+BEARER = HTTPBearer(
+    auto_error=False,
+    scheme_name="apiKey",
+    description="an API key of MEMBRANE_API_KEYS (none without keys, on loopback)",
+)
 Bearer = Annotated[HTTPAuthorizationCredentials | None, Security(BEARER)]
 
 
@@ -61,7 +64,8 @@ async def trust(request: Request, _: Bearer) -> TrustPolicy:
         if server is not None and _is_public_ip(str(server[0])):
             raise errors.Forbidden(
                 "this server has no API keys configured and serves only loopback "
-                "addresses (set MEMBRANE_API_KEYS to serve other addresses)")
+                "addresses (set MEMBRANE_API_KEYS to serve other addresses)"
+            )
     return svc.keys.authenticate(request.headers.get("authorization"))
 
 

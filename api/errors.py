@@ -16,14 +16,28 @@ from membrane_core import errors
 
 log = logging.getLogger(__name__)
 
-_HTTP_CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
-               405: "method_not_allowed", 409: "conflict", 413: "payload_too_large",
-               415: "unsupported_media_type", 422: "invalid_input", 429: "too_many_requests",
-               503: "unavailable"}
+_HTTP_CODES = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+    422: "invalid_input",
+    429: "too_many_requests",
+    503: "unavailable",
+}
 
 
-def error_response(status: int, code: str, message: str, details: list[dict[str, Any]] | None = None,
-                   headers: Mapping[str, str] | None = None) -> JSONResponse:
+def error_response(
+    status: int,
+    code: str,
+    message: str,
+    details: list[dict[str, Any]] | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> JSONResponse:
     """The one error body of the API (RFC 10.2)."""
     body = {"error": {"code": code, "message": message, "details": details or []}}
     return JSONResponse(body, status_code=status, headers=headers)
@@ -81,8 +95,14 @@ async def on_membrane_error(request: Request, exc: Exception) -> JSONResponse:
 async def on_validation_error(request: Request, exc: Exception) -> JSONResponse:
     """Request validation → 422 naming every bad field (RFC 2.4, 10.2)."""
     assert isinstance(exc, RequestValidationError)
-    details = [{"field": field_name(e.get("loc", ())), "message": str(e.get("msg", "")),
-                "type": str(e.get("type", ""))} for e in exc.errors()]
+    details = [
+        {
+            "field": field_name(e.get("loc", ())),
+            "message": str(e.get("msg", "")),
+            "type": str(e.get("type", "")),
+        }
+        for e in exc.errors()
+    ]
     summary = "; ".join(f"{d['field'] or 'body'}: {d['message']}" for d in details[:5])
     return error_response(422, "invalid_input", f"invalid request: {summary}", details)
 

@@ -19,8 +19,9 @@ MAX_BATCH_BODY_BYTES = 32 * 1024 * 1024
 class BodyLimitMiddleware:
     """Answer 413 when the declared or streamed body passes the route's byte budget."""
 
-    def __init__(self, app: ASGIApp, *, max_bytes: int = MAX_BODY_BYTES,
-                 max_batch_bytes: int = MAX_BATCH_BODY_BYTES) -> None:
+    def __init__(
+        self, app: ASGIApp, *, max_bytes: int = MAX_BODY_BYTES, max_batch_bytes: int = MAX_BATCH_BODY_BYTES
+    ) -> None:
         self.app = app
         self.max_bytes = max_bytes
         self.max_batch_bytes = max_batch_bytes
@@ -69,8 +70,15 @@ def _too_large(size: int, limit: int) -> errors.PayloadTooLarge:
 async def _reject(send: Send, size: int, limit: int) -> None:
     err = _too_large(size, limit)
     body = json.dumps({"error": err.to_dict()}).encode()
-    await send({"type": "http.response.start", "status": status_of(err),
-                "headers": [(b"content-type", b"application/json"),
-                            (b"content-length", str(len(body)).encode()),
-                            (b"connection", b"close")]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status_of(err),
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"connection", b"close"),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": body})

@@ -54,23 +54,33 @@ class Registry:
         """The registry in Prometheus text format 0.0.4."""
         out: list[str] = []
         with self._lock:
-            out += ["# HELP membrane_http_requests_total HTTP requests by route and status.",
-                    "# TYPE membrane_http_requests_total counter"]
+            out += [
+                "# HELP membrane_http_requests_total HTTP requests by route and status.",
+                "# TYPE membrane_http_requests_total counter",
+            ]
             for (method, route, status), n in sorted(self.requests.items()):
-                out.append(f'membrane_http_requests_total{{method="{method}",route="{_esc(route)}",'
-                           f'status="{status}"}} {n}')
-            out += ["# HELP membrane_http_request_duration_seconds HTTP request latency by route.",
-                    "# TYPE membrane_http_request_duration_seconds histogram"]
+                out.append(
+                    f'membrane_http_requests_total{{method="{method}",route="{_esc(route)}",'
+                    f'status="{status}"}} {n}'
+                )
+            out += [
+                "# HELP membrane_http_request_duration_seconds HTTP request latency by route.",
+                "# TYPE membrane_http_request_duration_seconds histogram",
+            ]
             for (method, route), count in sorted(self.latency_count.items()):
                 labels = f'method="{method}",route="{_esc(route)}"'
                 for bound, n in zip(BUCKETS, self.latency_buckets[(method, route)], strict=True):
                     out.append(f'membrane_http_request_duration_seconds_bucket{{{labels},le="{bound}"}} {n}')
                 out.append(f'membrane_http_request_duration_seconds_bucket{{{labels},le="+Inf"}} {count}')
-                out.append(f"membrane_http_request_duration_seconds_sum{{{labels}}} "
-                           f"{self.latency_sum[(method, route)]:.6f}")
+                out.append(
+                    f"membrane_http_request_duration_seconds_sum{{{labels}}} "
+                    f"{self.latency_sum[(method, route)]:.6f}"
+                )
                 out.append(f"membrane_http_request_duration_seconds_count{{{labels}}} {count}")
-            out += ["# HELP membrane_operations_accepted_total Operations accepted into the inbox.",
-                    "# TYPE membrane_operations_accepted_total counter"]
+            out += [
+                "# HELP membrane_operations_accepted_total Operations accepted into the inbox.",
+                "# TYPE membrane_operations_accepted_total counter",
+            ]
             for (kind, status), n in sorted(self.operations.items()):
                 out.append(f'membrane_operations_accepted_total{{kind="{kind}",status="{status}"}} {n}')
         return "\n".join(out) + "\n"

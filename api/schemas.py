@@ -112,8 +112,9 @@ def errors(*codes: int) -> dict[int | str, dict[str, Any]]:
 
     Every route may also answer 500 (a bug) and 503 (an outage, RFC 10.5).
     """
-    return {code: {"model": ErrorBody, "description": _DESCRIPTIONS[code]}
-            for code in sorted({*codes, 500, 503})}
+    return {
+        code: {"model": ErrorBody, "description": _DESCRIPTIONS[code]} for code in sorted({*codes, 500, 503})
+    }
 
 
 #: What every write route may answer besides its 202: auth, policy, budgets, input, conflicts.

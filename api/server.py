@@ -16,8 +16,14 @@ from membrane_core import Settings, errors
 log = logging.getLogger(__name__)
 
 
-def serve(settings: Settings | None = None, *, host: str | None = None, port: int | None = None,
-          log_level: str = "info", workers: int = 1) -> None:
+def serve(
+    settings: Settings | None = None,
+    *,
+    host: str | None = None,
+    port: int | None = None,
+    log_level: str = "info",
+    workers: int = 1,
+) -> None:
     """RFC 7.5: refuse an unsafe listen address, else serve (HTTPS with TLS files) until stopped.
 
     The checks run before the app (and its Membrane) is built and before binding, so a
@@ -26,13 +32,23 @@ def serve(settings: Settings | None = None, *, host: str | None = None, port: in
     """
     s = settings or Settings()
     bind = host or s.host
-    plan = plan_listen(bind, s.api_keys, certfile=s.tls_certfile, keyfile=s.tls_keyfile,
-                       allow_insecure=s.allow_insecure_credentials)
+    plan = plan_listen(
+        bind,
+        s.api_keys,
+        certfile=s.tls_certfile,
+        keyfile=s.tls_keyfile,
+        allow_insecure=s.allow_insecure_credentials,
+    )
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
     if plan.warning:
         log.warning(plan.warning)
-    common: dict[str, Any] = {"host": bind, "port": port or s.port, "log_level": log_level,
-                              "access_log": False, "timeout_graceful_shutdown": 10}
+    common: dict[str, Any] = {
+        "host": bind,
+        "port": port or s.port,
+        "log_level": log_level,
+        "access_log": False,
+        "timeout_graceful_shutdown": 10,
+    }
     if plan.certfile and plan.keyfile:
         common.update(ssl_certfile=str(plan.certfile), ssl_keyfile=str(plan.keyfile))
     if workers > 1:

@@ -45,18 +45,26 @@ def publish(svc: Services, kind: Any, views: Sequence[Any]) -> None:
     try:
         sent = svc.dispatcher.publish(kind, queued)
     except Exception:
-        log.warning("publish failed; beat will re-dispatch", exc_info=True,
-                    extra={"kind": kind_name, "operations": len(queued)})
+        log.warning(
+            "publish failed; beat will re-dispatch",
+            exc_info=True,
+            extra={"kind": kind_name, "operations": len(queued)},
+        )
         return
     if sent is False:
         # RFC 10.5: while the broker is down every write lands here; the dispatcher logs the
         # failure once per window, a warning per write would flood the log
-        log.debug("broker unavailable; beat will re-dispatch",
-                  extra={"kind": kind_name, "operations": len(queued)})
+        log.debug(
+            "broker unavailable; beat will re-dispatch", extra={"kind": kind_name, "operations": len(queued)}
+        )
 
 
-def settle(svc: Services, views: Sequence[Any], wait: float | None, trust: TrustPolicy,
-           ) -> tuple[list[Any], bool]:
+def settle(
+    svc: Services,
+    views: Sequence[Any],
+    wait: float | None,
+    trust: TrustPolicy,
+) -> tuple[list[Any], bool]:
     """The operations (after waiting up to ``wait`` seconds) and whether all have finished.
 
     Finished operations (an idempotent replay, a batch of only invalid items) answer 200
@@ -70,17 +78,26 @@ def settle(svc: Services, views: Sequence[Any], wait: float | None, trust: Trust
     return current, all(_status(v) in _FINISHED for v in current)
 
 
-def answer_one(svc: Services, kind: Any, view: Any, wait: float | None, trust: TrustPolicy,
-               ) -> JSONResponse:
+def answer_one(
+    svc: Services,
+    kind: Any,
+    view: Any,
+    wait: float | None,
+    trust: TrustPolicy,
+) -> JSONResponse:
     """One write: 202 + Location, or 200 with the finished operation."""
     publish(svc, kind, [view])
     (final,), finished = settle(svc, [view], wait, trust)
-    return JSONResponse(as_json(final), status_code=200 if finished else 202,
-                        headers={"Location": f"/v1/operations/{final.operation_id}"})
+    return JSONResponse(
+        as_json(final),
+        status_code=200 if finished else 202,
+        headers={"Location": f"/v1/operations/{final.operation_id}"},
+    )
 
 
-def answer_many(svc: Services, kind: Any, views: Sequence[Any], wait: float | None,
-                trust: TrustPolicy) -> Response:
+def answer_many(
+    svc: Services, kind: Any, views: Sequence[Any], wait: float | None, trust: TrustPolicy
+) -> Response:
     """A batch: ``{"operations": [...]}`` in input order, 202 or 200 once all finished."""
     publish(svc, kind, views)
     final, finished = settle(svc, views, wait, trust)

@@ -85,14 +85,24 @@ Each memory line starts with its id in brackets; pass that id to the correction 
 
 # -- the tools, as the model sees them (wording shared with membrane_client.mcp_server) -----
 
-_ID = {"type": "string", "format": "uuid",
-       "description": "Id of a memory, as shown in brackets in the memories listed."}
-_RATIONALE = {"type": "string", "minLength": 1, "maxLength": 2048,
-              "description": "Why you make this change, in a sentence; kept in the memory's audit "
-                             "history."}
-_EVIDENCE = {"type": "array", "maxItems": 16, "items": {"type": "string", "minLength": 1, "maxLength": 512},
-             "description": "Short references backing the change: a file and line, a URL, a tool "
-                            "output, a message, or a memory id."}
+_ID = {
+    "type": "string",
+    "format": "uuid",
+    "description": "Id of a memory, as shown in brackets in the memories listed.",
+}
+_RATIONALE = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": 2048,
+    "description": "Why you make this change, in a sentence; kept in the memory's audit history.",
+}
+_EVIDENCE = {
+    "type": "array",
+    "maxItems": 16,
+    "items": {"type": "string", "minLength": 1, "maxLength": 512},
+    "description": "Short references backing the change: a file and line, a URL, a tool "
+    "output, a message, or a memory id.",
+}
 
 
 def _phrase(description: str) -> dict[str, Any]:
@@ -100,49 +110,81 @@ def _phrase(description: str) -> dict[str, Any]:
 
 
 def _function(name: str, description: str, properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {"type": "function", "function": {
-        "name": name, "description": description,
-        "parameters": {"type": "object", "properties": properties, "required": required,
-                       "additionalProperties": False}}}
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": description,
+            "parameters": {
+                "type": "object",
+                "properties": properties,
+                "required": required,
+                "additionalProperties": False,
+            },
+        },
+    }
 
 
 TOOLS: list[dict[str, Any]] = [
-    _function("remember", """\
+    _function(
+        "remember",
+        """\
 Store a durable fact worth keeping across conversations: subject, predicate, object (acme-api / \
 runs_on / Python 3.13). Do not remember a fact already listed in the memories. Do not use it to \
 fix a wrong memory: a new fact does not replace the old one; use supersede_memory.""",
-              {"subject": _phrase("What it is about, e.g. acme-api."),
-               "predicate": _phrase("The relation, e.g. runs_on."),
-               "object": _phrase("The value, e.g. Python 3.13."),
-               "reason": {"type": "string", "maxLength": 4096,
-                          "description": "Why this is worth remembering."}},
-              ["subject", "predicate", "object"]),
-    _function("supersede_memory", """\
+        {
+            "subject": _phrase("What it is about, e.g. acme-api."),
+            "predicate": _phrase("The relation, e.g. runs_on."),
+            "object": _phrase("The value, e.g. Python 3.13."),
+            "reason": {"type": "string", "maxLength": 4096, "description": "Why this is worth remembering."},
+        },
+        ["subject", "predicate", "object"],
+    ),
+    _function(
+        "supersede_memory",
+        """\
 Use when a remembered fact is wrong and you know the right value: writes the corrected fact and \
 retires the old one (kept, marked superseded, no longer recalled). Give only what changes \
 (usually object), a rationale and at least one evidence reference. Use retract_memory when it is \
 wrong and there is no replacement; contest_memory when you are unsure. Events cannot be \
 superseded.""",
-              {"record_id": _ID, "rationale": _RATIONALE, "evidence": {**_EVIDENCE, "minItems": 1},
-               "object": _phrase("The right value, when it changes."),
-               "subject": _phrase("The new subject, when it changes."),
-               "predicate": _phrase("The new relation, when it changes.")},
-              ["record_id", "rationale", "evidence"]),
-    _function("retract_memory", """\
+        {
+            "record_id": _ID,
+            "rationale": _RATIONALE,
+            "evidence": {**_EVIDENCE, "minItems": 1},
+            "object": _phrase("The right value, when it changes."),
+            "subject": _phrase("The new subject, when it changes."),
+            "predicate": _phrase("The new relation, when it changes."),
+        },
+        ["record_id", "rationale", "evidence"],
+    ),
+    _function(
+        "retract_memory",
+        """\
 Use when a memory is wrong or no longer true and there is no replacement: it stops being \
 recalled and its fact is not learned again from later observations; its history stays. Use \
 supersede_memory when you know the right value; contest_memory when you are unsure. Events \
 cannot be retracted.""",
-              {"record_id": _ID, "rationale": _RATIONALE, "evidence": _EVIDENCE},
-              ["record_id", "rationale"]),
-    _function("contest_memory", """\
+        {"record_id": _ID, "rationale": _RATIONALE, "evidence": _EVIDENCE},
+        ["record_id", "rationale"],
+    ),
+    _function(
+        "contest_memory",
+        """\
 Use when you doubt a memory but cannot show it is wrong (conflicting sources, a surprising \
 value): it stays, marked CONTESTED and ranked below active memories. Optionally name the memory \
 that contradicts it. Once you know, use supersede_memory or retract_memory.""",
-              {"record_id": _ID, "rationale": _RATIONALE, "evidence": _EVIDENCE,
-               "contesting_record_id": {**_ID, "description": "A memory that contradicts this one, "
-                                                              "if there is one."}},
-              ["record_id", "rationale"]),
+        {
+            "record_id": _ID,
+            "rationale": _RATIONALE,
+            "evidence": _EVIDENCE,
+            "contesting_record_id": {
+                **_ID,
+                "description": "A memory that contradicts this one, if there is one.",
+            },
+        },
+        ["record_id", "rationale"],
+    ),
 ]
 
 # -- memories as compact lines (as membrane_client.mcp_server renders them; that module needs
@@ -197,8 +239,10 @@ def content(record: Record) -> str:
 
 def record_line(record: Record, *, chars: int = LINE_CHARS) -> str:
     """``[id] (type, status, salience 0.83) content``: one memory, one line."""
-    return f"[{record.id}] ({record.type}, {_status(record)}, salience {record.salience:.2f}) " \
-           f"{_clip(content(record), chars)}"
+    return (
+        f"[{record.id}] ({record.type}, {_status(record)}, salience {record.salience:.2f}) "
+        f"{_clip(content(record), chars)}"
+    )
 
 
 def _is_observation(record: Record) -> bool:
@@ -210,8 +254,9 @@ def _is_observation(record: Record) -> bool:
     return record.type == "episodic" and (record.payload or {}).get("source_kind") == "observation"
 
 
-def memory_block(records: Sequence[Record], scope: str, *, limit: int = MEMORIES,
-                 max_bytes: int = MAX_BYTES) -> str:
+def memory_block(
+    records: Sequence[Record], scope: str, *, limit: int = MEMORIES, max_bytes: int = MAX_BYTES
+) -> str:
     """The memory section of a system message: one line per record, best first, under ``max_bytes``."""
     shown = [r for r in records if not _is_observation(r)][:limit]
     if not shown:
@@ -240,13 +285,21 @@ class ChatError(RuntimeError):
 class ChatModel:
     """``POST {base_url}/chat/completions`` with tools, through httpx."""
 
-    def __init__(self, base_url: str, model: str, *, api_key: str | None = None, timeout: float = 120.0,
-                 transport: httpx.BaseTransport | None = None) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        api_key: str | None = None,
+        timeout: float = 120.0,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
         self.model = model
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         # the endpoint is {base_url}/chat/completions whether or not base_url ends in a slash
-        self._http = httpx.Client(base_url=base_url.rstrip("/") + "/", headers=headers, timeout=timeout,
-                                  transport=transport)
+        self._http = httpx.Client(
+            base_url=base_url.rstrip("/") + "/", headers=headers, timeout=timeout, transport=transport
+        )
 
     def close(self) -> None:
         """Close the connections."""
@@ -255,12 +308,14 @@ class ChatModel:
     def __enter__(self) -> ChatModel:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.close()
 
-    def complete(self, messages: Sequence[Mapping[str, Any]],
-                 tools: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    def complete(
+        self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]]
+    ) -> dict[str, Any]:
         """The assistant message of one completion: ``content`` and maybe ``tool_calls``."""
         body = {"model": self.model, "messages": list(messages), "tools": list(tools), "tool_choice": "auto"}
         try:
@@ -401,9 +456,19 @@ class Agent:
     since) are never sent again.
     """
 
-    def __init__(self, chat: ChatModel, memory: Client, scope: str, *, memories: int = MEMORIES,
-                 max_rounds: int = MAX_ROUNDS, wait: float = WAIT, history_turns: int = HISTORY_TURNS,
-                 instructions: str = INSTRUCTIONS, log: Callable[[str], Any] = _log_to_stderr) -> None:
+    def __init__(
+        self,
+        chat: ChatModel,
+        memory: Client,
+        scope: str,
+        *,
+        memories: int = MEMORIES,
+        max_rounds: int = MAX_ROUNDS,
+        wait: float = WAIT,
+        history_turns: int = HISTORY_TURNS,
+        instructions: str = INSTRUCTIONS,
+        log: Callable[[str], Any] = _log_to_stderr,
+    ) -> None:
         if max_rounds < 1:
             raise ValueError("max_rounds must be at least 1")
         self.chat = chat
@@ -417,8 +482,10 @@ class Agent:
         self.log = log
         self._turns: list[list[dict[str, Any]]] = []
         self._tools: dict[str, Callable[[dict[str, Any]], str]] = {
-            "remember": self._remember, "supersede_memory": self._supersede,
-            "retract_memory": self._retract, "contest_memory": self._contest,
+            "remember": self._remember,
+            "supersede_memory": self._supersede,
+            "retract_memory": self._retract,
+            "contest_memory": self._contest,
         }
 
     # -- a turn ---------------------------------------------------------------------------------
@@ -428,13 +495,14 @@ class Agent:
         or the rounds ran out. A :class:`ChatError` leaves the conversation as it was, but not
         the memory: what its tool calls wrote before it stays written, and captured."""
         turn = Turn(user=user_message, system=f"{self.instructions}\n\n{self.recall(user_message)}")
-        kept = self._turns[-self.history_turns:] if self.history_turns > 0 else []
+        kept = self._turns[-self.history_turns :] if self.history_turns > 0 else []
         history = [message for past in kept for message in past]
         messages: list[dict[str, Any]] = [{"role": "user", "content": user_message}]
         for _ in range(self.max_rounds):
             turn.rounds += 1
-            answer = self.chat.complete([{"role": "system", "content": turn.system}, *history, *messages],
-                                        TOOLS)
+            answer = self.chat.complete(
+                [{"role": "system", "content": turn.system}, *history, *messages], TOOLS
+            )
             calls = [c for c in answer.get("tool_calls") or [] if isinstance(c, Mapping)]
             if not calls:
                 turn.reply, turn.answered = str(answer.get("content") or ""), True
@@ -461,8 +529,11 @@ class Agent:
         arguments = function.get("arguments")
         if not isinstance(arguments, str):
             arguments = json.dumps(arguments if arguments is not None else {})
-        return {"id": str(call.get("id") or f"call_{uuid.uuid4().hex[:24]}"), "type": "function",
-                "function": {"name": str(function.get("name") or ""), "arguments": arguments}}
+        return {
+            "id": str(call.get("id") or f"call_{uuid.uuid4().hex[:24]}"),
+            "type": "function",
+            "function": {"name": str(function.get("name") or ""), "arguments": arguments},
+        }
 
     def recall(self, query: str) -> str:
         """The memory section for ``query``: what Membrane retrieves for it in the scope."""
@@ -492,17 +563,25 @@ class Agent:
             result, ok = _refusal(exc), False
         call = ToolCall(name=name, args=args, result=result, ok=ok)
         self.log(f"tool {name}({json.dumps(args, ensure_ascii=False)}) -> {_squash(result)}")
-        call.record_id = self._capture({"source_kind": "tool_output", "content": {
-            "tool_calls": [{"tool": name or "unknown", "args": args, "result": result}],
-            "outcome": "success" if ok else "failure"}})
+        call.record_id = self._capture(
+            {
+                "source_kind": "tool_output",
+                "content": {
+                    "tool_calls": [{"tool": name or "unknown", "args": args, "result": result}],
+                    "outcome": "success" if ok else "failure",
+                },
+            }
+        )
         return call
 
     def _finished(self, op: Operation, what: str) -> Operation | str:
         """``op`` once it succeeded; the text to answer while it still runs; raises if refused."""
         op.raise_for_error()
         if not op.succeeded:
-            return (f"{what} was accepted but had not finished after {self.wait:g} s (operation "
-                    f"{op.operation_id} is {op.status}).")
+            return (
+                f"{what} was accepted but had not finished after {self.wait:g} s (operation "
+                f"{op.operation_id} is {op.status})."
+            )
         return op
 
     def _line(self, record_id: UUID) -> str:
@@ -522,9 +601,11 @@ class Agent:
             return done
         observation, *derived = done.record_ids
         if not derived:
-            return (f"Recorded the observation [{observation}], but no fact was kept: the same fact was "
-                    f"retracted earlier in scope {self.scope} (or is contested there), and an observation "
-                    "does not bring it back. If it is true again, supersede the fact that replaced it.")
+            return (
+                f"Recorded the observation [{observation}], but no fact was kept: the same fact was "
+                f"retracted earlier in scope {self.scope} (or is contested there), and an observation "
+                "does not bring it back. If it is true again, supersede the fact that replaced it."
+            )
         return f"Remembered fact {self._line(derived[0])} (observation [{observation}])."
 
     def _supersede(self, args: dict[str, Any]) -> str:
@@ -538,8 +619,10 @@ class Agent:
         done = self._finished(op, "The supersede")
         if isinstance(done, str):
             return done
-        return (f"Superseded [{record_id}] with {self._line(done.record_ids[0])}. The old memory is kept, "
-                "marked superseded, and no longer recalled.")
+        return (
+            f"Superseded [{record_id}] with {self._line(done.record_ids[0])}. The old memory is kept, "
+            "marked superseded, and no longer recalled."
+        )
 
     def _retract(self, args: dict[str, Any]) -> str:
         record_id, rationale = _target(args)
@@ -547,28 +630,35 @@ class Agent:
         done = self._finished(op, "The retraction")
         if isinstance(done, str):
             return done
-        return (f"Retracted [{record_id}]. It is no longer recalled and its fact is not learned again "
-                "from later observations; it stays readable by id, with its history.")
+        return (
+            f"Retracted [{record_id}]. It is no longer recalled and its fact is not learned again "
+            "from later observations; it stays readable by id, with its history."
+        )
 
     def _contest(self, args: dict[str, Any]) -> str:
         record_id, rationale = _target(args)
-        op = self.memory.contest(record_id, _with_evidence(rationale, _evidence(args)),
-                                 contesting_record_id=_record_id(_optional(args, "contesting_record_id"),
-                                                                 "contesting_record_id"),
-                                 wait=self.wait)
+        op = self.memory.contest(
+            record_id,
+            _with_evidence(rationale, _evidence(args)),
+            contesting_record_id=_record_id(_optional(args, "contesting_record_id"), "contesting_record_id"),
+            wait=self.wait,
+        )
         done = self._finished(op, "The contest")
         if isinstance(done, str):
             return done
-        return (f"Marked [{record_id}] CONTESTED: it is flagged and ranked below active memories. "
-                "Supersede or retract it once you know it is wrong.")
+        return (
+            f"Marked [{record_id}] CONTESTED: it is flagged and ranked below active memories. "
+            "Supersede or retract it once you know it is wrong."
+        )
 
     # -- captures -------------------------------------------------------------------------------
 
     def _capture_reply(self, reply: str) -> UUID | None:
         if not reply.strip():
             return None
-        return self._capture({"source_kind": "event", "content": {"text": reply},
-                              "metadata": {"role": "assistant"}})
+        return self._capture(
+            {"source_kind": "event", "content": {"text": reply}, "metadata": {"role": "assistant"}}
+        )
 
     def _capture(self, capture: dict[str, Any]) -> UUID | None:
         """Capture one episode in the scope; its record id, or None when Membrane refused it.
@@ -592,37 +682,72 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="agent_loop.py",
         description="Chat with a model through any OpenAI-compatible chat completions endpoint, with "
-                    "Membrane as its long-term memory: memories retrieved before each turn, tool calls "
-                    "and answers captured, and tools to remember and to correct memories.")
-    parser.add_argument("--base-url", default=env("OPENAI_BASE_URL"),
-                        help="base URL of the chat endpoint, e.g. http://127.0.0.1:8000/v1 "
-                             "(default: $OPENAI_BASE_URL)")
+        "Membrane as its long-term memory: memories retrieved before each turn, tool calls "
+        "and answers captured, and tools to remember and to correct memories.",
+    )
+    parser.add_argument(
+        "--base-url",
+        default=env("OPENAI_BASE_URL"),
+        help="base URL of the chat endpoint, e.g. http://127.0.0.1:8000/v1 (default: $OPENAI_BASE_URL)",
+    )
     parser.add_argument("--model", default=env("OPENAI_MODEL"), help="model name (default: $OPENAI_MODEL)")
-    parser.add_argument("--api-key", default=env("OPENAI_API_KEY"),
-                        help="key of the chat endpoint (default: $OPENAI_API_KEY; none for most local "
-                             "servers). Prefer the variable: arguments are visible to other local users.")
-    parser.add_argument("--membrane-url", default=env("MEMBRANE_URL") or DEFAULT_MEMBRANE_URL,
-                        help="base URL of the Membrane API "
-                             f"(default: $MEMBRANE_URL or {DEFAULT_MEMBRANE_URL})")
-    parser.add_argument("--membrane-key", default=env("MEMBRANE_API_KEY"),
-                        help="Membrane API key (default: $MEMBRANE_API_KEY); its policy bounds what the "
-                             "model may read and change")
-    parser.add_argument("--scope", default=DEFAULT_SCOPE,
-                        help=f"Membrane scope memories are retrieved from and captured in "
-                             f"(default {DEFAULT_SCOPE!r})")
-    parser.add_argument("-m", "--message", action="append", default=[],
-                        help="a user message; repeat for several turns. Without it, messages are read "
-                             "from standard input, one a line, until end of file or /exit")
-    parser.add_argument("--max-rounds", type=int, default=MAX_ROUNDS,
-                        help=f"completions per turn at most (default {MAX_ROUNDS})")
-    parser.add_argument("--memories", type=int, default=MEMORIES,
-                        help=f"memories listed per turn at most (default {MEMORIES})")
-    parser.add_argument("--wait", type=float, default=WAIT,
-                        help=f"seconds a Membrane write waits for its operation (default {WAIT:g})")
-    parser.add_argument("--timeout", type=float, default=120.0,
-                        help="HTTP timeout of a chat completion, seconds (default 120)")
-    parser.add_argument("-v", "--verbose", action="store_true",
-                        help="also print each turn's system message to standard error")
+    parser.add_argument(
+        "--api-key",
+        default=env("OPENAI_API_KEY"),
+        help="key of the chat endpoint (default: $OPENAI_API_KEY; none for most local "
+        "servers). Prefer the variable: arguments are visible to other local users.",
+    )
+    parser.add_argument(
+        "--membrane-url",
+        default=env("MEMBRANE_URL") or DEFAULT_MEMBRANE_URL,
+        help=f"base URL of the Membrane API (default: $MEMBRANE_URL or {DEFAULT_MEMBRANE_URL})",
+    )
+    parser.add_argument(
+        "--membrane-key",
+        default=env("MEMBRANE_API_KEY"),
+        help="Membrane API key (default: $MEMBRANE_API_KEY); its policy bounds what the "
+        "model may read and change",
+    )
+    parser.add_argument(
+        "--scope",
+        default=DEFAULT_SCOPE,
+        help=f"Membrane scope memories are retrieved from and captured in (default {DEFAULT_SCOPE!r})",
+    )
+    parser.add_argument(
+        "-m",
+        "--message",
+        action="append",
+        default=[],
+        help="a user message; repeat for several turns. Without it, messages are read "
+        "from standard input, one a line, until end of file or /exit",
+    )
+    parser.add_argument(
+        "--max-rounds",
+        type=int,
+        default=MAX_ROUNDS,
+        help=f"completions per turn at most (default {MAX_ROUNDS})",
+    )
+    parser.add_argument(
+        "--memories",
+        type=int,
+        default=MEMORIES,
+        help=f"memories listed per turn at most (default {MEMORIES})",
+    )
+    parser.add_argument(
+        "--wait",
+        type=float,
+        default=WAIT,
+        help=f"seconds a Membrane write waits for its operation (default {WAIT:g})",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=120.0,
+        help="HTTP timeout of a chat completion, seconds (default 120)",
+    )
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="also print each turn's system message to standard error"
+    )
     return parser
 
 
@@ -656,10 +781,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not 0 < args.wait <= 30:
         parser.error("--wait must be in (0, 30]")
     status = 0
-    with ChatModel(args.base_url, args.model, api_key=args.api_key or None, timeout=args.timeout) as chat, \
-            Client(args.membrane_url, api_key=args.membrane_key or None) as memory:
-        agent = Agent(chat, memory, args.scope, memories=args.memories, max_rounds=args.max_rounds,
-                      wait=args.wait)
+    with (
+        ChatModel(args.base_url, args.model, api_key=args.api_key or None, timeout=args.timeout) as chat,
+        Client(args.membrane_url, api_key=args.membrane_key or None) as memory,
+    ):
+        agent = Agent(
+            chat, memory, args.scope, memories=args.memories, max_rounds=args.max_rounds, wait=args.wait
+        )
         for message in _messages(args.message):
             try:
                 turn = agent.turn(message)

@@ -27,40 +27,94 @@ def trace(now: datetime | None = None) -> list[dict[str, Any]]:
         return (t0 + timedelta(minutes=minutes)).isoformat()
 
     return [
-        {"source_kind": "event", "scope": SCOPE, "occurred_at": at(0), "tags": ["ci", "user-request"],
-         "summary": "User asks to fix the failing CI job on main",
-         "content": {"text": "CI on main fails since this morning; please fix the test job.",
-                     "entities": ["acme-api", "GitHub Actions"]}},
-        {"source_kind": "tool_output", "scope": SCOPE, "occurred_at": at(2), "tags": ["ci"],
-         "summary": "pytest fails: ImportError for zoneinfo backport on Python 3.12",
-         "content": {"text": "tests/test_billing.py: ImportError: No module named 'backports.zoneinfo'",
-                     "tool_calls": [{"tool": "bash", "args": {"cmd": "pytest -x"},
-                                     "result": "1 failed, 211 passed"}],
-                     "outcome": "failure", "entities": ["pytest", "backports.zoneinfo"]}},
-        {"source_kind": "observation", "scope": SCOPE, "occurred_at": at(4),
-         "summary": "acme-api runs on Python 3.12",
-         "content": {"subject": "acme-api", "predicate": "runs_on", "object": "Python 3.12"}},
-        {"source_kind": "observation", "scope": SCOPE, "occurred_at": at(5),
-         "summary": "The CI runner image is ubuntu-24.04",
-         "content": {"subject": "acme-api CI", "predicate": "uses_image", "object": "ubuntu-24.04"}},
-        {"source_kind": "observation", "scope": SCOPE, "occurred_at": at(6), "sensitivity": "low",
-         "summary": "The user prefers small, reviewable pull requests",
-         "content": {"subject": "user", "predicate": "prefers", "object": "small pull requests"}},
-        {"source_kind": "tool_output", "scope": SCOPE, "occurred_at": at(9), "tags": ["ci", "fix"],
-         "summary": "Replaced backports.zoneinfo with the standard zoneinfo module",
-         "content": {"text": "Edited billing/tz.py: use zoneinfo from the standard library.",
-                     "tool_calls": [{"tool": "edit_file", "args": {"path": "billing/tz.py"}},
-                                    {"tool": "bash", "args": {"cmd": "pytest -x"},
-                                     "result": "212 passed"}],
-                     "outcome": "success", "entities": ["zoneinfo", "billing/tz.py"]}},
-        {"source_kind": "working_state", "scope": SCOPE, "occurred_at": at(10),
-         "content": {"thread_id": "fix-ci-main", "task_state": "executing",
-                     "context_summary": "Tests pass locally; waiting for the CI run of the PR.",
-                     "next_actions": ["open PR", "watch CI"], "open_questions": []}},
-        {"source_kind": "outcome", "scope": SCOPE, "occurred_at": at(20), "tags": ["ci"],
-         "summary": "CI green again after dropping backports.zoneinfo",
-         "content": {"text": "PR #482 merged; CI on main is green.", "outcome": "success",
-                     "entities": ["acme-api", "PR #482"]}},
+        {
+            "source_kind": "event",
+            "scope": SCOPE,
+            "occurred_at": at(0),
+            "tags": ["ci", "user-request"],
+            "summary": "User asks to fix the failing CI job on main",
+            "content": {
+                "text": "CI on main fails since this morning; please fix the test job.",
+                "entities": ["acme-api", "GitHub Actions"],
+            },
+        },
+        {
+            "source_kind": "tool_output",
+            "scope": SCOPE,
+            "occurred_at": at(2),
+            "tags": ["ci"],
+            "summary": "pytest fails: ImportError for zoneinfo backport on Python 3.12",
+            "content": {
+                "text": "tests/test_billing.py: ImportError: No module named 'backports.zoneinfo'",
+                "tool_calls": [
+                    {"tool": "bash", "args": {"cmd": "pytest -x"}, "result": "1 failed, 211 passed"}
+                ],
+                "outcome": "failure",
+                "entities": ["pytest", "backports.zoneinfo"],
+            },
+        },
+        {
+            "source_kind": "observation",
+            "scope": SCOPE,
+            "occurred_at": at(4),
+            "summary": "acme-api runs on Python 3.12",
+            "content": {"subject": "acme-api", "predicate": "runs_on", "object": "Python 3.12"},
+        },
+        {
+            "source_kind": "observation",
+            "scope": SCOPE,
+            "occurred_at": at(5),
+            "summary": "The CI runner image is ubuntu-24.04",
+            "content": {"subject": "acme-api CI", "predicate": "uses_image", "object": "ubuntu-24.04"},
+        },
+        {
+            "source_kind": "observation",
+            "scope": SCOPE,
+            "occurred_at": at(6),
+            "sensitivity": "low",
+            "summary": "The user prefers small, reviewable pull requests",
+            "content": {"subject": "user", "predicate": "prefers", "object": "small pull requests"},
+        },
+        {
+            "source_kind": "tool_output",
+            "scope": SCOPE,
+            "occurred_at": at(9),
+            "tags": ["ci", "fix"],
+            "summary": "Replaced backports.zoneinfo with the standard zoneinfo module",
+            "content": {
+                "text": "Edited billing/tz.py: use zoneinfo from the standard library.",
+                "tool_calls": [
+                    {"tool": "edit_file", "args": {"path": "billing/tz.py"}},
+                    {"tool": "bash", "args": {"cmd": "pytest -x"}, "result": "212 passed"},
+                ],
+                "outcome": "success",
+                "entities": ["zoneinfo", "billing/tz.py"],
+            },
+        },
+        {
+            "source_kind": "working_state",
+            "scope": SCOPE,
+            "occurred_at": at(10),
+            "content": {
+                "thread_id": "fix-ci-main",
+                "task_state": "executing",
+                "context_summary": "Tests pass locally; waiting for the CI run of the PR.",
+                "next_actions": ["open PR", "watch CI"],
+                "open_questions": [],
+            },
+        },
+        {
+            "source_kind": "outcome",
+            "scope": SCOPE,
+            "occurred_at": at(20),
+            "tags": ["ci"],
+            "summary": "CI green again after dropping backports.zoneinfo",
+            "content": {
+                "text": "PR #482 merged; CI on main is green.",
+                "outcome": "success",
+                "entities": ["acme-api", "PR #482"],
+            },
+        },
     ]
 
 
@@ -81,8 +135,13 @@ def print_records(console: Console, records: list[dict[str, Any]], *, title: str
         t.add_column(col)
     for r in records:
         score = r.get("score")
-        t.add_row(str(r["type"]), str(r["status"]), f"{score:.3f}" if isinstance(score, float) else "",
-                  f"{r['salience']:.2f}", _text(r))
+        t.add_row(
+            str(r["type"]),
+            str(r["status"]),
+            f"{score:.3f}" if isinstance(score, float) else "",
+            f"{r['salience']:.2f}",
+            _text(r),
+        )
     console.print(t)
 
 
@@ -94,8 +153,10 @@ def run_demo(base_url: str, *, console: Console, api_key: str | None = None) -> 
     try:
         return _demo(base_url, console, api_key)
     except httpx.HTTPStatusError as exc:
-        console.print(f"[red]demo stopped:[/red] {exc.request.method} {exc.request.url.path} → "
-                      f"HTTP {exc.response.status_code} {exc.response.text[:500]}")
+        console.print(
+            f"[red]demo stopped:[/red] {exc.request.method} {exc.request.url.path} → "
+            f"HTTP {exc.response.status_code} {exc.response.text[:500]}"
+        )
     except httpx.HTTPError as exc:
         console.print(f"[red]demo stopped:[/red] cannot reach {base_url}: {exc}")
     return []
@@ -108,21 +169,31 @@ def _demo(base_url: str, console: Console, api_key: str | None) -> list[dict[str
         resp.raise_for_status()
         ops = resp.json()["operations"]
         done = sum(op["status"] == "succeeded" for op in ops)
-        console.print(f"[bold]captured[/bold] {len(ops)} agent events through POST /v1/captures:batch "
-                      f"({done} committed, HTTP {resp.status_code})")
+        console.print(
+            f"[bold]captured[/bold] {len(ops)} agent events through POST /v1/captures:batch "
+            f"({done} committed, HTTP {resp.status_code})"
+        )
         fact_id = next((op["record_ids"][1] for op in ops if len(op.get("record_ids") or []) > 1), None)
         if fact_id:
-            fix = client.post(f"/v1/records/{fact_id}/supersede", params={"wait": 10}, json={
-                "record": {"subject": "acme-api", "predicate": "runs_on", "object": "Python 3.13"},
-                "rationale": "the Dockerfile was bumped to python:3.13-slim",
-                "evidence": [{"kind": "artifact", "ref": "Dockerfile@4f2c1e9"}]})
+            fix = client.post(
+                f"/v1/records/{fact_id}/supersede",
+                params={"wait": 10},
+                json={
+                    "record": {"subject": "acme-api", "predicate": "runs_on", "object": "Python 3.13"},
+                    "rationale": "the Dockerfile was bumped to python:3.13-slim",
+                    "evidence": [{"kind": "artifact", "ref": "Dockerfile@4f2c1e9"}],
+                },
+            )
             op = fix.json()
             if op.get("status") == "succeeded":
-                console.print(f"[bold]superseded[/bold] 'acme-api runs_on Python 3.12' → 3.13 "
-                              f"(POST /v1/records/{{id}}/supersede, HTTP {fix.status_code})")
+                console.print(
+                    f"[bold]superseded[/bold] 'acme-api runs_on Python 3.12' → 3.13 "
+                    f"(POST /v1/records/{{id}}/supersede, HTTP {fix.status_code})"
+                )
             else:
-                console.print(f"[red]supersede did not succeed[/red] (HTTP {fix.status_code}): "
-                              f"{op.get('error') or op}")
+                console.print(
+                    f"[red]supersede did not succeed[/red] (HTTP {fix.status_code}): {op.get('error') or op}"
+                )
         for question in QUESTIONS:
             r = client.post("/v1/retrieve", json={"query": question, "scopes": [SCOPE], "limit": 4})
             r.raise_for_status()

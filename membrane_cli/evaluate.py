@@ -113,28 +113,52 @@ def load_locomo(path: Path) -> list[Conversation]:
                 text = str(t.get("text", ""))
                 if t.get("blip_caption"):
                     text = f"{text} [shares a photo: {t['blip_caption']}]"
-                turns.append(Turn(dia_id=t["dia_id"], speaker=t["speaker"], text=text, session=n,
-                                  session_time=when, at=when + timedelta(seconds=i)))
+                turns.append(
+                    Turn(
+                        dia_id=t["dia_id"],
+                        speaker=t["speaker"],
+                        text=text,
+                        session=n,
+                        session_time=when,
+                        at=when + timedelta(seconds=i),
+                    )
+                )
             n += 1
         questions = tuple(
-            Question(question=str(q["question"]), category=int(q["category"]),
-                     evidence=evidence_ids(q.get("evidence", [])))
-            for q in sample["qa"] if int(q["category"]) in CATEGORIES
+            Question(
+                question=str(q["question"]),
+                category=int(q["category"]),
+                evidence=evidence_ids(q.get("evidence", [])),
+            )
+            for q in sample["qa"]
+            if int(q["category"]) in CATEGORIES
         )
-        convs.append(Conversation(sample_id=str(sample["sample_id"]), turns=tuple(turns),
-                                  questions=questions))
+        convs.append(
+            Conversation(sample_id=str(sample["sample_id"]), turns=tuple(turns), questions=questions)
+        )
     return convs
 
 
 def capture_body(turn: Turn, scope: str, sample_id: str) -> dict[str, Any]:
     """The capture of one turn: an ``event`` with the speaker's line as text."""
     return {
-        "source_kind": "event", "scope": scope, "occurred_at": turn.at.isoformat(),
-        "content": {"text": f"{turn.speaker}: {turn.text}", "speaker": turn.speaker,
-                    "dia_id": turn.dia_id, "session": turn.session},
+        "source_kind": "event",
+        "scope": scope,
+        "occurred_at": turn.at.isoformat(),
+        "content": {
+            "text": f"{turn.speaker}: {turn.text}",
+            "speaker": turn.speaker,
+            "dia_id": turn.dia_id,
+            "session": turn.session,
+        },
         "tags": [f"session-{turn.session}"],
-        "metadata": {"dia_id": turn.dia_id, "speaker": turn.speaker, "sample_id": sample_id,
-                     "session": turn.session, "session_date": turn.session_time.isoformat()},
+        "metadata": {
+            "dia_id": turn.dia_id,
+            "speaker": turn.speaker,
+            "sample_id": sample_id,
+            "session": turn.session,
+            "session_date": turn.session_time.isoformat(),
+        },
     }
 
 
@@ -168,8 +192,11 @@ class Tally:
 
     def row(self, categories: Sequence[int]) -> tuple[float, float, float]:
         """recall@5, recall@10 and MRR over ``categories``."""
-        return (self.value("recall@5", categories), self.value("recall@10", categories),
-                self.value("mrr", categories))
+        return (
+            self.value("recall@5", categories),
+            self.value("recall@10", categories),
+            self.value("mrr", categories),
+        )
 
 
 # -- backends --------------------------------------------------------------------
@@ -204,24 +231,31 @@ class HttpBackend:
 
     def _check(self, resp: Any) -> dict[str, Any]:
         if resp.status_code >= 400:
-            raise RuntimeError(f"{resp.request.method} {resp.request.url} -> {resp.status_code}: "
-                               f"{resp.text[:500]}")
+            raise RuntimeError(
+                f"{resp.request.method} {resp.request.url} -> {resp.status_code}: {resp.text[:500]}"
+            )
         body: dict[str, Any] = resp.json()
         return body
 
     def ingest(self, bodies: Sequence[dict[str, Any]]) -> None:
         """POST /v1/captures:batch?wait=30, then poll each operation until it is finished."""
-        ops = self._check(self.client.post("/v1/captures:batch", params={"wait": 30},
-                                           json={"captures": list(bodies)},
-                                           headers=self.headers))["operations"]
+        ops = self._check(
+            self.client.post(
+                "/v1/captures:batch",
+                params={"wait": 30},
+                json={"captures": list(bodies)},
+                headers=self.headers,
+            )
+        )["operations"]
         deadline = time.monotonic() + self.timeout
         for op in ops:
             while op["status"] in ("queued", "running"):
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"operation {op['operation_id']} did not finish")
                 time.sleep(0.2)
-                op = self._check(self.client.get(f"/v1/operations/{op['operation_id']}",
-                                                 headers=self.headers))
+                op = self._check(
+                    self.client.get(f"/v1/operations/{op['operation_id']}", headers=self.headers)
+                )
             if op["status"] != "succeeded":
                 raise RuntimeError(f"capture failed: {op.get('error')}")
 
@@ -240,8 +274,11 @@ class HttpBackend:
             progress(backlog)
             if backlog == 0:
                 return
-            self._check(self.client.post("/v1/maintenance/run", params={"wait": 30},
-                                         json={"jobs": ["embed"]}, headers=self.headers))
+            self._check(
+                self.client.post(
+                    "/v1/maintenance/run", params={"wait": 30}, json={"jobs": ["embed"]}, headers=self.headers
+                )
+            )
         raise RuntimeError("the embed backlog did not drain")
 
 
@@ -269,8 +306,9 @@ class LibraryBackend:
         from membrane_core.requests import RetrieveRequest, parse
         from membrane_core.trust import DEVELOPMENT_POLICY
 
-        req = parse(RetrieveRequest, {"query": query, "scopes": [scope], "limit": limit,
-                                      "memory_types": ["episodic"]})
+        req = parse(
+            RetrieveRequest, {"query": query, "scopes": [scope], "limit": limit, "memory_types": ["episodic"]}
+        )
         retriever = self.retriever or self.membrane.retriever
         res = retriever.retrieve(req, DEVELOPMENT_POLICY)
         return _dia_ids([r.model_dump(mode="json") for r in res.records])
@@ -280,9 +318,11 @@ class Okapi:
     """Plain Okapi BM25 (k1 1.2, b 0.75) over one conversation's turns, in Python."""
 
     TOKEN = re.compile(r"[a-z0-9]+")
-    STOP = frozenset("a an the and or of to in on at for with is are was were be been did do does "
-                     "what when where who whom which why how that this it its i you he she they we "
-                     "my your his her their our me him them us".split())
+    STOP = frozenset(
+        "a an the and or of to in on at for with is are was were be been did do does "
+        "what when where who whom which why how that this it its i you he she they we "
+        "my your his her their our me him them us".split()
+    )
 
     def __init__(self, turns: Sequence[Turn]) -> None:
         self.ids = [t.dia_id for t in turns]
@@ -318,13 +358,18 @@ class Okapi:
 
 
 def _progress() -> Progress:
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TimeElapsedColumn(), console=console)
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+    )
 
 
 def _chunks(items: Sequence[dict[str, Any]], size: int) -> Iterator[Sequence[dict[str, Any]]]:
     for i in range(0, len(items), size):
-        yield items[i:i + size]
+        yield items[i : i + size]
 
 
 @dataclass
@@ -340,8 +385,9 @@ class Run:
         return sum(len(c.questions) for c in self.convs)
 
     def ingest(self, backend: Backend) -> None:
-        bodies = [(c, capture_body(t, self.scopes[c.sample_id], c.sample_id))
-                  for c in self.convs for t in c.turns]
+        bodies = [
+            (c, capture_body(t, self.scopes[c.sample_id], c.sample_id)) for c in self.convs for t in c.turns
+        ]
         start = time.perf_counter()
         with _progress() as bar:
             task = bar.add_task("ingest turns", total=len(bodies))
@@ -363,7 +409,8 @@ class Run:
                         tally.add(q.category, search(c, q.question), gold)
                     bar.advance(task)
         self.timings[f"ask_{name}_ms_per_question"] = (
-            1000 * (time.perf_counter() - start) / max(1, self.questions()))
+            1000 * (time.perf_counter() - start) / max(1, self.questions())
+        )
 
     def table(self) -> Table:
         t = Table(title="LoCoMo evidence retrieval (categories 1-4; 5 excluded)")
@@ -374,7 +421,8 @@ class Run:
             t.add_column(col, justify="right")
         for name, tally in self.tallies.items():
             for cats, label in [((c,), f"{c} {CATEGORY_NAMES[c]}") for c in CATEGORIES] + [
-                    (CATEGORIES, "overall 1-4")]:
+                (CATEGORIES, "overall 1-4")
+            ]:
                 r5, r10, mrr = tally.row(cats)
                 n = sum(tally.n[c] for c in cats)
                 style = "bold" if len(cats) > 1 else None
@@ -385,10 +433,14 @@ class Run:
     def as_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"questions": self.questions(), "timings": self.timings, "rankings": {}}
         for name, tally in self.tallies.items():
-            rows = {str(c): dict(zip(("recall@5", "recall@10", "mrr"), tally.row((c,)), strict=True))
-                    | {"n": tally.n[c]} for c in CATEGORIES}
-            rows["overall"] = dict(zip(("recall@5", "recall@10", "mrr"), tally.row(CATEGORIES),
-                                       strict=True)) | {"n": sum(tally.n.values())}
+            rows = {
+                str(c): dict(zip(("recall@5", "recall@10", "mrr"), tally.row((c,)), strict=True))
+                | {"n": tally.n[c]}
+                for c in CATEGORIES
+            }
+            rows["overall"] = dict(
+                zip(("recall@5", "recall@10", "mrr"), tally.row(CATEGORIES), strict=True)
+            ) | {"n": sum(tally.n.values())}
             out["rankings"][name] = rows
         return out
 
@@ -396,8 +448,13 @@ class Run:
 def _settings(database_url: str | None, data_dir: Path, embedding: str) -> Any:
     from membrane_core import Settings
 
-    return Settings(database_url=database_url, data_dir=data_dir, embedding_provider=embedding,
-                    embedding_dim=EMBEDDING_DIMS[embedding], llm_provider="none")
+    return Settings(
+        database_url=database_url,
+        data_dir=data_dir,
+        embedding_provider=embedding,
+        embedding_dim=EMBEDDING_DIMS[embedding],
+        llm_provider="none",
+    )
 
 
 def _embed_all(membrane: Any) -> float:
@@ -431,8 +488,14 @@ def _baselines(run: Run, membrane: Any, bm25: dict[str, Okapi]) -> None:
     from membrane_core.retrieval.retriever import Retriever
 
     def arm(weights: dict[str, float], method: str = "rrf") -> Callable[[Conversation, str], list[str]]:
-        r = Retriever(membrane.db, clock=membrane.clock, settings=membrane.settings,
-                      embedder=membrane.retriever.embedder, fusion_method=method, weights=weights)
+        r = Retriever(
+            membrane.db,
+            clock=membrane.clock,
+            settings=membrane.settings,
+            embedder=membrane.retriever.embedder,
+            fusion_method=method,
+            weights=weights,
+        )
         lib = LibraryBackend(membrane, r)
         return lambda c, q: lib.search(run.scopes[c.sample_id], q, 10)
 
@@ -447,14 +510,18 @@ def _baselines(run: Run, membrane: Any, bm25: dict[str, Okapi]) -> None:
 
 
 def locomo(
-    data: Annotated[Path, typer.Option(help="LoCoMo JSON (CC BY-NC 4.0; read, never copied).",
-                                       exists=True, dir_okay=False)],
+    data: Annotated[
+        Path,
+        typer.Option(help="LoCoMo JSON (CC BY-NC 4.0; read, never copied).", exists=True, dir_okay=False),
+    ],
     api_url: Annotated[str | None, typer.Option(help="Base URL of a running stack.")] = None,
     api_key: Annotated[str | None, typer.Option(envvar="MEMBRANE_API_KEY", help="Bearer key.")] = None,
     library: Annotated[bool, typer.Option(help="In-process: use the library, not the HTTP API.")] = False,
     embedding: Annotated[str, typer.Option(help="local (all-MiniLM-L6-v2), hashing or none.")] = "local",
-    database_url: Annotated[str | None, typer.Option(
-        help="In-process store (default: a fresh embedded Postgres in a temporary folder).")] = None,
+    database_url: Annotated[
+        str | None,
+        typer.Option(help="In-process store (default: a fresh embedded Postgres in a temporary folder)."),
+    ] = None,
     conversations: Annotated[int | None, typer.Option(help="Only the first N conversations.")] = None,
     output: Annotated[Path | None, typer.Option("--json", help="Also write the figures as JSON.")] = None,
 ) -> None:
@@ -472,8 +539,10 @@ def locomo(
     tag = uuid.uuid4().hex[:8]
     run = Run(convs=convs, scopes={c.sample_id: f"locomo-{c.sample_id}-{tag}" for c in convs})
     bm25 = {c.sample_id: Okapi(c.turns) for c in convs}
-    console.print(f"{len(convs)} conversations, {sum(len(c.turns) for c in convs)} turns, "
-                  f"{run.questions()} questions (categories 1-4)")
+    console.print(
+        f"{len(convs)} conversations, {sum(len(c.turns) for c in convs)} turns, "
+        f"{run.questions()} questions (categories 1-4)"
+    )
     if api_url:
         import httpx
 
@@ -499,8 +568,9 @@ def _cpus() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 0
 
 
-def _in_process(run: Run, bm25: dict[str, Okapi], *, library: bool, embedding: str,
-                database_url: str | None) -> None:
+def _in_process(
+    run: Run, bm25: dict[str, Okapi], *, library: bool, embedding: str, database_url: str | None
+) -> None:
     from membrane_core import Membrane
     from membrane_core.storage import embedded
 
@@ -516,8 +586,10 @@ def _in_process(run: Run, bm25: dict[str, Okapi], *, library: bool, embedding: s
                 run.ingest(backend)
                 if embedding != "none":
                     run.timings["embed_s"] = _embed_all(membrane)
-                run.ask(f"{name}, {membrane.retriever.fusion_method}",
-                        lambda c, q: backend.search(run.scopes[c.sample_id], q, 10))
+                run.ask(
+                    f"{name}, {membrane.retriever.fusion_method}",
+                    lambda c, q: backend.search(run.scopes[c.sample_id], q, 10),
+                )
             _baselines(run, membrane, bm25)
         finally:
             membrane.close()

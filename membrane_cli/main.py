@@ -23,8 +23,12 @@ from membrane_cli import demo as demo_mod
 from membrane_cli.stack import QUEUES, WATCH_SECONDS, Stack, StackError, StackOptions
 from membrane_core import Membrane, Settings, errors
 
-app = typer.Typer(name="membrane", no_args_is_help=True, add_completion=False,
-                  help="Membrane: a memory substrate for LLM agents (rfc.md).")
+app = typer.Typer(
+    name="membrane",
+    no_args_is_help=True,
+    add_completion=False,
+    help="Membrane: a memory substrate for LLM agents (rfc.md).",
+)
 bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks that print figures beside a baseline.")
 eval_app = typer.Typer(no_args_is_help=True, help="Evaluations against labelled data.")
 app.add_typer(bench_app, name="bench")
@@ -32,8 +36,12 @@ app.add_typer(eval_app, name="eval")
 console = Console()
 
 #: Modules that add commands with ``register(app)``: (module, group).
-PLUGINS = (("membrane_cli.bench.ingest", bench_app), ("membrane_cli.bench.retrieve", bench_app),
-           ("membrane_cli.bench.maintenance", bench_app), ("membrane_cli.evaluate", eval_app))
+PLUGINS = (
+    ("membrane_cli.bench.ingest", bench_app),
+    ("membrane_cli.bench.retrieve", bench_app),
+    ("membrane_cli.bench.maintenance", bench_app),
+    ("membrane_cli.evaluate", eval_app),
+)
 
 
 def _register_plugins() -> None:
@@ -62,8 +70,9 @@ def print_stack(stack: Stack) -> None:
         t.add_row("Flower", f"{stack.listen.scheme}://{o.host}:{o.flower_port}{auth}")
     t.add_row("Postgres", ("embedded, " if stack.embedded else "") + _redact(stack.dsn))
     t.add_row("Redis", _redact(stack.redis_url))
-    t.add_row("Workers", ", ".join(o.queues) + (" + beat" if o.beat else "")
-              + "   (one Celery pool per queue)")
+    t.add_row(
+        "Workers", ", ".join(o.queues) + (" + beat" if o.beat else "") + "   (one Celery pool per queue)"
+    )
     t.add_row("Logs", str(stack.logs))
     console.print(t)
 
@@ -86,9 +95,15 @@ def run(
 ) -> None:
     """Run the whole stack: Postgres, Redis, API, one worker per queue, beat, Flower (RFC 13.1)."""
     settings = Settings()
-    opts = StackOptions(data_dir=settings.data_dir, host=settings.host, api_port=port or settings.port,
-                        flower_port=flower_port, flower=flower, flower_open=flower_open,
-                        stop_database=not keep_db)
+    opts = StackOptions(
+        data_dir=settings.data_dir,
+        host=settings.host,
+        api_port=port or settings.port,
+        flower_port=flower_port,
+        flower=flower,
+        flower_open=flower_open,
+        stop_database=not keep_db,
+    )
     stack = Stack(settings, opts)
     try:
         stack.preflight()  # RFC 7.5: a refused address starts nothing
@@ -159,8 +174,10 @@ def mcp(ctx: typer.Context) -> None:
     try:
         from membrane_client import mcp_server
     except ModuleNotFoundError as exc:
-        console.print("[red]the MCP server needs the Python client with its mcp extra:[/red] "
-                      "pip install './clients/python[mcp]'")
+        console.print(
+            "[red]the MCP server needs the Python client with its mcp extra:[/red] "
+            "pip install './clients/python[mcp]'"
+        )
         raise typer.Exit(2) from exc
     mcp_server.main(list(ctx.args))
 
@@ -193,7 +210,7 @@ def _read_captures(source: str) -> list[dict[str, Any]]:
 
 def _chunks(items: list[Any], size: int) -> Iterator[list[Any]]:
     for i in range(0, len(items), size):
-        yield items[i:i + size]
+        yield items[i : i + size]
 
 
 @app.command()
@@ -232,8 +249,12 @@ def retrieve(
     as_json: Annotated[bool, typer.Option("--json", help="Print the raw result as JSON.")] = False,
 ) -> None:
     """Retrieve through the library and print the records (RFC 8)."""
-    req: dict[str, Any] = {"query": query, "limit": limit, "scopes": scope or None,
-                           "memory_types": memory_type or None}
+    req: dict[str, Any] = {
+        "query": query,
+        "limit": limit,
+        "scopes": scope or None,
+        "memory_types": memory_type or None,
+    }
     with Membrane(Settings()) as m:
         try:
             result = m.retrieve({k: v for k, v in req.items() if v is not None})
@@ -247,8 +268,13 @@ def retrieve(
 
 
 def _progress() -> Progress:
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TimeRemainingColumn(), console=console)
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=console,
+    )
 
 
 _register_plugins()

@@ -212,15 +212,23 @@ class Stack:
         warnings of the insecure opt-in are kept in :attr:`warnings`.
         """
         s, o = self.settings, self.opts
-        self.listen = plan_listen(o.host, s.api_keys, certfile=s.tls_certfile, keyfile=s.tls_keyfile,
-                                  allow_insecure=s.allow_insecure_credentials)
+        self.listen = plan_listen(
+            o.host,
+            s.api_keys,
+            certfile=s.tls_certfile,
+            keyfile=s.tls_keyfile,
+            allow_insecure=s.allow_insecure_credentials,
+        )
         self.warnings = [self.listen.warning] if self.listen.warning else []
         # Flower uses configured basic auth even when opened (workers.flower), and the
         # stack generates one unless opened
         if o.flower and (not o.flower_open or s.flower_basic_auth is not None):
-            warning = check_credentials(o.host, "Flower basic auth",
-                                        tls=tls_files(s.tls_certfile, s.tls_keyfile),
-                                        allow_insecure=s.allow_insecure_credentials)
+            warning = check_credentials(
+                o.host,
+                "Flower basic auth",
+                tls=tls_files(s.tls_certfile, s.tls_keyfile),
+                allow_insecure=s.allow_insecure_credentials,
+            )
             if warning:
                 self.warnings.append(warning)
         return self.listen
@@ -252,10 +260,28 @@ class Stack:
         workdir.mkdir(parents=True, exist_ok=True)
         # It carries only operation ids (the inbox is Postgres), so a restart loses nothing
         # that beat does not re-dispatch: it is restarted on this port when it dies.
-        child = Child("redis", [exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                                "--appendonly", "no", "--dir", str(workdir), "--loglevel", "warning"],
-                      self.logs / "redis.log", url=f"redis://127.0.0.1:{port}/0", port=port,
-                      restart=True)
+        child = Child(
+            "redis",
+            [
+                exe,
+                "--port",
+                str(port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(workdir),
+                "--loglevel",
+                "warning",
+            ],
+            self.logs / "redis.log",
+            url=f"redis://127.0.0.1:{port}/0",
+            port=port,
+            restart=True,
+        )
         self._launch(child)
         self.children.append(child)
         self.redis_url = f"redis://127.0.0.1:{port}/0"
@@ -269,8 +295,9 @@ class Stack:
         deadline = time.monotonic() + timeout
         while not port_open("127.0.0.1", child.port):
             if child.proc.poll() is not None or time.monotonic() > deadline:
-                raise StackError(f"{Path(child.argv[0]).name} did not start on port {child.port}; "
-                                 f"see {child.log}")
+                raise StackError(
+                    f"{Path(child.argv[0]).name} did not start on port {child.port}; see {child.log}"
+                )
             time.sleep(0.05)
 
     def env(self) -> dict[str, str]:
@@ -282,8 +309,9 @@ class Stack:
         env.setdefault("PYTHONUNBUFFERED", "1")
         if self.opts.flower and not self.opts.flower_open:
             configured = self.settings.flower_basic_auth
-            self.flower_auth = (configured.get_secret_value() if configured
-                                else f"admin:{secrets.token_urlsafe(12)}")
+            self.flower_auth = (
+                configured.get_secret_value() if configured else f"admin:{secrets.token_urlsafe(12)}"
+            )
             env["MEMBRANE_FLOWER_BASIC_AUTH"] = self.flower_auth
         return env
 
@@ -292,19 +320,41 @@ class Stack:
         from workers import app as celery_app  # the argv of each pool is the pipeline's to define
 
         o = self.opts
-        kids = [Child("api", [sys.executable, "-m", "api", "--host", o.host, "--port", str(o.api_port)],
-                      self.logs / "api.log", url=self.api_url)]
+        kids = [
+            Child(
+                "api",
+                [sys.executable, "-m", "api", "--host", o.host, "--port", str(o.api_port)],
+                self.logs / "api.log",
+                url=self.api_url,
+            )
+        ]
         for q in o.queues:
-            kids.append(Child(f"worker-{q}",
-                              celery_app.worker_argv(q, concurrency=o.concurrency.get(q)),
-                              self.logs / f"worker-{q}.log"))
+            kids.append(
+                Child(
+                    f"worker-{q}",
+                    celery_app.worker_argv(q, concurrency=o.concurrency.get(q)),
+                    self.logs / f"worker-{q}.log",
+                )
+            )
         if o.beat:
-            kids.append(Child("beat", celery_app.beat_argv(str(o.data_dir / "celerybeat-schedule")),
-                              self.logs / "beat.log"))
+            kids.append(
+                Child(
+                    "beat",
+                    celery_app.beat_argv(str(o.data_dir / "celerybeat-schedule")),
+                    self.logs / "beat.log",
+                )
+            )
         if o.flower:
-            kids.append(Child("flower", celery_app.flower_argv(
-                self.settings, address=o.host, port=o.flower_port, open_access=o.flower_open),
-                self.logs / "flower.log", url=f"{self.listen.scheme}://{o.host}:{o.flower_port}"))
+            kids.append(
+                Child(
+                    "flower",
+                    celery_app.flower_argv(
+                        self.settings, address=o.host, port=o.flower_port, open_access=o.flower_open
+                    ),
+                    self.logs / "flower.log",
+                    url=f"{self.listen.scheme}://{o.host}:{o.flower_port}",
+                )
+            )
         return kids
 
     def start(self, wait_ready: float = 120.0) -> None:
@@ -362,8 +412,10 @@ class Stack:
         look = Watch()
         gone = self.postgres_gone()
         if gone:
-            look.stop = (f"the embedded Postgres stopped ({gone}); stopping the stack. "
-                         f"Postgres log: {self.postgres_log}")
+            look.stop = (
+                f"the embedded Postgres stopped ({gone}); stopping the stack. "
+                f"Postgres log: {self.postgres_log}"
+            )
             self.note(look.stop)
             return look
         stopped: list[str] = []
@@ -379,8 +431,10 @@ class Stack:
                 else:
                     look.events.append(event)
             else:
-                message = (f"{child.name} (pid {child.proc.pid}) exited ({status}); stopping the "
-                           f"stack. Last lines of {child.log}:\n{self.tail(child)}")
+                message = (
+                    f"{child.name} (pid {child.proc.pid}) exited ({status}); stopping the "
+                    f"stack. Last lines of {child.log}:\n{self.tail(child)}"
+                )
                 self.note(message)
                 stopped.append(message)
         if stopped:
@@ -394,8 +448,11 @@ class Stack:
         child.restarts = [t for t in child.restarts if now - t < window]
         pid = child.proc.pid if child.proc else "?"
         if len(child.restarts) >= limit:
-            return (f"{child.name} (pid {pid}) exited ({status}) after {len(child.restarts)} restarts "
-                    f"within {window:g} s (at most {limit}); stopping the stack. See {child.log}", True)
+            return (
+                f"{child.name} (pid {pid}) exited ({status}) after {len(child.restarts)} restarts "
+                f"within {window:g} s (at most {limit}); stopping the stack. See {child.log}",
+                True,
+            )
         child.restarts.append(now)
         try:
             self._launch(child)
@@ -403,8 +460,11 @@ class Stack:
             return f"{child.name} (pid {pid}) exited ({status}) and could not be restarted: {exc}", True
         new_pid = child.proc.pid if child.proc else "?"
         where = f" on port {child.port}" if child.port else ""
-        return (f"{child.name} (pid {pid}) exited ({status}); restarted{where} as pid {new_pid} "
-                f"(restart {len(child.restarts)} of at most {limit} within {window:g} s)", False)
+        return (
+            f"{child.name} (pid {pid}) exited ({status}); restarted{where} as pid {new_pid} "
+            f"(restart {len(child.restarts)} of at most {limit} within {window:g} s)",
+            False,
+        )
 
     def postgres_gone(self) -> str | None:
         """Why the embedded Postgres is not running, or ``None`` (not embedded, or running).
@@ -469,14 +529,24 @@ class Stack:
                 embedded.stop(self.opts.data_dir)
             self.embedded = False
 
-    def _spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None,
-               ) -> subprocess.Popen[bytes]:
+    def _spawn(
+        self,
+        name: str,
+        argv: list[str],
+        env: dict[str, str] | None = None,
+    ) -> subprocess.Popen[bytes]:
         # Own session = own process group: the terminal's Ctrl-C reaches only the supervisor.
         self.logs.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.logs / f"{name}.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         try:
-            proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=fd,
-                                    stderr=subprocess.STDOUT, start_new_session=True)
+            proc = subprocess.Popen(
+                argv,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=fd,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         finally:
             os.close(fd)
         self.note(f"started {name} (pid {proc.pid})")

@@ -54,15 +54,15 @@ def check_json_budget(value: Any, *, field: str, max_bytes: int, max_depth: int)
     if depth > max_depth:
         raise errors.PayloadTooLarge(
             f"{field} is nested deeper than {max_depth} levels",
-            details=[{"field": field, "message": f"nesting depth exceeds {max_depth}",
-                      "type": "depth_budget"}],
+            details=[
+                {"field": field, "message": f"nesting depth exceeds {max_depth}", "type": "depth_budget"}
+            ],
         )
     size = len(encoded)
     if size > max_bytes:
         raise errors.PayloadTooLarge(
             f"{field} is {size} bytes, over the budget of {max_bytes}",
-            details=[{"field": field, "message": f"{size} bytes exceeds {max_bytes}",
-                      "type": "byte_budget"}],
+            details=[{"field": field, "message": f"{size} bytes exceeds {max_bytes}", "type": "byte_budget"}],
         )
 
 

@@ -17,12 +17,18 @@ def salience_at(
     base: float, reinforced_at: datetime, profile: DecayProfile, at: datetime, *, pinned: bool
 ) -> float:
     """RFC 6.1: ``max(floor, base * 2^(-(at - reinforced_at) / half_life))``; pinned never decays."""
-    return decayed(base, reinforced_at, profile.half_life_seconds, profile.min_salience, at,
-                   pinned=pinned)
+    return decayed(base, reinforced_at, profile.half_life_seconds, profile.min_salience, at, pinned=pinned)
 
 
-def decayed(base: float, reinforced_at: datetime, half_life_seconds: float, min_salience: float,
-            at: datetime, *, pinned: bool) -> float:
+def decayed(
+    base: float,
+    reinforced_at: datetime,
+    half_life_seconds: float,
+    min_salience: float,
+    at: datetime,
+    *,
+    pinned: bool,
+) -> float:
     """:func:`salience_at` from the stored columns (RFC 6.1), for rows read without a model."""
     if pinned:
         return base

@@ -71,8 +71,11 @@ class Membrane:
             # RFC 10.5: a request waits at most request_pool_timeout_seconds for a
             # connection, and none at all while Postgres is known to be down
             database = Database(
-                dsn, embedding_dim=s.embedding_dim, read_dsn=read,
-                min_size=s.pool_min_size, max_size=s.pool_max_size,
+                dsn,
+                embedding_dim=s.embedding_dim,
+                read_dsn=read,
+                min_size=s.pool_min_size,
+                max_size=s.pool_max_size,
                 timeout=s.request_pool_timeout_seconds,
                 outage_retry_seconds=s.outage_retry_seconds,
             )
@@ -88,21 +91,32 @@ class Membrane:
         # Built in dependency order; each service gets exactly what it uses.
         self.captures = CaptureService(self.db, policy=self.policy, clock=clock, work=self.work)
         self.embedding = EmbeddingService.from_settings(s, self.db, clock=clock)
-        self.extraction = ExtractionService.from_settings(s, self.db, policy=self.policy,
-                                                          clock=clock, work=self.work)
+        self.extraction = ExtractionService.from_settings(
+            s, self.db, policy=self.policy, clock=clock, work=self.work
+        )
         embedding = self.embedding
-        self.retriever = Retriever(self.db, clock=clock, settings=s,
-                                   embedder=lambda: embedding.provider)
+        self.retriever = Retriever(self.db, clock=clock, settings=s, embedder=lambda: embedding.provider)
         self.revisions = Revisions(self.db, policy=self.policy, clock=clock, work=self.work)
         self.maintenance = Maintenance(
-            self.db, clock=clock, policy=self.policy, work=self.work, batch_size=s.batch_size,
-            lease_seconds=s.claim_seconds, embedding=self.embedding, extraction=self.extraction,
+            self.db,
+            clock=clock,
+            policy=self.policy,
+            work=self.work,
+            batch_size=s.batch_size,
+            lease_seconds=s.claim_seconds,
+            embedding=self.embedding,
+            extraction=self.extraction,
         )
         self.inbox = Inbox(self.db, clock=clock, captures=self.captures)
         self.inbox_worker = InboxWorker(
-            self.db, clock=clock, captures=self.captures, work=self.work,
-            revisions=self.revisions, maintenance=self.maintenance,
-            lease_seconds=s.claim_seconds, retention_seconds=s.operations_retention_seconds,
+            self.db,
+            clock=clock,
+            captures=self.captures,
+            work=self.work,
+            revisions=self.revisions,
+            maintenance=self.maintenance,
+            lease_seconds=s.claim_seconds,
+            retention_seconds=s.operations_retention_seconds,
         )
 
     # -- capture (RFC 3) ------------------------------------------------------
@@ -114,8 +128,12 @@ class Membrane:
         return self.captures.check(request, trust)
 
     def plan(
-        self, request: CaptureRequest | Mapping[str, Any], trust: TrustPolicy = DEVELOPMENT_POLICY,
-        *, record_id: uuid.UUID | None = None, operation_id: uuid.UUID | None = None,
+        self,
+        request: CaptureRequest | Mapping[str, Any],
+        trust: TrustPolicy = DEVELOPMENT_POLICY,
+        *,
+        record_id: uuid.UUID | None = None,
+        operation_id: uuid.UUID | None = None,
     ) -> CapturePlan:
         """Validate and authorise one capture without writing it (RFC 3.3, 7.1)."""
         return self.captures.plan(request, trust, record_id=record_id, operation_id=operation_id)
@@ -127,7 +145,8 @@ class Membrane:
         return self.captures.capture_many([request], trust)[0]
 
     def capture_many(
-        self, requests: Iterable[CaptureRequest | Mapping[str, Any]],
+        self,
+        requests: Iterable[CaptureRequest | Mapping[str, Any]],
         trust: TrustPolicy = DEVELOPMENT_POLICY,
     ) -> list[CaptureResult]:
         """RFC 3.6: validate every capture first, then write them all in one transaction."""
@@ -139,8 +158,14 @@ class Membrane:
 
     # -- reads (RFC 8) --------------------------------------------------------
 
-    def get(self, record_id: uuid.UUID | str, trust: TrustPolicy = DEVELOPMENT_POLICY, *,
-            as_of: datetime | None = None, valid_at: datetime | None = None) -> RecordView:
+    def get(
+        self,
+        record_id: uuid.UUID | str,
+        trust: TrustPolicy = DEVELOPMENT_POLICY,
+        *,
+        as_of: datetime | None = None,
+        valid_at: datetime | None = None,
+    ) -> RecordView:
         """RFC 5.1, 5.6: one record by id with its status; redacted or ``NotFound`` per trust."""
         return self.retriever.get(_record_id(record_id), trust, as_of=as_of, valid_at=valid_at)
 
@@ -160,14 +185,14 @@ class Membrane:
 
     # -- correction (RFC 5) ----------------------------------------------------
 
-    def audit(
-        self, record_id: uuid.UUID | str, trust: TrustPolicy = DEVELOPMENT_POLICY
-    ) -> AuditHistory:
+    def audit(self, record_id: uuid.UUID | str, trust: TrustPolicy = DEVELOPMENT_POLICY) -> AuditHistory:
         """RFC 5.5: a record's audit history with ``chain_valid``, also after deletion."""
         return history.history(self.db, _record_id(record_id), trust)
 
     def delete(
-        self, record_id: uuid.UUID | str, trust: TrustPolicy = DEVELOPMENT_POLICY,
+        self,
+        record_id: uuid.UUID | str,
+        trust: TrustPolicy = DEVELOPMENT_POLICY,
         rationale: str = "deleted",
     ) -> None:
         """RFC 5.5: hard-delete a record its deletion policy allows; its audit log stays."""

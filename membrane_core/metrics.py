@@ -35,12 +35,19 @@ def shape(raw: dict[str, Any]) -> dict[str, Any]:
         queues = {}
         for row in raw["operations"]:
             queues.setdefault(row["kind"], {})[row["status"]] = int(row["n"])
-    backlog = None if raw["backlog"] is None else {
-        row["kind"]: {"due": int(row["due"]), "pending": int(row["pending"]),
-                      "dead": int(row["dead"]),
-                      "oldest_due_seconds": _round(row["oldest_due_seconds"])}
-        for row in raw["backlog"]
-    }
+    backlog = (
+        None
+        if raw["backlog"] is None
+        else {
+            row["kind"]: {
+                "due": int(row["due"]),
+                "pending": int(row["pending"]),
+                "dead": int(row["dead"]),
+                "oldest_due_seconds": _round(row["oldest_due_seconds"]),
+            }
+            for row in raw["backlog"]
+        }
+    )
     return {
         "total_records": total,
         "records_by_type": by_type,
@@ -66,9 +73,9 @@ def collect(db: Database, trust: TrustPolicy, *, now: datetime) -> dict[str, Any
     deployment's inbox and backlog only for an operator (``None`` for anyone else)."""
     readable = metrics.Readable(
         scopes=None if trust.reads_all else sorted(s for s in trust.read_scopes if s),
-        max_rank=trust.max_sensitivity.rank, now=now,
+        max_rank=trust.max_sensitivity.rank,
+        now=now,
     )
     with db.reader() as conn:
         raw = metrics.collect(conn, readable, deployment=trust.operator)
     return shape(raw)
-

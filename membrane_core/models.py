@@ -239,12 +239,7 @@ class EntityPayload(Frozen):
 
 
 Payload = Annotated[
-    EpisodicPayload
-    | WorkingPayload
-    | SemanticPayload
-    | CompetencePayload
-    | PlanGraphPayload
-    | EntityPayload,
+    EpisodicPayload | WorkingPayload | SemanticPayload | CompetencePayload | PlanGraphPayload | EntityPayload,
     Field(discriminator="kind"),
 ]
 

@@ -64,9 +64,7 @@ class Policy(Frozen):
     reinforcement_gain: dict[MemoryType, float] = Field(
         default_factory=lambda: dict.fromkeys(MemoryType, 0.1)
     )
-    deletion: dict[MemoryType, DeletionPolicy] = Field(
-        default_factory=lambda: dict(DEFAULT_DELETION)
-    )
+    deletion: dict[MemoryType, DeletionPolicy] = Field(default_factory=lambda: dict(DEFAULT_DELETION))
 
     def confidence(self, source_kind: SourceKind) -> float:
         """RFC 3.2: initial confidence by source kind."""
@@ -78,8 +76,9 @@ class Policy(Frozen):
 
     def decay_profile(self, memory_type: MemoryType) -> DecayProfile:
         """RFC 3.2: the decay profile a new record of ``memory_type`` starts with."""
-        return _profile(self.half_lives[memory_type], self.floors[memory_type],
-                        self.reinforcement_gain[memory_type])
+        return _profile(
+            self.half_lives[memory_type], self.floors[memory_type], self.reinforcement_gain[memory_type]
+        )
 
 
 @functools.lru_cache(maxsize=256)

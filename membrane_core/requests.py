@@ -39,14 +39,18 @@ class CaptureRequest(ClientInput):
             content = data.get("content")
             if content is not None:
                 budget.check_json_budget(
-                    content, field="content",
-                    max_bytes=budget.MAX_PAYLOAD_BYTES, max_depth=budget.MAX_PAYLOAD_DEPTH,
+                    content,
+                    field="content",
+                    max_bytes=budget.MAX_PAYLOAD_BYTES,
+                    max_depth=budget.MAX_PAYLOAD_DEPTH,
                 )
             metadata = data.get("metadata")
             if metadata is not None:
                 budget.check_json_budget(
-                    metadata, field="metadata",
-                    max_bytes=budget.MAX_METADATA_BYTES, max_depth=budget.MAX_PAYLOAD_DEPTH,
+                    metadata,
+                    field="metadata",
+                    max_bytes=budget.MAX_METADATA_BYTES,
+                    max_depth=budget.MAX_PAYLOAD_DEPTH,
                 )
         return data
 
@@ -55,10 +59,14 @@ class CaptureRequest(ClientInput):
     def _content_shape(cls, content: JSONDict, info: ValidationInfo) -> JSONDict:
         # RFC 3.1: the content each source kind needs; the payload models check types.
         kind = info.data.get("source_kind")
-        required = {
-            SourceKind.OBSERVATION: ("subject", "predicate", "object"),
-            SourceKind.WORKING_STATE: ("thread_id", "task_state", "context_summary"),
-        }.get(kind, ()) if isinstance(kind, SourceKind) else ()
+        required = (
+            {
+                SourceKind.OBSERVATION: ("subject", "predicate", "object"),
+                SourceKind.WORKING_STATE: ("thread_id", "task_state", "context_summary"),
+            }.get(kind, ())
+            if isinstance(kind, SourceKind)
+            else ()
+        )
         missing = [k for k in required if k not in content]
         if missing:
             raise ValueError(

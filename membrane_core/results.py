@@ -44,16 +44,23 @@ class RecordView(Frozen):
 REFERENCE_FIELDS = ("supersedes", "superseded_by")
 
 
-def shown_references(payload: dict[str, Any] | None,
-                     relations: Iterable[tuple[str, object]]) -> dict[str, Any] | None:
+def shown_references(
+    payload: dict[str, Any] | None, relations: Iterable[tuple[str, object]]
+) -> dict[str, Any] | None:
     """RFC 2.5, 5.6: ``payload`` with each reference field emptied unless ``relations``
     (``(predicate, target_id)`` as the view shows them) hold its relation, so that a view
     never names a record its caller may not see, nor, as of a time, one made after it."""
     if not payload or all(payload.get(f) is None for f in REFERENCE_FIELDS):
         return payload
     shown = {(p, str(t)) for p, t in relations}
-    return {**payload, **{f: None for f in REFERENCE_FIELDS
-                          if payload.get(f) is not None and (f, str(payload[f])) not in shown}}
+    return {
+        **payload,
+        **{
+            f: None
+            for f in REFERENCE_FIELDS
+            if payload.get(f) is not None and (f, str(payload[f])) not in shown
+        },
+    }
 
 
 def view(
@@ -66,25 +73,35 @@ def view(
 ) -> RecordView:
     """RFC 7.3: the caller's view of ``record``; relations to invisible records are dropped."""
     common: dict[str, Any] = {
-        "id": record.id, "type": record.type, "scope": record.scope,
-        "sensitivity": record.sensitivity, "confidence": record.confidence,
-        "salience": salience, "status": record.status, "created_at": record.created_at,
-        "updated_at": record.updated_at, "recorded_at": record.recorded_at,
-        "retracted_at": record.retracted_at, "occurred_at": record.occurred_at,
-        "redacted": redacted, "score": score,
+        "id": record.id,
+        "type": record.type,
+        "scope": record.scope,
+        "sensitivity": record.sensitivity,
+        "confidence": record.confidence,
+        "salience": salience,
+        "status": record.status,
+        "created_at": record.created_at,
+        "updated_at": record.updated_at,
+        "recorded_at": record.recorded_at,
+        "retracted_at": record.retracted_at,
+        "occurred_at": record.occurred_at,
+        "redacted": redacted,
+        "score": score,
     }
     if redacted:
         return RecordView(payload=None, **common)
-    relations = [
-        r for r in record.relations if visible_targets is None or r.target_id in visible_targets
-    ]
+    relations = [r for r in record.relations if visible_targets is None or r.target_id in visible_targets]
     return RecordView(
-        payload=shown_references(record.payload.model_dump(mode="json"),
-                                 ((r.predicate, r.target_id) for r in relations)),
+        payload=shown_references(
+            record.payload.model_dump(mode="json"), ((r.predicate, r.target_id) for r in relations)
+        ),
         summary=record.summary,
-        tags=record.tags, metadata=record.metadata, relations=relations,
+        tags=record.tags,
+        metadata=record.metadata,
+        relations=relations,
         provenance=[p.model_dump(mode="json") for p in record.provenance],
-        validity=record.validity, **common,
+        validity=record.validity,
+        **common,
     )
 
 

@@ -65,31 +65,41 @@ class MemoryWorkQueue:
         self.items: dict[int, MemoryItem] = {}
         self.completed: list[int] = []
 
-    def add(self, kind: WorkKind, target: uuid.UUID | None = None, *,
-            due_at: datetime | None = None) -> int:
+    def add(self, kind: WorkKind, target: uuid.UUID | None = None, *, due_at: datetime | None = None) -> int:
         """Queue one item; returns its id."""
         item_id = len(self.items) + len(self.completed) + 1
-        self.items[item_id] = MemoryItem(item_id, kind, target or uuid.uuid4(),
-                                         due_at or self._clock())
+        self.items[item_id] = MemoryItem(item_id, kind, target or uuid.uuid4(), due_at or self._clock())
         return item_id
 
-    def claim(self, kind: WorkKind, *, owner: str, limit: int, now: datetime,
-              lease_seconds: int) -> list[WorkItem]:
+    def claim(
+        self, kind: WorkKind, *, owner: str, limit: int, now: datetime, lease_seconds: int
+    ) -> list[WorkItem]:
         """RFC 9.4: up to ``limit`` due, unclaimed (or lease-expired), live items of ``kind``."""
-        due = sorted((i for i in self.items.values()
-                      if i.kind is kind and not i.dead and i.due_at <= now
-                      and (i.claim_expires_at is None or i.claim_expires_at < now)),
-                     key=lambda i: (i.due_at, i.id))[:limit]
+        due = sorted(
+            (
+                i
+                for i in self.items.values()
+                if i.kind is kind
+                and not i.dead
+                and i.due_at <= now
+                and (i.claim_expires_at is None or i.claim_expires_at < now)
+            ),
+            key=lambda i: (i.due_at, i.id),
+        )[:limit]
         for i in due:
             i.claimed_by, i.attempts = owner, i.attempts + 1
             i.claim_expires_at = now + timedelta(seconds=lease_seconds)
         return [WorkItem(i.id, i.kind, i.target_id, i.attempts, i.due_at) for i in due]
 
-    def apply(self, ids: Sequence[int], *, owner: str,
-              work: Callable[[Any, dict[int, uuid.UUID]], Outcome]) -> tuple[Outcome, int]:
+    def apply(
+        self, ids: Sequence[int], *, owner: str, work: Callable[[Any, dict[int, uuid.UUID]], Outcome]
+    ) -> tuple[Outcome, int]:
         """Hold ``ids`` still claimed by ``owner``, run ``work``, complete and release."""
-        held = {i: self.items[i].target_id for i in sorted(ids)
-                if i in self.items and self.items[i].claimed_by == owner}
+        held = {
+            i: self.items[i].target_id
+            for i in sorted(ids)
+            if i in self.items and self.items[i].claimed_by == owner
+        }
         out = work(None, held)
         for i in out.done:
             if i in held:
@@ -102,8 +112,9 @@ class MemoryWorkQueue:
                 item.claimed_by = item.claim_expires_at = None
         return out, len(held)
 
-    def fail(self, again: Sequence[tuple[int, datetime, str]], dead: Sequence[tuple[int, str]],
-             *, owner: str) -> None:
+    def fail(
+        self, again: Sequence[tuple[int, datetime, str]], dead: Sequence[tuple[int, str]], *, owner: str
+    ) -> None:
         """Release ``again`` with a due time and error; bury ``dead``."""
         for i, due, error in again:
             item = self.items[i]

@@ -76,8 +76,10 @@ class TrustPolicy(Frozen):
             if extra:
                 raise errors.Forbidden(
                     f"scopes not granted to the caller: {', '.join(extra)}",
-                    details=[{"field": "scopes", "message": f"not granted: {s}", "type": "forbidden"}
-                             for s in extra],
+                    details=[
+                        {"field": "scopes", "message": f"not granted: {s}", "type": "forbidden"}
+                        for s in extra
+                    ],
                 )
             read = wanted
         level = self.max_sensitivity
@@ -86,8 +88,7 @@ class TrustPolicy(Frozen):
                 raise errors.Forbidden(
                     f"max_sensitivity {max_sensitivity.value!r} is above the caller's "
                     f"{self.max_sensitivity.value!r}",
-                    details=[{"field": "max_sensitivity", "message": "above policy",
-                              "type": "forbidden"}],
+                    details=[{"field": "max_sensitivity", "message": "above policy", "type": "forbidden"}],
                 )
             level = max_sensitivity
         return self.model_copy(update={"read_scopes": read, "max_sensitivity": level})

@@ -84,8 +84,9 @@ def database_url(pg_admin_url: str) -> Iterator[str]:
 
 @pytest.fixture
 def db(database_url: str) -> Iterator[Database]:
-    database = Database(database_url, embedding_dim=EMBEDDING_DIM, run_migrations=False,
-                        min_size=1, max_size=4)
+    database = Database(
+        database_url, embedding_dim=EMBEDDING_DIM, run_migrations=False, min_size=1, max_size=4
+    )
     yield database
     database.close()
 
@@ -120,9 +121,15 @@ def serve(api_membrane: Membrane) -> Iterator[ServeFn]:
     """``serve(dispatcher=..., keys=..., **create_app_kwargs)`` → an httpx client on a live server."""
     stack: list[Any] = []
 
-    def start(*, dispatcher: Any = None, keys: dict[str, Any] | None = None,
-              headers: dict[str, str] | None = None, broker_url: str | None = None,
-              metrics_token: str | None = None, **kwargs: Any) -> httpx.Client:
+    def start(
+        *,
+        dispatcher: Any = None,
+        keys: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
+        broker_url: str | None = None,
+        metrics_token: str | None = None,
+        **kwargs: Any,
+    ) -> httpx.Client:
         settings = api_membrane.settings
         if keys is not None:
             settings = settings.model_copy(update={"api_keys": keys})
@@ -159,9 +166,14 @@ def worker_env(database_url: str, redis_url: str, tmp_path: Path) -> dict[str, s
     """Environment of worker and beat subprocesses for this test's database."""
     redis.Redis.from_url(redis_url).flushdb()
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMBRANE_")}
-    env.update(MEMBRANE_DATABASE_URL=database_url, MEMBRANE_REDIS_URL=redis_url,
-               MEMBRANE_EMBEDDING_DIM=str(EMBEDDING_DIM), MEMBRANE_DATA_DIR=str(tmp_path),
-               MEMBRANE_POOL_MAX_SIZE="4", PYTHONPATH=str(ROOT))
+    env.update(
+        MEMBRANE_DATABASE_URL=database_url,
+        MEMBRANE_REDIS_URL=redis_url,
+        MEMBRANE_EMBEDDING_DIM=str(EMBEDDING_DIM),
+        MEMBRANE_DATA_DIR=str(tmp_path),
+        MEMBRANE_POOL_MAX_SIZE="4",
+        PYTHONPATH=str(ROOT),
+    )
     return env
 
 
@@ -170,14 +182,32 @@ def spawn(worker_env: dict[str, str], tmp_path: Path) -> Iterator[Spawn]:
     """Start ``celery worker`` / ``celery beat`` subprocesses; all are stopped at the end."""
     procs: list[Proc] = []
 
-    def start(kind: str, queues: str = "ingest", *, concurrency: int = 1,
-              env: dict[str, str] | None = None, name: str | None = None) -> Proc:
+    def start(
+        kind: str,
+        queues: str = "ingest",
+        *,
+        concurrency: int = 1,
+        env: dict[str, str] | None = None,
+        name: str | None = None,
+    ) -> Proc:
         n = len(procs)
         base = [sys.executable, "-m", "celery", "-A", "workers.app:app"]
         if kind == "worker":
             node = f"{name or queues.replace(',', '-')}{n}@%h"
-            argv = [*base, "worker", "-Q", queues, "-c", str(concurrency), "-n", node,
-                    "--loglevel=INFO", "--without-gossip", "--without-mingle", "-E"]
+            argv = [
+                *base,
+                "worker",
+                "-Q",
+                queues,
+                "-c",
+                str(concurrency),
+                "-n",
+                node,
+                "--loglevel=INFO",
+                "--without-gossip",
+                "--without-mingle",
+                "-E",
+            ]
             ready = "ready."
         else:
             argv = [*base, "beat", "-s", str(tmp_path / f"beat{n}"), "--loglevel=DEBUG"]

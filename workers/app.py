@@ -98,7 +98,8 @@ def membrane() -> Membrane:
         # one started on an old schema fails here, naming the remedy
         m = _state["membrane"] = Membrane(
             s.model_copy(update={"request_pool_timeout_seconds": WORKER_POOL_TIMEOUT_SECONDS}),
-            run_migrations=False)
+            run_migrations=False,
+        )
     return m
 
 
@@ -121,9 +122,22 @@ def worker_argv(queue: str, *, concurrency: int | None = None, loglevel: str = "
     """The command line of the worker pool for ``queue`` (RFC 13.1)."""
     if queue not in QUEUES:
         raise ValueError(f"queue must be one of {', '.join(QUEUES)}, got {queue!r}")
-    argv = [sys.executable, "-m", "celery", "-A", "workers.app:app", "worker", "-Q", queue,
-            "-n", f"{queue}@%h", "-c", str(concurrency or DEFAULT_CONCURRENCY[queue]),
-            f"--loglevel={loglevel}", "-E"]
+    argv = [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "workers.app:app",
+        "worker",
+        "-Q",
+        queue,
+        "-n",
+        f"{queue}@%h",
+        "-c",
+        str(concurrency or DEFAULT_CONCURRENCY[queue]),
+        f"--loglevel={loglevel}",
+        "-E",
+    ]
     if queue != "embedding":
         argv.append(f"--max-memory-per-child={MAX_MEMORY_PER_CHILD_KIB}")
     return argv
@@ -131,12 +145,22 @@ def worker_argv(queue: str, *, concurrency: int | None = None, loglevel: str = "
 
 def beat_argv(schedule_file: str, *, loglevel: str = "INFO") -> list[str]:
     """The command line of Celery beat; ``schedule_file`` keeps its last-run times (RFC 9.5)."""
-    return [sys.executable, "-m", "celery", "-A", "workers.app:app", "beat", "-s", schedule_file,
-            f"--loglevel={loglevel}"]
+    return [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "workers.app:app",
+        "beat",
+        "-s",
+        schedule_file,
+        f"--loglevel={loglevel}",
+    ]
 
 
-def flower_argv(settings: Settings, *, address: str = "127.0.0.1", port: int = 5555,
-                open_access: bool = False) -> list[str]:
+def flower_argv(
+    settings: Settings, *, address: str = "127.0.0.1", port: int = 5555, open_access: bool = False
+) -> list[str]:
     """The command line of Flower on the same broker (RFC 14.1).
 
     It runs ``workers.flower``, which reads ``MEMBRANE_FLOWER_BASIC_AUTH`` from the

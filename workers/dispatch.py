@@ -45,8 +45,13 @@ class CeleryDispatcher:
     skips publishing for ``retry_seconds``, then lets one publish through to try again.
     """
 
-    def __init__(self, app: Celery, *, retry_seconds: float = BROKER_RETRY_SECONDS,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        app: Celery,
+        *,
+        retry_seconds: float = BROKER_RETRY_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.app = app
         self.retry_seconds = retry_seconds
         self._clock = clock
@@ -68,18 +73,25 @@ class CeleryDispatcher:
             return False
         messages: list[tuple[str, list[Any]]]
         if kind is OperationKind.CAPTURE:
-            messages = [("membrane.ingest", [ids[s:s + IDS_PER_MESSAGE]])
-                        for s in range(0, len(ids), IDS_PER_MESSAGE)]
+            messages = [
+                ("membrane.ingest", [ids[s : s + IDS_PER_MESSAGE]])
+                for s in range(0, len(ids), IDS_PER_MESSAGE)
+            ]
         else:
-            task = ("membrane.maintenance_op" if kind is OperationKind.MAINTENANCE
-                    else "membrane.revision")
+            task = "membrane.maintenance_op" if kind is OperationKind.MAINTENANCE else "membrane.revision"
             messages = [(task, [op_id]) for op_id in ids]
         try:
             self._send(messages)
         except _BROKER_ERRORS as exc:
             self.failed()
-            log.warning("broker unavailable; %d %s operation(s) stay queued for re-dispatch and "
-                        "publishing pauses for %.1f s: %s", len(ids), kind.value, self.retry_seconds, exc)
+            log.warning(
+                "broker unavailable; %d %s operation(s) stay queued for re-dispatch and "
+                "publishing pauses for %.1f s: %s",
+                len(ids),
+                kind.value,
+                self.retry_seconds,
+                exc,
+            )
             return False
         self.succeeded()
         return True

@@ -29,8 +29,9 @@ def command(argv: list[str] | None = None) -> tuple[list[str], dict[str, str]]:
     parser = argparse.ArgumentParser(prog="python -m workers.flower")
     parser.add_argument("--address", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=5555)
-    parser.add_argument("--open", action="store_true",
-                        help="serve Flower without authentication (explicit opt-in)")
+    parser.add_argument(
+        "--open", action="store_true", help="serve Flower without authentication (explicit opt-in)"
+    )
     args = parser.parse_args(argv)
     settings = Settings()
     env = dict(os.environ)
@@ -38,21 +39,32 @@ def command(argv: list[str] | None = None) -> tuple[list[str], dict[str, str]]:
     if settings.flower_basic_auth is not None:
         env["FLOWER_BASIC_AUTH"] = settings.flower_basic_auth.get_secret_value()
     elif not args.open:
-        raise SystemExit("Flower needs MEMBRANE_FLOWER_BASIC_AUTH=user:password; "
-                         "pass --open to serve it without authentication")
+        raise SystemExit(
+            "Flower needs MEMBRANE_FLOWER_BASIC_AUTH=user:password; "
+            "pass --open to serve it without authentication"
+        )
     try:
         tls = tls_files(settings.tls_certfile, settings.tls_keyfile)
         if settings.flower_basic_auth is not None:
-            warning = check_credentials(args.address, "Flower basic auth", tls=tls,
-                                        allow_insecure=settings.allow_insecure_credentials)
+            warning = check_credentials(
+                args.address, "Flower basic auth", tls=tls, allow_insecure=settings.allow_insecure_credentials
+            )
             if warning:
                 print(f"python -m workers.flower: warning: {warning}", file=sys.stderr)
     except errors.MembraneError as exc:
         print(f"python -m workers.flower: {exc.message}", file=sys.stderr)
         raise SystemExit(2) from exc
-    flower = [sys.executable, "-m", "celery", "-A", "workers.app:app",
-              f"--broker={broker_url(settings)}", "flower", f"--address={args.address}",
-              f"--port={args.port}"]
+    flower = [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "workers.app:app",
+        f"--broker={broker_url(settings)}",
+        "flower",
+        f"--address={args.address}",
+        f"--port={args.port}",
+    ]
     if tls is not None:
         flower += [f"--certfile={tls[0]}", f"--keyfile={tls[1]}"]
     return flower, env

@@ -17,8 +17,13 @@ from workers.app import app, membrane
 from workers.dispatch import CeleryDispatcher
 
 TRANSIENT = (errors.Unavailable, TransientProviderError)
-RETRY = {"autoretry_for": TRANSIENT, "retry_backoff": 2, "retry_backoff_max": 120,
-         "retry_jitter": True, "max_retries": 8}
+RETRY = {
+    "autoretry_for": TRANSIENT,
+    "retry_backoff": 2,
+    "retry_backoff_max": 120,
+    "retry_jitter": True,
+    "max_retries": 8,
+}
 
 dispatcher = CeleryDispatcher(app)
 
@@ -32,8 +37,7 @@ def _worker(task: Task) -> str:
 
 
 @app.task(name="membrane.ingest", bind=True, **RETRY)  # type: ignore[untyped-decorator]
-def ingest(self: Task, operation_ids: list[str] | None = None, drain: int | None = None
-           ) -> dict[str, int]:
+def ingest(self: Task, operation_ids: list[str] | None = None, drain: int | None = None) -> dict[str, int]:
     """Write capture operations exactly once, plus up to ``drain`` other queued ones."""
     m = membrane()
     more = m.settings.ingest_drain if drain is None else drain

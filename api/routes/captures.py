@@ -19,13 +19,15 @@ router = APIRouter(prefix="/v1", tags=["captures"])
 #: Most captures one batch request may carry (RFC 3.6).
 MAX_BATCH = 1000
 
-Wait = Annotated[float | None, Query(gt=0, le=writes.MAX_WAIT_SECONDS,
-                                     description="wait up to S seconds for the result")]
+Wait = Annotated[
+    float | None, Query(gt=0, le=writes.MAX_WAIT_SECONDS, description="wait up to S seconds for the result")
+]
 IdemKey = Annotated[str | None, Header(alias="Idempotency-Key", max_length=256)]
 #: The 202 of a write (its ``response_description``) and the 200 after ``?wait``.
 QUEUED = "accepted; the operation is queued (Location: /v1/operations/{id})"
 ACCEPTED: dict[int | str, dict[str, Any]] = {
-    200: {"model": OperationView, "description": "finished within ?wait"}, **schemas.WRITE_ERRORS,
+    200: {"model": OperationView, "description": "finished within ?wait"},
+    **schemas.WRITE_ERRORS,
 }
 
 
@@ -36,22 +38,34 @@ class CaptureBatch(BaseModel):
     captures: list[dict[str, Any]] = Field(min_length=1, max_length=MAX_BATCH)
 
 
-@router.post("/captures", status_code=202, response_model=OperationView, response_description=QUEUED,
-             responses=ACCEPTED)
-def capture(svc: Svc, policy: Trust, body: CaptureRequest, wait: Wait = None,
-            idempotency_key: IdemKey = None) -> JSONResponse:
+@router.post(
+    "/captures",
+    status_code=202,
+    response_model=OperationView,
+    response_description=QUEUED,
+    responses=ACCEPTED,
+)
+def capture(
+    svc: Svc, policy: Trust, body: CaptureRequest, wait: Wait = None, idempotency_key: IdemKey = None
+) -> JSONResponse:
     """Accept one capture into the inbox (RFC 3.3, 9.1)."""
     view = svc.membrane.inbox.submit_capture(body, policy, idempotency_key=idempotency_key)
     return writes.answer_one(svc, OperationKind.CAPTURE, view, wait, policy)
 
 
-@router.post("/captures:batch", status_code=202, response_model=schemas.OperationBatch,
-             response_description="accepted; the operations in the order of the captures",
-             responses={200: {"model": schemas.OperationBatch, "description": "all finished within ?wait"},
-                        **schemas.WRITE_ERRORS})
-def capture_batch(svc: Svc, policy: Trust, body: CaptureBatch, wait: Wait = None,
-                  idempotency_key: IdemKey = None) -> Response:
+@router.post(
+    "/captures:batch",
+    status_code=202,
+    response_model=schemas.OperationBatch,
+    response_description="accepted; the operations in the order of the captures",
+    responses={
+        200: {"model": schemas.OperationBatch, "description": "all finished within ?wait"},
+        **schemas.WRITE_ERRORS,
+    },
+)
+def capture_batch(
+    svc: Svc, policy: Trust, body: CaptureBatch, wait: Wait = None, idempotency_key: IdemKey = None
+) -> Response:
     """Accept up to 1,000 captures with one multi-row insert; bad items fail alone (RFC 3.6)."""
-    views = svc.membrane.inbox.submit_captures(body.captures, policy,
-                                                    idempotency_key=idempotency_key)
+    views = svc.membrane.inbox.submit_captures(body.captures, policy, idempotency_key=idempotency_key)
     return writes.answer_many(svc, OperationKind.CAPTURE, views, wait, policy)

@@ -25,17 +25,23 @@ router = APIRouter(tags=["operators"])
 class MaintenanceRun(ClientInput):
     """``{"jobs": [...]}``: one batch of each job, now (RFC 6.5)."""
 
-    jobs: list[str] = Field(min_length=1, max_length=16,
-                            examples=[["decay", "prune", "consolidate", "embed", "extract"]])
+    jobs: list[str] = Field(
+        min_length=1, max_length=16, examples=[["decay", "prune", "consolidate", "embed", "extract"]]
+    )
 
 
-@router.post("/v1/maintenance/run", status_code=202, response_model=OperationView,
-             response_description=QUEUED, responses=ACCEPTED)
-def run_maintenance(svc: Svc, policy: Trust, body: MaintenanceRun,
-                    wait: Wait = None, idempotency_key: IdemKey = None) -> JSONResponse:
+@router.post(
+    "/v1/maintenance/run",
+    status_code=202,
+    response_model=OperationView,
+    response_description=QUEUED,
+    responses=ACCEPTED,
+)
+def run_maintenance(
+    svc: Svc, policy: Trust, body: MaintenanceRun, wait: Wait = None, idempotency_key: IdemKey = None
+) -> JSONResponse:
     """Queue one batch of each maintenance job (RFC 6.5)."""
-    view = svc.membrane.inbox.submit_maintenance(body.jobs, policy,
-                                                      idempotency_key=idempotency_key)
+    view = svc.membrane.inbox.submit_maintenance(body.jobs, policy, idempotency_key=idempotency_key)
     return writes.answer_one(svc, OperationKind.MAINTENANCE, view, wait, policy)
 
 
@@ -46,10 +52,18 @@ def metrics_json(svc: Svc, policy: Trust) -> Any:
 
 
 # A plain Response class: the errors are JSON, only the 200 is text (documented below).
-@router.get("/metrics", response_class=Response, dependencies=[Scraper],
-            responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}},
-                             "description": "Prometheus text format 0.0.4"},
-                       **schemas.errors(401, 403)})
+@router.get(
+    "/metrics",
+    response_class=Response,
+    dependencies=[Scraper],
+    responses={
+        200: {
+            "content": {"text/plain": {"schema": {"type": "string"}}},
+            "description": "Prometheus text format 0.0.4",
+        },
+        **schemas.errors(401, 403),
+    },
+)
 def metrics_prometheus(svc: Svc) -> PlainTextResponse:
     """Prometheus text: request counts and latency by route, operations accepted (RFC 14.2)."""
     return PlainTextResponse(svc.registry.render(), media_type="text/plain; version=0.0.4")
@@ -61,8 +75,11 @@ def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/readyz", response_model=schemas.Readiness,
-            responses={503: {"model": schemas.NotReady, "description": "what is unreachable"}})
+@router.get(
+    "/readyz",
+    response_model=schemas.Readiness,
+    responses={503: {"model": schemas.NotReady, "description": "what is unreachable"}},
+)
 def readyz(svc: Svc) -> JSONResponse:
     """Postgres and the broker are reachable (RFC 14.2); 503 names what is not.
 
@@ -83,13 +100,16 @@ def readyz(svc: Svc) -> JSONResponse:
             # the driver's text names hosts and ports; it goes to the log, not to the caller
             log.warning("readiness probe failed", extra={"probe": name, "error": str(exc)})
             checks[name] = "unavailable"
-            failures.append({"field": name, "message": f"{name} unreachable",
-                             "type": "unavailable"})
+            failures.append({"field": name, "message": f"{name} unreachable", "type": "unavailable"})
     if failures:
         err = errors.Unavailable(
-            "not ready: " + ", ".join(f["field"] for f in failures) + " unreachable", details=failures)
+            "not ready: " + ", ".join(f["field"] for f in failures) + " unreachable", details=failures
+        )
         from api.errors import RETRY_AFTER_SECONDS
 
-        return JSONResponse({"error": err.to_dict(), "checks": checks}, status_code=503,
-                            headers={"Retry-After": str(RETRY_AFTER_SECONDS)})  # RFC 10.5
+        return JSONResponse(
+            {"error": err.to_dict(), "checks": checks},
+            status_code=503,
+            headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+        )  # RFC 10.5
     return JSONResponse({"status": "ready", "checks": checks})

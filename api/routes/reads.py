@@ -19,24 +19,25 @@ from membrane_core.results import RecordView, RetrieveResult
 router = APIRouter(prefix="/v1", tags=["reads"])
 
 
-@router.get("/operations/{operation_id}", response_model=OperationView,
-            responses=schemas.READ_ERRORS)
+@router.get("/operations/{operation_id}", response_model=OperationView, responses=schemas.READ_ERRORS)
 def get_operation(svc: Svc, policy: Trust, operation_id: UUID) -> JSONResponse:
     """An operation's status and the records it wrote (RFC 9.1)."""
     return JSONResponse(writes.as_json(svc.membrane.inbox.get(operation_id, policy)))
 
 
 @router.get("/records/{record_id}", response_model=RecordView, responses=schemas.READ_ERRORS)
-def get_record(svc: Svc, policy: Trust, record_id: UUID,
-               as_of: Annotated[AwareDatetime | None, Query(description="as believed then")] = None,
-               valid_at: Annotated[AwareDatetime | None, Query(description="only if valid then")] = None,
-               ) -> RecordView:
+def get_record(
+    svc: Svc,
+    policy: Trust,
+    record_id: UUID,
+    as_of: Annotated[AwareDatetime | None, Query(description="as believed then")] = None,
+    valid_at: Annotated[AwareDatetime | None, Query(description="only if valid then")] = None,
+) -> RecordView:
     """One record, trust-checked, marked with its status (RFC 5.1); bitemporal (RFC 5.6)."""
     return svc.membrane.get(record_id, policy, as_of=as_of, valid_at=valid_at)
 
 
-@router.get("/records/{record_id}/audit", response_model=AuditHistory,
-            responses=schemas.READ_ERRORS)
+@router.get("/records/{record_id}/audit", response_model=AuditHistory, responses=schemas.READ_ERRORS)
 def get_audit(svc: Svc, policy: Trust, record_id: UUID) -> AuditHistory:
     """A record's hash-chained audit history, also after deletion (RFC 5.5)."""
     return svc.membrane.audit(record_id, policy)

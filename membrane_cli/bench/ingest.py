@@ -49,8 +49,24 @@ TARGET_RSS_MB = 300
 TARGET_SDK_SHARE = 0.9
 MARK_START, MARK_END = "<!-- bench-ingest:start -->", "<!-- bench-ingest:end -->"
 
-_WORDS = ("deploy", "billing", "cache", "migration", "timeout", "retry", "schema", "index", "queue",
-          "latency", "rollback", "feature flag", "pager", "incident", "build", "release")
+_WORDS = (
+    "deploy",
+    "billing",
+    "cache",
+    "migration",
+    "timeout",
+    "retry",
+    "schema",
+    "index",
+    "queue",
+    "latency",
+    "rollback",
+    "feature flag",
+    "pager",
+    "incident",
+    "build",
+    "release",
+)
 
 
 def make_capture(i: int, rng: random.Random) -> dict[str, Any]:
@@ -59,21 +75,44 @@ def make_capture(i: int, rng: random.Random) -> dict[str, Any]:
     a, b = rng.choice(_WORDS), rng.choice(_WORDS)
     roll = rng.random()
     if roll < 0.15:
-        return {"source_kind": "observation", "scope": scope,
-                "content": {"subject": f"service-{i % 500}", "predicate": "depends_on",
-                            "object": f"{a} {i % 97}"}}
+        return {
+            "source_kind": "observation",
+            "scope": scope,
+            "content": {
+                "subject": f"service-{i % 500}",
+                "predicate": "depends_on",
+                "object": f"{a} {i % 97}",
+            },
+        }
     if roll < 0.25:
-        return {"source_kind": "outcome", "scope": scope, "summary": f"{a} task finished",
-                "content": {"text": f"the {a} task #{i} finished", "outcome": rng.choice(
-                    ["success", "failure", "partial"])}}
+        return {
+            "source_kind": "outcome",
+            "scope": scope,
+            "summary": f"{a} task finished",
+            "content": {
+                "text": f"the {a} task #{i} finished",
+                "outcome": rng.choice(["success", "failure", "partial"]),
+            },
+        }
     if roll < 0.6:
-        return {"source_kind": "tool_output", "scope": scope, "tags": [a],
-                "content": {"text": f"{a} check on {b}: exit {i % 3}",
-                            "tool_calls": [{"tool": "bash", "args": {"cmd": f"make {a}"},
-                                            "result": f"{i % 7} warnings"}]}}
-    return {"source_kind": "event", "scope": scope, "summary": f"{a} {b} event {i}",
-            "content": {"text": f"the agent noticed {a} near {b} while handling request {i}",
-                        "entities": [f"service-{i % 500}"]}}
+        return {
+            "source_kind": "tool_output",
+            "scope": scope,
+            "tags": [a],
+            "content": {
+                "text": f"{a} check on {b}: exit {i % 3}",
+                "tool_calls": [{"tool": "bash", "args": {"cmd": f"make {a}"}, "result": f"{i % 7} warnings"}],
+            },
+        }
+    return {
+        "source_kind": "event",
+        "scope": scope,
+        "summary": f"{a} {b} event {i}",
+        "content": {
+            "text": f"the agent noticed {a} near {b} while handling request {i}",
+            "entities": [f"service-{i % 500}"],
+        },
+    }
 
 
 @dataclass
@@ -133,8 +172,9 @@ def _single_latency(client: httpx.Client, n: int, rng: random.Random) -> tuple[l
     return times, errs
 
 
-def _send_batches(url: str, headers: dict[str, str], batches: list[bytes], clients: int,
-                  progress: Progress, task: Any) -> tuple[list[str], list[str]]:
+def _send_batches(
+    url: str, headers: dict[str, str], batches: list[bytes], clients: int, progress: Progress, task: Any
+) -> tuple[list[str], list[str]]:
     work: queue.Queue[bytes] = queue.Queue()
     for b in batches:
         work.put(b)
@@ -143,8 +183,9 @@ def _send_batches(url: str, headers: dict[str, str], batches: list[bytes], clien
     lock = threading.Lock()
 
     def client_loop() -> None:
-        with httpx.Client(base_url=url, headers={**headers, "content-type": "application/json"},
-                          timeout=120) as c:
+        with httpx.Client(
+            base_url=url, headers={**headers, "content-type": "application/json"}, timeout=120
+        ) as c:
             while True:
                 try:
                     body = work.get_nowait()
@@ -167,23 +208,34 @@ def _send_batches(url: str, headers: dict[str, str], batches: list[bytes], clien
     return ids, errs
 
 
-def _wait_committed(m: Membrane, ids: list[str], progress: Progress, task: Any,
-                    timeout: float) -> tuple[int, int]:
+def _wait_committed(
+    m: Membrane, ids: list[str], progress: Progress, task: Any, timeout: float
+) -> tuple[int, int]:
     ok = bad = 0
     deadline = time.monotonic() + timeout
     # newest chunk first: the pool claims oldest first, so once the newest chunk has
     # finished the others have too, and only one chunk is ever polled (the measurement's
     # own queries stay off the database the pool is writing to)
     for start in reversed(range(0, len(ids), 2000)):
-        views = m.inbox.wait(ids[start:start + 2000], max(0.0, deadline - time.monotonic()))
+        views = m.inbox.wait(ids[start : start + 2000], max(0.0, deadline - time.monotonic()))
         ok += sum(v.status.value == "succeeded" for v in views)
         bad += sum(v.status.value == "failed" for v in views)
         progress.advance(task, len(views))
     return ok, bad
 
 
-def _sdk_phase(url: str, api_key: str | None, count: int, offset: int, batch: int, clients: int,
-               lib: Membrane, progress: Progress, timeout: float, res: Result) -> None:
+def _sdk_phase(
+    url: str,
+    api_key: str | None,
+    count: int,
+    offset: int,
+    batch: int,
+    clients: int,
+    lib: Membrane,
+    progress: Progress,
+    timeout: float,
+    res: Result,
+) -> None:
     """``--via sdk``: ``count`` new captures through ``membrane_client``'s ``ingest``, timed
     from the first read of the input until every operation succeeded (encoding included)."""
     try:
@@ -196,8 +248,12 @@ def _sdk_phase(url: str, api_key: str | None, count: int, offset: int, batch: in
     committed = progress.add_task("committed (SDK ingest)", total=count)
     with Client(url, api_key=api_key, timeout=120) as client:
         t0 = time.perf_counter()
-        result = client.ingest(captures, batch=batch, concurrency=clients,
-                               on_progress=lambda p: progress.update(sent, completed=p.items))
+        result = client.ingest(
+            captures,
+            batch=batch,
+            concurrency=clients,
+            on_progress=lambda p: progress.update(sent, completed=p.items),
+        )
         ids = [str(i) for i in result.operation_ids]
         res.errors += [f"sdk item {i.index}: {i.error}" for i in result.failures[:3]]
         ok, bad = _wait_committed(lib, ids, progress, committed, timeout)
@@ -221,8 +277,11 @@ def hardware() -> str:
             if line.startswith("model name"):
                 model = line.split(":", 1)[1].strip()
                 break
-        mem_kib = next(int(x.split()[1]) for x in Path("/proc/meminfo").read_text().splitlines()
-                       if x.startswith("MemTotal"))
+        mem_kib = next(
+            int(x.split()[1])
+            for x in Path("/proc/meminfo").read_text().splitlines()
+            if x.startswith("MemTotal")
+        )
         mem = f"{mem_kib / 1024 / 1024:.0f} GiB RAM"
     except (OSError, StopIteration):
         mem = "unknown RAM"
@@ -235,26 +294,43 @@ def report(res: Result, argv: str, hw: str) -> str:
     com = res.succeeded / res.committed_s if res.committed_s else 0.0
     cp = res.count / res.copy_s if res.copy_s else 0.0
     p50, p99 = _pct(res.single_ms, 50), _pct(res.single_ms, 99)
-    lines = [MARK_START, f"Command: `{argv}`  ", f"Hardware: {hw}  ",
-             f"Run: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; 1-minute load average "
-             f"{' → '.join(res.load)} (the host's other work included)", "",
-             "| figure | measured | target |", "| --- | --- | --- |",
-             f"| captures accepted (HTTP 202, batch endpoint) | {acc:,.0f}/s | |",
-             f"| captures committed (operations succeeded) | {com:,.0f}/s "
-             f"({res.succeeded:,} ok, {res.failed:,} failed) | ≥ {TARGET_COMMITTED_PER_S:,}/s |",
-             f"| raw COPY of one row per capture, same database | {cp:,.0f} rows/s | physical limit |",
-             f"| committed / COPY | {100 * com / cp if cp else 0:.1f} % | |",
-             *([f"| captures committed through the SDK's ingest, same run | {res.sdk_rate():,.0f}/s "
+    lines = [
+        MARK_START,
+        f"Command: `{argv}`  ",
+        f"Hardware: {hw}  ",
+        f"Run: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; 1-minute load average "
+        f"{' → '.join(res.load)} (the host's other work included)",
+        "",
+        "| figure | measured | target |",
+        "| --- | --- | --- |",
+        f"| captures accepted (HTTP 202, batch endpoint) | {acc:,.0f}/s | |",
+        f"| captures committed (operations succeeded) | {com:,.0f}/s "
+        f"({res.succeeded:,} ok, {res.failed:,} failed) | ≥ {TARGET_COMMITTED_PER_S:,}/s |",
+        f"| raw COPY of one row per capture, same database | {cp:,.0f} rows/s | physical limit |",
+        f"| committed / COPY | {100 * com / cp if cp else 0:.1f} % | |",
+        *(
+            [
+                f"| captures committed through the SDK's ingest, same run | {res.sdk_rate():,.0f}/s "
                 f"({res.sdk_succeeded:,} ok, {res.sdk_failed:,} failed; "
                 f"{100 * res.sdk_rate() / com if com else 0:.0f} % of the batch endpoint's) | "
-                f"≥ {100 * TARGET_SDK_SHARE:.0f} % |"] if res.sdk_committed_s else []),
-             f"| single-capture accept latency p50 / p99 ({len(res.single_ms)} sequential) | "
-             f"{p50:.1f} ms / {p99:.1f} ms | p99 < {TARGET_ACCEPT_P99_MS:.0f} ms |", "",
-             "| process | RSS start | RSS end |", "| --- | --- | --- |"]
+                f"≥ {100 * TARGET_SDK_SHARE:.0f} % |"
+            ]
+            if res.sdk_committed_s
+            else []
+        ),
+        f"| single-capture accept latency p50 / p99 ({len(res.single_ms)} sequential) | "
+        f"{p50:.1f} ms / {p99:.1f} ms | p99 < {TARGET_ACCEPT_P99_MS:.0f} ms |",
+        "",
+        "| process | RSS start | RSS end |",
+        "| --- | --- | --- |",
+    ]
     for name in sorted(set(res.rss_start) | set(res.rss_end)):
         s, e = res.rss_start.get(name), res.rss_end.get(name)
-        lines.append(f"| {name} | {s / 1024:.0f} MB | {e / 1024:.0f} MB |" if s and e else
-                     f"| {name} | {s / 1024 if s else 0:.0f} MB | {e / 1024 if e else 0:.0f} MB |")
+        lines.append(
+            f"| {name} | {s / 1024:.0f} MB | {e / 1024:.0f} MB |"
+            if s and e
+            else f"| {name} | {s / 1024 if s else 0:.0f} MB | {e / 1024 if e else 0:.0f} MB |"
+        )
     if res.errors:
         lines += ["", f"Errors ({len(res.errors)}): " + "; ".join(res.errors[:3])]
     lines.append(MARK_END)
@@ -263,8 +339,9 @@ def report(res: Result, argv: str, hw: str) -> str:
 
 def write_markdown(path: Path, block: str) -> None:
     """Replace the ingest block of ``path`` (or append it under an Ingest heading)."""
-    bench.write_markdown(path, block, start=MARK_START, end=MARK_END,
-                         heading="Ingest (`membrane bench ingest`)")
+    bench.write_markdown(
+        path, block, start=MARK_START, end=MARK_END, heading="Ingest (`membrane bench ingest`)"
+    )
 
 
 def _batches(count: int, size: int, rng: random.Random) -> tuple[list[bytes], list[tuple[Any, ...]]]:
@@ -272,14 +349,18 @@ def _batches(count: int, size: int, rng: random.Random) -> tuple[list[bytes], li
     for start in range(0, count, size):
         caps = [make_capture(i, rng) for i in range(start, min(count, start + size))]
         batches.append(json.dumps({"captures": caps}, separators=(",", ":")).encode())
-        rows += [(uuid.uuid4(), "capture", c["scope"], json.dumps(c, separators=(",", ":")))
-                 for c in caps]
+        rows += [(uuid.uuid4(), "capture", c["scope"], json.dumps(c, separators=(",", ":"))) for c in caps]
     return batches, rows
 
 
 def _progress() -> Progress:
-    return Progress(TextColumn("{task.description:<34}"), BarColumn(), MofNCompleteColumn(),
-                    TimeElapsedColumn(), console=console)
+    return Progress(
+        TextColumn("{task.description:<34}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+    )
 
 
 def ingest(
@@ -287,13 +368,20 @@ def ingest(
     batch: Annotated[int, typer.Option(min=1, max=1000, help="Captures per batch request.")] = 1000,
     clients: Annotated[int, typer.Option(min=1, max=64, help="Concurrent HTTP clients.")] = 4,
     single: Annotated[int, typer.Option(min=0, help="Sequential single captures for latency.")] = 1000,
-    url: Annotated[str | None, typer.Option(
-        help="A running API whose database is MEMBRANE_DATABASE_URL; default: a fresh stack.")] = None,
+    url: Annotated[
+        str | None,
+        typer.Option(help="A running API whose database is MEMBRANE_DATABASE_URL; default: a fresh stack."),
+    ] = None,
     api_key: Annotated[str | None, typer.Option(envvar="MEMBRANE_API_KEY")] = None,
     markdown: Annotated[Path | None, typer.Option(help="Write the result block into this file.")] = None,
     timeout: Annotated[float, typer.Option(help="Seconds to wait for every commit.")] = 1800,
-    via: Annotated[str, typer.Option(help="batch: the batch endpoint; sdk: then as many again "
-                                          "through the Python SDK's ingest, same run.")] = "batch",
+    via: Annotated[
+        str,
+        typer.Option(
+            help="batch: the batch endpoint; sdk: then as many again "
+            "through the Python SDK's ingest, same run."
+        ),
+    ] = "batch",
 ) -> None:
     """N captures through POST /v1/captures:batch vs a raw COPY (RFC 14.1); prints figures."""
     if via not in ("batch", "sdk"):
@@ -321,8 +409,10 @@ def ingest(
             with console.status("encoding the captures"):
                 batches, rows = _batches(count, batch, rng)
             with httpx.Client(base_url=url, headers=headers, timeout=30) as client:
-                warm = [client.post("/v1/captures", json=make_capture(0, rng)).json()["operation_id"]
-                        for _ in range(20)]  # warm-up: connections, caches
+                warm = [
+                    client.post("/v1/captures", json=make_capture(0, rng)).json()["operation_id"]
+                    for _ in range(20)
+                ]  # warm-up: connections, caches
                 # Time nothing before the ingest pool has booted and committed the warm-up.
                 lib.inbox.wait(warm, 120)
                 with console.status(f"{single} sequential single captures"):
@@ -347,8 +437,7 @@ def ingest(
                     if via == "sdk" and first:
                         n = half * batch
                         _sdk_phase(url, api_key, n, 0, batch, clients, lib, progress, timeout, res)
-                        _sdk_phase(url, api_key, count - n, n, batch, clients, lib, progress,
-                                   timeout, res)
+                        _sdk_phase(url, api_key, count - n, n, batch, clients, lib, progress, timeout, res)
             res.rss_end = rss_by_process(pids)
             res.load.append(loadavg())
             with console.status("raw COPY of the same rows into a scratch table"):
@@ -362,8 +451,9 @@ def ingest(
             with console.status("stopping the stack"):
                 stack.stop()
             shutil.rmtree(stack.opts.data_dir, ignore_errors=True)
-    argv = (f"membrane bench ingest --count {count} --batch {batch} --clients {clients} "
-            f"--single {single}" + (" --via sdk" if via == "sdk" else ""))
+    argv = f"membrane bench ingest --count {count} --batch {batch} --clients {clients} --single {single}" + (
+        " --via sdk" if via == "sdk" else ""
+    )
     block = report(res, argv, hardware())
     _print(res)
     if markdown:
@@ -379,17 +469,26 @@ def _print(res: Result) -> None:
     for col in ("figure", "measured", "target"):
         t.add_column(col)
     t.add_row("captures accepted", f"{acc:,.0f}/s", "")
-    t.add_row("captures committed", f"{com:,.0f}/s ({res.succeeded:,} ok, {res.failed:,} failed)",
-              f"≥ {TARGET_COMMITTED_PER_S:,}/s")
+    t.add_row(
+        "captures committed",
+        f"{com:,.0f}/s ({res.succeeded:,} ok, {res.failed:,} failed)",
+        f"≥ {TARGET_COMMITTED_PER_S:,}/s",
+    )
     if res.sdk_committed_s:
-        t.add_row("committed through the SDK", f"{res.sdk_rate():,.0f}/s ({res.sdk_succeeded:,} ok, "
-                  f"{100 * res.sdk_rate() / com if com else 0:.0f} % of the batch endpoint's)",
-                  f"≥ {100 * TARGET_SDK_SHARE:.0f} %")
+        t.add_row(
+            "committed through the SDK",
+            f"{res.sdk_rate():,.0f}/s ({res.sdk_succeeded:,} ok, "
+            f"{100 * res.sdk_rate() / com if com else 0:.0f} % of the batch endpoint's)",
+            f"≥ {100 * TARGET_SDK_SHARE:.0f} %",
+        )
     t.add_row("raw COPY, same database", f"{cp:,.0f} rows/s", "physical limit")
     t.add_row("committed / COPY", f"{100 * com / cp if cp else 0:.1f} %", "")
     t.add_row("load average (1 min)", " → ".join(res.load), "")
-    t.add_row("single accept p50 / p99", f"{_pct(res.single_ms, 50):.1f} / {_pct(res.single_ms, 99):.1f} ms",
-              f"p99 < {TARGET_ACCEPT_P99_MS:.0f} ms")
+    t.add_row(
+        "single accept p50 / p99",
+        f"{_pct(res.single_ms, 50):.1f} / {_pct(res.single_ms, 99):.1f} ms",
+        f"p99 < {TARGET_ACCEPT_P99_MS:.0f} ms",
+    )
     for name in sorted(set(res.rss_start) | set(res.rss_end)):
         s, e = res.rss_start.get(name, 0), res.rss_end.get(name, 0)
         t.add_row(f"RSS {name}", f"{s / 1024:.0f} → {e / 1024:.0f} MB", f"< {TARGET_RSS_MB} MB")

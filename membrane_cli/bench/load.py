@@ -37,9 +37,14 @@ def drop_indexes(dsn: str) -> None:
 
 
 def copy_chunk(
-    dsn: str, *, records: Iterable[tuple[Any, ...]], payloads: Iterable[tuple[Any, ...]],
-    embeddings: Iterable[tuple[uuid.UUID, str, str, Any]], relations: Iterable[tuple[Any, ...]],
-    entity_terms: Iterable[tuple[Any, ...]], tags: Iterable[tuple[Any, ...]] = (),
+    dsn: str,
+    *,
+    records: Iterable[tuple[Any, ...]],
+    payloads: Iterable[tuple[Any, ...]],
+    embeddings: Iterable[tuple[uuid.UUID, str, str, Any]],
+    relations: Iterable[tuple[Any, ...]],
+    entity_terms: Iterable[tuple[Any, ...]],
+    tags: Iterable[tuple[Any, ...]] = (),
     provenance: Iterable[tuple[Any, ...]] = (),
 ) -> None:
     """One transaction, one COPY per table (embeddings as binary COPY: id, scope, model, vector)."""
@@ -54,9 +59,12 @@ def copy_chunk(
             copy.set_types(["uuid", "text", "text", "vector"])
             for rid, scope, model, vec in embeddings:
                 copy.write_row((rid, scope, model, Vector(vec)))
-        for name, rows in (("bench_copy_relations", relations),
-                           ("bench_copy_entity_terms", entity_terms), ("bench_copy_tags", tags),
-                           ("bench_copy_provenance", provenance)):
+        for name, rows in (
+            ("bench_copy_relations", relations),
+            ("bench_copy_entity_terms", entity_terms),
+            ("bench_copy_tags", tags),
+            ("bench_copy_provenance", provenance),
+        ):
             with cur.copy(q(name)) as copy:
                 for row in rows:
                     copy.write_row(row)
@@ -68,8 +76,7 @@ def build_indexes(dsn: str) -> dict[str, float]:
     out: dict[str, float] = {}
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(q("bench_build_settings"))
-        for step in ("bench_create_gin", "bench_create_scoped_gin", "bench_create_hnsw",
-                     "bench_analyze"):
+        for step in ("bench_create_gin", "bench_create_scoped_gin", "bench_create_hnsw", "bench_analyze"):
             t = time.perf_counter()
             conn.execute(q(step))
             out[step.removeprefix("bench_")] = time.perf_counter() - t

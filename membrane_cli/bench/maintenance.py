@@ -58,8 +58,14 @@ def _ts(t: datetime) -> str:
 
 
 def _episodic_body(i: int, rng: random.Random, *, rich: bool) -> str:
-    body: dict[str, Any] = {"kind": "episodic", "source_kind": "event", "text": f"event {i}",
-                            "tool_calls": [], "entities": [], "data": {}}
+    body: dict[str, Any] = {
+        "kind": "episodic",
+        "source_kind": "event",
+        "text": f"event {i}",
+        "tool_calls": [],
+        "entities": [],
+        "data": {},
+    }
     if rich:
         sig = random.Random(rng.randrange(SIGNATURES)).sample(TOOLS, 3 + i % 2)
         calls = []
@@ -67,9 +73,12 @@ def _episodic_body(i: int, rng: random.Random, *, rich: bool) -> str:
             args = {"input": f"v{i}-{n - 1}"} if n else {"query": f"task {i % 50}"}
             calls.append({"tool": tool, "args": args, "result": {"output": f"v{i}-{n}"}})
         f = rng.randrange(FACT_POOL)
-        body.update(outcome="success", tool_calls=calls, text=f"task {i % 50}",
-                    data={"facts": [{"subject": f"service-{f}", "predicate": "depends_on",
-                                     "object": f"db-{f % 7}"}]})
+        body.update(
+            outcome="success",
+            tool_calls=calls,
+            text=f"task {i % 50}",
+            data={"facts": [{"subject": f"service-{f}", "predicate": "depends_on", "object": f"db-{f % 7}"}]},
+        )
     return json.dumps(body, separators=(",", ":"))
 
 
@@ -99,8 +108,9 @@ class Store:
     def _row(self, i: int, rng: random.Random, slot: int | None) -> Row:
         rid, now = _uuid(rng), self.now
         scope = f"scope-{(i % 10) if slot is not None else rng.randrange(SCOPES):03d}"
-        kind = "episodic" if slot is not None else rng.choices(
-            ["episodic", "semantic", "working"], [7, 2, 1])[0]
+        kind = (
+            "episodic" if slot is not None else rng.choices(["episodic", "semantic", "working"], [7, 2, 1])[0]
+        )
         half = {"episodic": 3600, "semantic": 30 * 86400, "working": 86400}[kind]
         created = now - timedelta(seconds=rng.randrange(60, 3000))
         work_kind, due_at = "decay", now + timedelta(seconds=rng.randrange(600, 30 * 86400))
@@ -118,21 +128,52 @@ class Store:
         if kind == "semantic":
             f = rng.randrange(FACT_POOL * 10)
             fact = (f"subject-{f}", "relates_to", f"object-{f % 97}")
-            body = json.dumps({"kind": "semantic", "subject": fact[0], "predicate": fact[1],
-                               "object": fact[2]}, separators=(",", ":"))
+            body = json.dumps(
+                {"kind": "semantic", "subject": fact[0], "predicate": fact[1], "object": fact[2]},
+                separators=(",", ":"),
+            )
         elif kind == "working":
-            body = json.dumps({"kind": "working", "thread_id": f"t{i}", "task_state": "executing",
-                               "context_summary": f"step {i}"}, separators=(",", ":"))
+            body = json.dumps(
+                {
+                    "kind": "working",
+                    "thread_id": f"t{i}",
+                    "task_state": "executing",
+                    "context_summary": f"step {i}",
+                },
+                separators=(",", ":"),
+            )
         else:
             body = _episodic_body(i, rng, rich=work_kind == "consolidate")
         floor = 0.01 if kind != "semantic" else 0.05
         deletion = "manual_only" if kind == "semantic" else "auto_prune"
         c = _ts(created)
-        record = "\t".join([
-            str(rid), kind, scope, "low", "0.8", "1", "active", str(half), str(floor), "\\N",
-            "0.1", "1", c, "f", deletion, c, c, c, c, f"{kind} {i}", *fact, "900",
-            f"{kind} {i} build deploy",
-        ])
+        record = "\t".join(
+            [
+                str(rid),
+                kind,
+                scope,
+                "low",
+                "0.8",
+                "1",
+                "active",
+                str(half),
+                str(floor),
+                "\\N",
+                "0.1",
+                "1",
+                c,
+                "f",
+                deletion,
+                c,
+                c,
+                c,
+                c,
+                f"{kind} {i}",
+                *fact,
+                "900",
+                f"{kind} {i} build deploy",
+            ]
+        )
         work = [f"{work_kind}\t{rid}\t{_ts(due_at)}"]
         if work_kind == "consolidate":  # its checkpoint too, as capture writes it
             work.append(f"decay\t{rid}\t{_ts(created + timedelta(hours=1))}")
@@ -142,13 +183,13 @@ class Store:
 
 COPIES = {
     "records": "COPY memory_records (id, type, scope, sensitivity, confidence, salience, status, "
-               "half_life_seconds, min_salience, max_age_seconds, reinforcement_gain, base_salience, "
-               "reinforced_at, pinned, deletion_policy, recorded_at, created_at, updated_at, "
-               "occurred_at, summary, fact_subject, fact_predicate, fact_object, projected_bytes, "
-               "search_text) FROM STDIN",
+    "half_life_seconds, min_salience, max_age_seconds, reinforcement_gain, base_salience, "
+    "reinforced_at, pinned, deletion_policy, recorded_at, created_at, updated_at, "
+    "occurred_at, summary, fact_subject, fact_predicate, fact_object, projected_bytes, "
+    "search_text) FROM STDIN",
     "payloads": "COPY record_payloads (record_id, kind, body) FROM STDIN",
     "audit": "COPY audit_log (record_id, scope, sensitivity, action, actor, ts, rationale, details) "
-             "FROM STDIN",
+    "FROM STDIN",
     "work": "COPY work_items (kind, target_id, due_at) FROM STDIN",
 }
 
@@ -158,6 +199,7 @@ def build(dsn: str, store: Store, progress: Progress) -> None:
     task = progress.add_task(f"building {store.size:,} records", total=store.size)
     buffers: dict[str, list[str]] = {k: [] for k in COPIES}
     with psycopg.connect(dsn) as conn:
+
         def flush() -> None:
             with conn.cursor() as cur:
                 for name, lines in buffers.items():
@@ -187,8 +229,10 @@ def full_sweep(dsn: str, now: datetime) -> tuple[float, int]:
     n = 0
     with psycopg.connect(dsn) as conn, conn.transaction(), conn.cursor(name="sweep") as cur:
         cur.itersize = 10_000
-        cur.execute("SELECT id, base_salience, reinforced_at, half_life_seconds, min_salience, "
-                    "pinned FROM memory_records")
+        cur.execute(
+            "SELECT id, base_salience, reinforced_at, half_life_seconds, min_salience, "
+            "pinned FROM memory_records"
+        )
         for _, base, at, half, floor, pinned in cur:
             elapsed = max(0.0, (now - at).total_seconds())
             _ = base if pinned else max(min(base, floor), base * math.pow(2.0, -elapsed / half))
@@ -203,8 +247,11 @@ def run_jobs(membrane: Membrane, batch: int) -> dict[str, tuple[float, int, int]
         started, batches, items = time.perf_counter(), 0, 0
         while True:
             result = membrane.maintenance.run(job, limit=batch)
-            claimed = (result["compress"]["claimed"] + result["consolidate"]["claimed"]
-                       if job == "consolidate" else result["claimed"])
+            claimed = (
+                result["compress"]["claimed"] + result["consolidate"]["claimed"]
+                if job == "consolidate"
+                else result["claimed"]
+            )
             if not claimed:
                 break
             batches, items = batches + 1, items + claimed
@@ -233,15 +280,19 @@ def create_store(admin: str, settings: Settings, size: int, due: int, progress: 
 def drop_store(admin: str, size: int) -> None:
     """Drop the scratch database of ``size`` if it exists."""
     with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
-            sql.Identifier(f"membrane_bench_maint_{size}")))
+        conn.execute(
+            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+                sql.Identifier(f"membrane_bench_maint_{size}")
+            )
+        )
 
 
 def measure(dsn: str, settings: Settings, size: int, batch: int) -> dict[str, Any]:
     """Time the batches that clear the due items, and the full-scan sweep before and after."""
     sweep = full_sweep(dsn, datetime.now(UTC))
-    database = storage_db.Database(dsn, embedding_dim=settings.embedding_dim,
-                                   run_migrations=False, min_size=1, max_size=2)
+    database = storage_db.Database(
+        dsn, embedding_dim=settings.embedding_dim, run_migrations=False, min_size=1, max_size=2
+    )
     with Membrane(settings, database=database) as membrane:
         jobs = run_jobs(membrane, batch)
     sweep_after = full_sweep(dsn, datetime.now(UTC))
@@ -251,17 +302,22 @@ def measure(dsn: str, settings: Settings, size: int, batch: int) -> dict[str, An
 def report(results: list[dict[str, Any]], due: int, batch: int) -> str:
     """The figures as a Markdown table, smallest store first, with ratios to it."""
     base = results[0]
-    lines = [f"{due:,} due items of each kind (decay, prune, compress + consolidate), "
-             f"batch size {batch}.", "",
-             "| store | decay | prune | consolidate | incremental total | full-scan sweep |",
-             "|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        f"{due:,} due items of each kind (decay, prune, compress + consolidate), batch size {batch}.",
+        "",
+        "| store | decay | prune | consolidate | incremental total | full-scan sweep |",
+        "|---:|---:|---:|---:|---:|---:|",
+    ]
     for r in results:
         total = sum(t for t, _, _ in r["jobs"].values())
         base_total = sum(t for t, _, _ in base["jobs"].values())
         cells = [f"{r['jobs'][j][0] * 1000:,.0f} ms" for j in JOBS]
-        lines.append(f"| {r['size']:,} | " + " | ".join(cells)
-                     + f" | {total * 1000:,.0f} ms ({total / base_total:.2f}x)"
-                     + f" | {r['sweep'] * 1000:,.0f} ms ({r['sweep'] / base['sweep']:.1f}x) |")
+        lines.append(
+            f"| {r['size']:,} | "
+            + " | ".join(cells)
+            + f" | {total * 1000:,.0f} ms ({total / base_total:.2f}x)"
+            + f" | {r['sweep'] * 1000:,.0f} ms ({r['sweep'] / base['sweep']:.1f}x) |"
+        )
     return "\n".join(lines)
 
 
@@ -272,26 +328,26 @@ def register(app: typer.Typer) -> None:
     def maintenance(
         sizes: Annotated[str, typer.Option(help="Store sizes, comma-separated.")] = "10000,1000000",
         due: Annotated[int, typer.Option(help="Due items of each kind.")] = 1000,
-        batch: Annotated[int | None, typer.Option(help="Batch size (default MEMBRANE_BATCH_SIZE).")]
-        = None,
+        batch: Annotated[int | None, typer.Option(help="Batch size (default MEMBRANE_BATCH_SIZE).")] = None,
         keep: Annotated[bool, typer.Option(help="Keep the scratch databases.")] = False,
     ) -> None:
         """Time decay, prune and consolidation batches against a full-scan sweep (RFC 6.5)."""
         settings = Settings()
         size_list = sorted(int(s) for s in sizes.split(",") if s.strip())
         if not size_list or size_list[0] < due * 4:
-            raise typer.BadParameter(f"every size must hold the {due * 4:,} due records",
-                                     param_hint="--sizes")
+            raise typer.BadParameter(
+                f"every size must hold the {due * 4:,} due records", param_hint="--sizes"
+            )
         admin = storage_db.resolve_dsn(settings.database_dsn(), settings.data_dir)
         batch_size = batch or settings.batch_size
         try:
             # every store is built first, so that all are measured back to back
             with Progress(console=console) as progress:
-                stores = {size: create_store(admin, settings, size, due, progress)
-                          for size in size_list}
+                stores = {size: create_store(admin, settings, size, due, progress) for size in size_list}
             # largest first: whatever warm-up cost there is counts against the large store
-            measured = {size: measure(stores[size], settings, size, batch_size)
-                        for size in reversed(size_list)}
+            measured = {
+                size: measure(stores[size], settings, size, batch_size) for size in reversed(size_list)
+            }
             results = [measured[size] for size in size_list]
         finally:
             if not keep:

@@ -49,8 +49,7 @@ TARGET_RATIO = 3.0
 MARK_START, MARK_END = "<!-- bench-retrieve:start -->", "<!-- bench-retrieve:end -->"
 #: Tags of the synthetic records (RFC 2.1): a pipeline's handful of labels.
 TAGS = ("inbox", "billing", "deploy", "support", "research", "incident", "followup", "weekly")
-_SYLLABLES = ("ka", "lo", "mi", "ra", "ne", "to", "su", "vi", "de", "po", "ga", "ri", "zu", "fe",
-              "ho", "la")
+_SYLLABLES = ("ka", "lo", "mi", "ra", "ne", "to", "su", "vi", "de", "po", "ga", "ri", "zu", "fe", "ho", "la")
 
 
 def word(i: int) -> str:
@@ -73,8 +72,9 @@ class Corpus:
         rng = np.random.default_rng(self.seed)
         c = rng.standard_normal((self.clusters, self.dim)).astype(np.float32)
         self.centres = c / np.linalg.norm(c, axis=1, keepdims=True)
-        self.topics = [[word(int(w)) for w in rng.choice(4096, 6, replace=False)]
-                       for _ in range(self.clusters)]
+        self.topics = [
+            [word(int(w)) for w in rng.choice(4096, 6, replace=False)] for _ in range(self.clusters)
+        ]
 
     def entity_name(self, cluster: int) -> str:
         """The entity every record of ``cluster`` may mention."""
@@ -99,14 +99,26 @@ def _chunks(corpus: Corpus, size: int, chunk: int, now: datetime) -> Iterator[di
     first = True
     for start in range(0, size, chunk):
         n = min(chunk, size - start)
-        out: dict[str, list[Any]] = {"records": [], "payloads": [], "embeddings": [],
-                                     "relations": [], "terms": [], "tags": [], "provenance": []}
+        out: dict[str, list[Any]] = {
+            "records": [],
+            "payloads": [],
+            "embeddings": [],
+            "relations": [],
+            "terms": [],
+            "tags": [],
+            "provenance": [],
+        }
         if first:  # the entities, once
             for (c, s), eid in entity_ids.items():
                 name = corpus.entity_name(c)
-                ebody: dict[str, Any] = {"kind": "entity", "canonical_name": name,
-                                         "entity_kind": "thing", "aliases": [], "identifiers": [],
-                                         "description": None}
+                ebody: dict[str, Any] = {
+                    "kind": "entity",
+                    "canonical_name": name,
+                    "entity_kind": "thing",
+                    "aliases": [],
+                    "identifiers": [],
+                    "description": None,
+                }
                 out["records"].append(_row(eid, "entity", _scope(s), name, ebody, now, 90))
                 out["payloads"].append((eid, "entity", json.dumps(ebody)))
                 out["terms"].append((eid, _scope(s), name, "canonical"))
@@ -124,8 +136,15 @@ def _chunks(corpus: Corpus, size: int, chunk: int, now: datetime) -> Iterator[di
             mentions = rng.random() < 0.3
             text = " ".join(topic + noise) + (f" with {corpus.entity_name(c)}" if mentions else "")
             full_text = f"event {i}: {text}"
-            body: dict[str, Any] = {"kind": "episodic", "source_kind": "event", "text": full_text,
-                                    "tool_calls": [], "outcome": None, "entities": [], "data": {}}
+            body: dict[str, Any] = {
+                "kind": "episodic",
+                "source_kind": "event",
+                "text": full_text,
+                "tool_calls": [],
+                "outcome": None,
+                "entities": [],
+                "data": {},
+            }
             at = now - timedelta(minutes=float(rng.integers(0, 10_000)))
             # what a capture writes besides the payload (RFC 3.3): most records carry a tag or
             # two, and every one the provenance source of its capture
@@ -144,13 +163,36 @@ def _chunks(corpus: Corpus, size: int, chunk: int, now: datetime) -> Iterator[di
         yield out
 
 
-def _row(rid: uuid.UUID, kind: str, scope: str, text: str, body: dict[str, Any], at: datetime,
-         half_life_days: int, tags: Sequence[str] = ()) -> tuple[Any, ...]:
+def _row(
+    rid: uuid.UUID,
+    kind: str,
+    scope: str,
+    text: str,
+    body: dict[str, Any],
+    at: datetime,
+    half_life_days: int,
+    tags: Sequence[str] = (),
+) -> tuple[Any, ...]:
     # projected bytes and indexed text as records.projected_bytes and search_text make them
-    return (rid, kind, scope, "low", 0.8, 1.0, half_life_days * 86400, 0.01, 1.0, at,
-            "auto_prune" if kind == "episodic" else "manual_only", at, at, at, None,
-            len(json.dumps(body)) + sum(len(t) + 4 for t in tags) + 512,
-            " ".join([text, *tags]))
+    return (
+        rid,
+        kind,
+        scope,
+        "low",
+        0.8,
+        1.0,
+        half_life_days * 86400,
+        0.01,
+        1.0,
+        at,
+        "auto_prune" if kind == "episodic" else "manual_only",
+        at,
+        at,
+        at,
+        None,
+        len(json.dumps(body)) + sum(len(t) + 4 for t in tags) + 512,
+        " ".join([text, *tags]),
+    )
 
 
 class FixedEmbedder:
@@ -208,14 +250,25 @@ def _load(dsn: str, corpus: Corpus, size: int, figures: Figures) -> None:
     benchload.drop_indexes(dsn)
     now = datetime.now(UTC)
     t0 = time.perf_counter()
-    with Progress(TextColumn("{task.description:<28}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=console) as progress:
+    with Progress(
+        TextColumn("{task.description:<28}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+    ) as progress:
         task = progress.add_task("COPY synthetic records", total=size)
         for chunk in _chunks(corpus, size, 20_000, now):
-            benchload.copy_chunk(dsn, records=chunk["records"], payloads=chunk["payloads"],
-                                 embeddings=chunk["embeddings"], relations=chunk["relations"],
-                                 entity_terms=chunk["terms"], tags=chunk["tags"],
-                                 provenance=chunk["provenance"])
+            benchload.copy_chunk(
+                dsn,
+                records=chunk["records"],
+                payloads=chunk["payloads"],
+                embeddings=chunk["embeddings"],
+                relations=chunk["relations"],
+                entity_terms=chunk["terms"],
+                tags=chunk["tags"],
+                provenance=chunk["provenance"],
+            )
             progress.advance(task, len(chunk["embeddings"]))
     figures.load["copy"] = time.perf_counter() - t0
     with console.status("building the GIN and HNSW indexes, ANALYZE"):
@@ -235,17 +288,34 @@ def _queries(corpus: Corpus, n: int, embedder: FixedEmbedder) -> list[tuple[str,
     return out
 
 
-def _measure(db: Database, retriever: Retriever, queries: list[tuple[str, str, list[float]]],
-             figures: Figures, warmup: int) -> None:
+def _measure(
+    db: Database,
+    retriever: Retriever,
+    queries: list[tuple[str, str, list[float]]],
+    figures: Figures,
+    warmup: int,
+) -> None:
     figures.loadavg.append(loadavg())
-    with Progress(TextColumn("{task.description:<28}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=console) as progress:
+    with Progress(
+        TextColumn("{task.description:<28}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+    ) as progress:
         task = progress.add_task("queries (3 variants each)", total=len(queries))
         order = random.Random(len(queries))  # the same orders in every run of a size
         for n, (scope, text, vec) in enumerate(queries):
             req = parse(RetrieveRequest, {"query": text, "scopes": [scope], "limit": 10})
-            req_x = parse(RetrieveRequest, {"query": text, "scopes": [scope], "limit": 10,
-                                            "expand": {"hops": 1, "max_nodes": 25, "max_edges": 100}})
+            req_x = parse(
+                RetrieveRequest,
+                {
+                    "query": text,
+                    "scopes": [scope],
+                    "limit": 10,
+                    "expand": {"hops": 1, "max_nodes": 25, "max_edges": 100},
+                },
+            )
             out: dict[str, Any] = {}
             ms: dict[str, float] = {}
 
@@ -256,7 +326,8 @@ def _measure(db: Database, retriever: Retriever, queries: list[tuple[str, str, l
             runs: dict[str, Callable[[], Any]] = {
                 "bare": bare,
                 "hybrid": functools.partial(retriever.retrieve, req, DEVELOPMENT_POLICY),
-                "expand": functools.partial(retriever.retrieve, req_x, DEVELOPMENT_POLICY)}
+                "expand": functools.partial(retriever.retrieve, req_x, DEVELOPMENT_POLICY),
+            }
             names = list(runs)
             # the three run back to back on the same query, in an order drawn afresh for
             # each query: in a fixed rotation, expansion ran right after the hybrid on the
@@ -281,52 +352,78 @@ def report(f: Figures, size: int, argv: str, hw: str) -> str:
     """The run as a markdown block for docs/benchmarks.md."""
     target = TARGET_P99_MS.get(size)
     bare50, bare99 = _pct(f.bare, 50), _pct(f.bare, 99)
-    lines = [MARK_START, f"Command: `{argv}`  ", f"Hardware: {hw}  ",
-             f"Run: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {size:,} records, "
-             f"{len(f.bare)} measured queries (after {f.warmup} unmeasured ones, three variants "
-             "each), one scope filter per query, "
-             f"load average {' -> '.join(f.loadavg)} on the shared machine, "
-             f"shared_buffers {f.shared_buffers}, "
-             + (f"the database's {f.warmed / 2**30:.1f} GiB of files read once into the OS page "
-                "cache before measuring (a server that has been serving)  " if f.warmed else
-                "OS page cache not warmed (the server's files are not on this machine)  "), "",
-             "| variant | p50 | p99 | p50 / bare p50 | p99 / bare p99 | target |",
-             "| --- | --- | --- | --- | --- | --- |",
-             f"| bare pgvector top-10 (same filter, iterative scan) | {bare50:.2f} ms | "
-             f"{bare99:.2f} ms | 1.0 | 1.0 | baseline |"]
-    for name, values in (("hybrid retrieve (vector + BM25 + entity, fused, hydrated)", f.hybrid),
-                         ("hybrid retrieve + one-hop expansion", f.expand)):
+    lines = [
+        MARK_START,
+        f"Command: `{argv}`  ",
+        f"Hardware: {hw}  ",
+        f"Run: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {size:,} records, "
+        f"{len(f.bare)} measured queries (after {f.warmup} unmeasured ones, three variants "
+        "each), one scope filter per query, "
+        f"load average {' -> '.join(f.loadavg)} on the shared machine, "
+        f"shared_buffers {f.shared_buffers}, "
+        + (
+            f"the database's {f.warmed / 2**30:.1f} GiB of files read once into the OS page "
+            "cache before measuring (a server that has been serving)  "
+            if f.warmed
+            else "OS page cache not warmed (the server's files are not on this machine)  "
+        ),
+        "",
+        "| variant | p50 | p99 | p50 / bare p50 | p99 / bare p99 | target |",
+        "| --- | --- | --- | --- | --- | --- |",
+        f"| bare pgvector top-10 (same filter, iterative scan) | {bare50:.2f} ms | "
+        f"{bare99:.2f} ms | 1.0 | 1.0 | baseline |",
+    ]
+    for name, values in (
+        ("hybrid retrieve (vector + BM25 + entity, fused, hydrated)", f.hybrid),
+        ("hybrid retrieve + one-hop expansion", f.expand),
+    ):
         p50, p99 = _pct(values, 50), _pct(values, 99)
-        tgt = f"p99 < {target:.0f} ms, ≤ {TARGET_RATIO:.0f}x bare" if target else \
-            f"≤ {TARGET_RATIO:.0f}x bare"
-        lines.append(f"| {name} | {p50:.2f} ms | {p99:.2f} ms | {p50 / bare50:.1f} | "
-                     f"{p99 / bare99:.1f} | {tgt} |")
-    lines += ["", f"Hybrid top-10 shares {np.mean(f.overlap):.0%} of the bare vector top-10; "
-              f"expansion returned {np.mean(f.neighbours):.1f} neighbours per query on average.  ",
-              "Load: " + ", ".join(f"{k} {v:.1f} s" for k, v in f.load.items()) if f.load else
-              "Load: reused an existing benchmark database.", MARK_END]
+        tgt = (
+            f"p99 < {target:.0f} ms, ≤ {TARGET_RATIO:.0f}x bare" if target else f"≤ {TARGET_RATIO:.0f}x bare"
+        )
+        lines.append(
+            f"| {name} | {p50:.2f} ms | {p99:.2f} ms | {p50 / bare50:.1f} | {p99 / bare99:.1f} | {tgt} |"
+        )
+    lines += [
+        "",
+        f"Hybrid top-10 shares {np.mean(f.overlap):.0%} of the bare vector top-10; "
+        f"expansion returned {np.mean(f.neighbours):.1f} neighbours per query on average.  ",
+        "Load: " + ", ".join(f"{k} {v:.1f} s" for k, v in f.load.items())
+        if f.load
+        else "Load: reused an existing benchmark database.",
+        MARK_END,
+    ]
     return "\n".join(lines)
 
 
 def write_markdown(path: Path, block: str) -> None:
     """Replace the retrieve block of ``path`` (or append it under a Retrieval heading)."""
-    bench.write_markdown(path, block, start=MARK_START, end=MARK_END,
-                         heading="Retrieval (`membrane bench retrieve`)")
+    bench.write_markdown(
+        path, block, start=MARK_START, end=MARK_END, heading="Retrieval (`membrane bench retrieve`)"
+    )
 
 
 def retrieve(
     size: Annotated[int, typer.Option("--size", "-n", min=1000, help="Records to build.")] = 100_000,
     queries: Annotated[int, typer.Option(min=10, help="Measured queries.")] = 200,
-    warmup: Annotated[int, typer.Option(
-        min=0, help="Unmeasured warm-up queries (at 1,000,000 records, 200 left the hybrid's "
-                    "median 1.5x what it was after 1,500).")] = 1000,
+    warmup: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            help="Unmeasured warm-up queries (at 1,000,000 records, 200 left the hybrid's "
+            "median 1.5x what it was after 1,500).",
+        ),
+    ] = 1000,
     dim: Annotated[int, typer.Option(min=8, max=2000, help="Embedding dimension.")] = 384,
     scopes: Annotated[int, typer.Option(min=1, help="Scopes the records spread over.")] = 20,
     clusters: Annotated[int, typer.Option(min=2, help="Embedding clusters.")] = 200,
-    data_dir: Annotated[Path | None, typer.Option(
-        help="Embedded Postgres data folder; default a temporary one, removed afterwards.")] = None,
-    database_url: Annotated[str | None, typer.Option(
-        help="Admin URL of a server to use instead of the embedded one.")] = None,
+    data_dir: Annotated[
+        Path | None,
+        typer.Option(help="Embedded Postgres data folder; default a temporary one, removed afterwards."),
+    ] = None,
+    database_url: Annotated[
+        str | None, typer.Option(help="Admin URL of a server to use instead of the embedded one.")
+    ] = None,
     reuse: Annotated[bool, typer.Option(help="Reuse an already loaded benchmark database.")] = False,
     markdown: Annotated[Path | None, typer.Option(help="Write the result block into this file.")] = None,
 ) -> None:
@@ -375,8 +472,10 @@ def retrieve(
             server.stop()
         if temp and folder is not None:
             shutil.rmtree(folder, ignore_errors=True)
-    argv = (f"membrane bench retrieve --size {size} --queries {queries} --warmup {warmup} "
-            f"--dim {dim} --scopes {scopes} --clusters {clusters}")
+    argv = (
+        f"membrane bench retrieve --size {size} --queries {queries} --warmup {warmup} "
+        f"--dim {dim} --scopes {scopes} --clusters {clusters}"
+    )
     block = report(figures, size, argv, hardware())
     _print(figures, size)
     if markdown:
@@ -389,16 +488,26 @@ def _print(f: Figures, size: int) -> None:
     for col in ("variant", "p50", "p99", "p50 / bare", "p99 / bare"):
         t.add_column(col)
     bare50, bare99 = _pct(f.bare, 50), _pct(f.bare, 99)
-    for name, values in (("bare pgvector top-10", f.bare), ("hybrid retrieve", f.hybrid),
-                         ("hybrid + one-hop expansion", f.expand)):
-        t.add_row(name, f"{_pct(values, 50):.2f} ms", f"{_pct(values, 99):.2f} ms",
-                  f"{_pct(values, 50) / bare50:.1f}x", f"{_pct(values, 99) / bare99:.1f}x")
+    for name, values in (
+        ("bare pgvector top-10", f.bare),
+        ("hybrid retrieve", f.hybrid),
+        ("hybrid + one-hop expansion", f.expand),
+    ):
+        t.add_row(
+            name,
+            f"{_pct(values, 50):.2f} ms",
+            f"{_pct(values, 99):.2f} ms",
+            f"{_pct(values, 50) / bare50:.1f}x",
+            f"{_pct(values, 99) / bare99:.1f}x",
+        )
     console.print(t)
     p99 = TARGET_P99_MS.get(size)
-    console.print(f"overlap with bare top-10: {np.mean(f.overlap):.0%}; "
-                  f"neighbours per expanded query: {np.mean(f.neighbours):.1f}; "
-                  + (f"target p99 {p99:.0f} ms, " if p99 else "no p99 target at this size, ")
-                  + f"≤ {TARGET_RATIO:.0f}x bare")
+    console.print(
+        f"overlap with bare top-10: {np.mean(f.overlap):.0%}; "
+        f"neighbours per expanded query: {np.mean(f.neighbours):.1f}; "
+        + (f"target p99 {p99:.0f} ms, " if p99 else "no p99 target at this size, ")
+        + f"≤ {TARGET_RATIO:.0f}x bare"
+    )
     if f.load:
         console.print("load: " + ", ".join(f"{k} {v:.1f} s" for k, v in f.load.items()))
 

@@ -49,19 +49,26 @@ MAX_NAME_WORDS = 4
 
 #: Predicates with a meaning of their own on the record graph (RFC 2.5); an observation
 #: cannot assert them between entities.
-RESERVED_PREDICATES = frozenset({
-    "derived_from", "supersedes", "superseded_by", "contests", "contested_by", "mentions",
-    "merged_into", "merged_from", "forked_from",
-})
+RESERVED_PREDICATES = frozenset(
+    {
+        "derived_from",
+        "supersedes",
+        "superseded_by",
+        "contests",
+        "contested_by",
+        "mentions",
+        "merged_into",
+        "merged_from",
+        "forked_from",
+    }
+)
 #: Namespace given to ``@handle`` mentions.
 HANDLE_NAMESPACE = "handle"
 
 _WS = re.compile(r"\s+")
 _EDGE_PUNCT = "\"'`()[]{}<>.,;:!?*_~\u201c\u201d\u2018\u2019"
 _IDENT = re.compile(r"^([a-z][a-z0-9_.-]{0,30}):([A-Za-z0-9_@][A-Za-z0-9_.@/+#-]{0,127})$")
-_IDENT_IN_TEXT = re.compile(
-    r"(?<![\w:/.@-])([a-z][a-z0-9_-]{1,30}):([A-Za-z0-9_@][A-Za-z0-9_.@/+#-]{0,127})"
-)
+_IDENT_IN_TEXT = re.compile(r"(?<![\w:/.@-])([a-z][a-z0-9_-]{1,30}):([A-Za-z0-9_@][A-Za-z0-9_.@/+#-]{0,127})")
 _HANDLE = re.compile(r"^@([A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,37}[A-Za-z0-9_])?)$")
 _HANDLE_IN_TEXT = re.compile(r"(?<![\w.@])@([A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,37}[A-Za-z0-9_])?)")
 _NOT_NAMESPACES = frozenset({"http", "https", "ftp", "file", "data", "mailto", "javascript", "urn"})
@@ -72,7 +79,8 @@ _CAP_RUN = re.compile(
 _PREDICATE = re.compile(r"[^0-9a-z]+")
 
 # Capitalised words that start sentences or name times, not entities (RFC 3.5.1).
-_STOPWORDS = frozenset("""
+_STOPWORDS = frozenset(
+    """
 a an the i i'm i've i'll i'd me my mine we we're our us you you're your he he's his him she she's
 her it it's its they they're their them this that these those there here what who whom whose
 which when where why how yes no not oh ah wow hey hi hello thanks thank please sorry ok okay
@@ -87,7 +95,8 @@ monday tuesday wednesday thursday friday saturday sunday today tomorrow yesterda
 mon tue tues wed thu thur thurs fri sat sun
 january february march april june july august september october november december
 jan feb mar apr jun jul aug sep sept oct nov dec
-""".split())
+""".split()
+)
 
 
 def normalise_term(value: str) -> str:
@@ -229,8 +238,9 @@ def parse_mention(raw: str, ms: MentionSet, *, source: str) -> Mention | None:
         ms.drop("aliases", dropped)
     idents = kept_idents
     kind = "account" if idents and not names else "thing"
-    return Mention(name=name, term=term, aliases=aliases, identifiers=tuple(idents),
-                   source=source, entity_kind=kind)
+    return Mention(
+        name=name, term=term, aliases=aliases, identifiers=tuple(idents), source=source, entity_kind=kind
+    )
 
 
 def _sentence_starts(text: str) -> set[int]:
@@ -301,10 +311,7 @@ def scan_text(text: str, ms: MentionSet) -> list[Mention]:
             found.append((m.start(), mention))
             taken.append((m.start(), m.end()))
     starts = _sentence_starts(text)
-    spans = [
-        (pos, name) for pos, name in _name_spans(text)
-        if not any(a <= pos < b for a, b in taken)
-    ]
+    spans = [(pos, name) for pos, name in _name_spans(text) if not any(a <= pos < b for a, b in taken)]
     mid_sentence = {normalise_term(n) for pos, n in spans if pos not in starts}
     lower_words = set(re.findall(r"(?<![\w'])[a-z][a-z'-]*", text))
     for pos, name in spans:
@@ -369,17 +376,29 @@ def new_entity(
 ) -> MemoryRecord:
     """RFC 3.5.2: the entity record a new mention creates, in the source's scope and sensitivity."""
     payload = EntityPayload(
-        canonical_name=mention.name[:512], entity_kind=mention.entity_kind,
+        canonical_name=mention.name[:512],
+        entity_kind=mention.entity_kind,
         aliases=[EntityAlias(value=display) for display, _ in mention.aliases if display],
         identifiers=[EntityIdentifier(namespace=ns, value=v) for ns, v in mention.identifiers],
     )
     return MemoryRecord(
-        id=entity_id, type=MemoryType.ENTITY, scope=source.scope, sensitivity=source.sensitivity,
-        confidence=source.confidence, salience=1.0,
+        id=entity_id,
+        type=MemoryType.ENTITY,
+        scope=source.scope,
+        sensitivity=source.sensitivity,
+        confidence=source.confidence,
+        salience=1.0,
         lifecycle=Lifecycle(
-            decay=policy.decay_profile(MemoryType.ENTITY), base_salience=1.0, reinforced_at=now,
+            decay=policy.decay_profile(MemoryType.ENTITY),
+            base_salience=1.0,
+            reinforced_at=now,
             deletion_policy=policy.deletion[MemoryType.ENTITY],
         ),
-        payload=payload, summary=mention.name[:4096], provenance=source.provenance,
-        occurred_at=source.occurred_at, created_at=now, updated_at=now, recorded_at=now,
+        payload=payload,
+        summary=mention.name[:4096],
+        provenance=source.provenance,
+        occurred_at=source.occurred_at,
+        created_at=now,
+        updated_at=now,
+        recorded_at=now,
     )

@@ -62,9 +62,7 @@ def _payload(req: CaptureRequest, memory_type: MemoryType) -> EpisodicPayload | 
         return WorkingPayload.model_validate(content)
     known = {k: content[k] for k in _EPISODIC_KEYS if k in content}
     rest = {k: v for k, v in content.items() if k not in _EPISODIC_KEYS}
-    return EpisodicPayload.model_validate(
-        {**known, "source_kind": req.source_kind.value, "data": rest}
-    )
+    return EpisodicPayload.model_validate({**known, "source_kind": req.source_kind.value, "data": rest})
 
 
 def check_content(req: CaptureRequest) -> None:
@@ -83,10 +81,13 @@ def _fact_payload(req: CaptureRequest, *, source_id: uuid.UUID) -> SemanticPaylo
     valid_from, valid_to = c.get("valid_from"), c.get("valid_to")
     validity = Validity(
         mode=ValidityMode.TIMEBOXED if (valid_from or valid_to) else ValidityMode.GLOBAL,
-        valid_from=valid_from, valid_to=valid_to,
+        valid_from=valid_from,
+        valid_to=valid_to,
     )
     return SemanticPayload(
-        subject=str(c["subject"]), predicate=str(c["predicate"]), object=str(c["object"]),
+        subject=str(c["subject"]),
+        predicate=str(c["predicate"]),
+        object=str(c["object"]),
         evidence=[ProvenanceRef(kind=ProvenanceKind.OBSERVATION, ref=str(source_id))],
         validity=validity,
     )
@@ -119,22 +120,36 @@ def plan_capture(
     occurred = req.occurred_at or now
     rid = record_id or new_id()
     source = ProvenanceSource(
-        kind=_PROVENANCE[req.source_kind], ref=f"capture:{operation_id or rid}",
-        created_by=actor, timestamp=occurred,
+        kind=_PROVENANCE[req.source_kind],
+        ref=f"capture:{operation_id or rid}",
+        created_by=actor,
+        timestamp=occurred,
     )
     metadata = dict(req.metadata)
     if req.reason_to_remember:
         metadata["reason_to_remember"] = req.reason_to_remember
     primary = MemoryRecord(
-        id=rid, type=memory_type, scope=req.scope, sensitivity=sensitivity,
-        confidence=policy.confidence(req.source_kind), salience=1.0,
+        id=rid,
+        type=memory_type,
+        scope=req.scope,
+        sensitivity=sensitivity,
+        confidence=policy.confidence(req.source_kind),
+        salience=1.0,
         lifecycle=Lifecycle(
-            decay=policy.decay_profile(memory_type), base_salience=1.0, reinforced_at=now,
+            decay=policy.decay_profile(memory_type),
+            base_salience=1.0,
+            reinforced_at=now,
             deletion_policy=policy.deletion[memory_type],
         ),
-        payload=_payload(req, memory_type), summary=_search_summary(req), tags=req.tags,
-        metadata=metadata, provenance=[source], occurred_at=occurred,
-        created_at=now, updated_at=now, recorded_at=now,
+        payload=_payload(req, memory_type),
+        summary=_search_summary(req),
+        tags=req.tags,
+        metadata=metadata,
+        provenance=[source],
+        occurred_at=occurred,
+        created_at=now,
+        updated_at=now,
+        recorded_at=now,
     )
     fact = None
     if req.source_kind is SourceKind.OBSERVATION:
@@ -142,20 +157,29 @@ def plan_capture(
     return CapturePlan(operation_id=operation_id, primary=primary, fact=fact, actor=actor)
 
 
-def _derived_fact(
-    req: CaptureRequest, source: MemoryRecord, policy: Policy, now: datetime
-) -> MemoryRecord:
+def _derived_fact(req: CaptureRequest, source: MemoryRecord, policy: Policy, now: datetime) -> MemoryRecord:
     payload = _fact_payload(req, source_id=source.id)
     validity = payload.validity
     return MemoryRecord(
-        id=new_id(), type=MemoryType.SEMANTIC, scope=source.scope,
-        sensitivity=source.sensitivity, confidence=policy.confidence(req.source_kind),
+        id=new_id(),
+        type=MemoryType.SEMANTIC,
+        scope=source.scope,
+        sensitivity=source.sensitivity,
+        confidence=policy.confidence(req.source_kind),
         salience=1.0,
         lifecycle=Lifecycle(
-            decay=policy.decay_profile(MemoryType.SEMANTIC), base_salience=1.0,
-            reinforced_at=now, deletion_policy=policy.deletion[MemoryType.SEMANTIC],
+            decay=policy.decay_profile(MemoryType.SEMANTIC),
+            base_salience=1.0,
+            reinforced_at=now,
+            deletion_policy=policy.deletion[MemoryType.SEMANTIC],
         ),
-        payload=payload, summary=f"{payload.subject} {payload.predicate} {payload.object}",
-        tags=req.tags, provenance=source.provenance, validity=validity,
-        occurred_at=source.occurred_at, created_at=now, updated_at=now, recorded_at=now,
+        payload=payload,
+        summary=f"{payload.subject} {payload.predicate} {payload.object}",
+        tags=req.tags,
+        provenance=source.provenance,
+        validity=validity,
+        occurred_at=source.occurred_at,
+        created_at=now,
+        updated_at=now,
+        recorded_at=now,
     )

@@ -30,8 +30,10 @@ def _content_errors() -> Iterator[None]:
     try:
         yield
     except ValidationError as exc:
-        details = [{**d, "field": f"content.{d['field']}" if d["field"] else "content"}
-                   for d in errors.field_errors(exc)]
+        details = [
+            {**d, "field": f"content.{d['field']}" if d["field"] else "content"}
+            for d in errors.field_errors(exc)
+        ]
         summary = "; ".join(f"{d['field']}: {d['message']}" for d in details[:5])
         raise errors.InvalidInput(f"invalid capture content: {summary}", details=details) from exc
 
@@ -39,15 +41,13 @@ def _content_errors() -> Iterator[None]:
 class CaptureService:
     """Validate, authorise, plan and write captures (RFC 3); ``Membrane.captures``."""
 
-    def __init__(self, db: Database, *, policy: Policy, clock: Clock,
-                 work: records.WorkOptions) -> None:
+    def __init__(self, db: Database, *, policy: Policy, clock: Clock, work: records.WorkOptions) -> None:
         self._db = db
         self._policy = policy
         self._clock = clock
         self._work = work
 
-    def _authorised(self, request: CaptureRequest | Mapping[str, Any], trust: TrustPolicy
-                    ) -> CaptureRequest:
+    def _authorised(self, request: CaptureRequest | Mapping[str, Any], trust: TrustPolicy) -> CaptureRequest:
         req = parse(CaptureRequest, request)
         trust.require_write(req.scope)
         # the level the capture is written at, the configured default included: a writer
@@ -75,17 +75,28 @@ class CaptureService:
         return req
 
     def plan(
-        self, request: CaptureRequest | Mapping[str, Any], trust: TrustPolicy = DEVELOPMENT_POLICY,
-        *, record_id: uuid.UUID | None = None, operation_id: uuid.UUID | None = None,
+        self,
+        request: CaptureRequest | Mapping[str, Any],
+        trust: TrustPolicy = DEVELOPMENT_POLICY,
+        *,
+        record_id: uuid.UUID | None = None,
+        operation_id: uuid.UUID | None = None,
     ) -> CapturePlan:
         """Validate and authorise one capture without writing it (RFC 3.3, 7.1)."""
         req = self._authorised(request, trust)
         with _content_errors():
-            return plan_capture(req, self._policy, now=self._clock(), actor=trust.actor,
-                                record_id=record_id, operation_id=operation_id)
+            return plan_capture(
+                req,
+                self._policy,
+                now=self._clock(),
+                actor=trust.actor,
+                record_id=record_id,
+                operation_id=operation_id,
+            )
 
     def capture_many(
-        self, requests: Iterable[CaptureRequest | Mapping[str, Any]],
+        self,
+        requests: Iterable[CaptureRequest | Mapping[str, Any]],
         trust: TrustPolicy = DEVELOPMENT_POLICY,
     ) -> list[CaptureResult]:
         """RFC 3.6: validate every capture first, then write them all in one transaction."""
@@ -97,5 +108,4 @@ class CaptureService:
             return []
         with self._db.transaction() as conn:
             outcomes = records.write_captures(conn, plans, now=self._clock(), opts=self._work)
-        return [CaptureResult(record_ids=o.record_ids, fact=o.fact, entities=o.entities)
-                for o in outcomes]
+        return [CaptureResult(record_ids=o.record_ids, fact=o.fact, entities=o.entities) for o in outcomes]

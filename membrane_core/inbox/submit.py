@@ -35,8 +35,15 @@ from membrane_core.trust import ALL_SCOPES, TrustPolicy
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "MAX_ATTEMPTS", "MAX_BATCH", "REVISION_KINDS", "Dispatcher",
-    "Inbox", "InlineDispatcher", "OperationView", "RecordingDispatcher", "request_hash",
+    "MAX_ATTEMPTS",
+    "MAX_BATCH",
+    "REVISION_KINDS",
+    "Dispatcher",
+    "Inbox",
+    "InlineDispatcher",
+    "OperationView",
+    "RecordingDispatcher",
+    "request_hash",
     "worker_name",
 ]
 
@@ -85,18 +92,21 @@ class RecordingDispatcher:
 class OperationRunner(Protocol):
     """The worker half of the inbox, as a dispatcher that runs operations inline needs it."""
 
-    def process_captures(self, operation_ids: Sequence[uuid.UUID | str] | None = None, *,
-                         worker: str | None = None, drain: int = 0) -> dict[str, int]: ...
+    def process_captures(
+        self,
+        operation_ids: Sequence[uuid.UUID | str] | None = None,
+        *,
+        worker: str | None = None,
+        drain: int = 0,
+    ) -> dict[str, int]: ...
 
-    def process_one(self, operation_id: uuid.UUID | str, *, worker: str | None = None
-                    ) -> dict[str, Any]: ...
+    def process_one(self, operation_id: uuid.UUID | str, *, worker: str | None = None) -> dict[str, Any]: ...
 
 
 class CaptureChecker(Protocol):
     """What the inbox asks of the capture service at accept time (RFC 9.1)."""
 
-    def check(self, request: CaptureRequest | Mapping[str, Any], trust: TrustPolicy
-              ) -> CaptureRequest: ...
+    def check(self, request: CaptureRequest | Mapping[str, Any], trust: TrustPolicy) -> CaptureRequest: ...
 
 
 class InlineDispatcher:
@@ -121,25 +131,39 @@ class InlineDispatcher:
 
 def request_hash(kind: OperationKind, target_id: uuid.UUID | None, body: Any) -> str:
     """RFC 9.2: the hash an idempotency key is bound to (kind, target and canonical body)."""
-    canonical = json.dumps({"kind": kind.value, "target": str(target_id) if target_id else None,
-                            "body": body}, sort_keys=True, separators=(",", ":"), default=str)
+    canonical = json.dumps(
+        {"kind": kind.value, "target": str(target_id) if target_id else None, "body": body},
+        sort_keys=True,
+        separators=(",", ":"),
+        default=str,
+    )
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
 def _view(row: inbox.OperationRow) -> OperationView:
     return OperationView(
-        operation_id=row.id, kind=row.kind, status=row.status,
-        record_id=row.record_id, record_ids=list(row.record_ids), error=row.error,
-        result=row.result, created_at=row.created_at, finished_at=row.finished_at,
+        operation_id=row.id,
+        kind=row.kind,
+        status=row.status,
+        record_id=row.record_id,
+        record_ids=list(row.record_ids),
+        error=row.error,
+        result=row.result,
+        created_at=row.created_at,
+        finished_at=row.finished_at,
     )
 
 
 def _new_view(row: inbox.NewOperation) -> OperationView:
     """The view of a row just inserted, without reading it back."""
     return OperationView(
-        operation_id=row.id, kind=OperationKind(row.kind), status=OperationStatus(row.status),
-        record_id=row.record_id, error=json.loads(row.error) if row.error else None,
-        created_at=row.created_at, finished_at=row.finished_at,
+        operation_id=row.id,
+        kind=OperationKind(row.kind),
+        status=OperationStatus(row.status),
+        record_id=row.record_id,
+        error=json.loads(row.error) if row.error else None,
+        created_at=row.created_at,
+        finished_at=row.finished_at,
     )
 
 
@@ -166,8 +190,15 @@ class Inbox:
 
     # -- submit (API side) ----------------------------------------------------
 
-    def _prepare_capture(self, body: CaptureRequest | Mapping[str, Any], trust: TrustPolicy,
-                         op_id: uuid.UUID, now: datetime, *, keyed: bool) -> _Prepared:
+    def _prepare_capture(
+        self,
+        body: CaptureRequest | Mapping[str, Any],
+        trust: TrustPolicy,
+        op_id: uuid.UUID,
+        now: datetime,
+        *,
+        keyed: bool,
+    ) -> _Prepared:
         req = self._captures.check(body, trust)
         # RFC 9.2: the hash binds an idempotency key to its body; without a key it is unused.
         hash_ = request_hash(OperationKind.CAPTURE, None, req.model_dump(mode="json")) if keyed else ""
@@ -177,7 +208,10 @@ class Inbox:
         return _Prepared(new_id(), req.model_dump_json(), hash_)
 
     def submit_capture(
-        self, body: CaptureRequest | Mapping[str, Any], trust: TrustPolicy, *,
+        self,
+        body: CaptureRequest | Mapping[str, Any],
+        trust: TrustPolicy,
+        *,
         idempotency_key: str | None = None,
     ) -> OperationView:
         """RFC 9.1: validate and authorise one capture, then queue it durably.
@@ -189,12 +223,23 @@ class Inbox:
         now = self._clock()
         op_id = new_id()
         prep = self._prepare_capture(body, trust, op_id, now, keyed=idempotency_key is not None)
-        row = self._new_row(op_id, OperationKind.CAPTURE, trust, prep.hash, prep.request, now,
-                            key=idempotency_key, record_id=prep.record_id)
+        row = self._new_row(
+            op_id,
+            OperationKind.CAPTURE,
+            trust,
+            prep.hash,
+            prep.request,
+            now,
+            key=idempotency_key,
+            record_id=prep.record_id,
+        )
         return self._insert([row], trust)[0]
 
     def submit_captures(
-        self, bodies: Sequence[CaptureRequest | Mapping[str, Any]], trust: TrustPolicy, *,
+        self,
+        bodies: Sequence[CaptureRequest | Mapping[str, Any]],
+        trust: TrustPolicy,
+        *,
         idempotency_key: str | None = None,
     ) -> list[OperationView]:
         """RFC 3.6, 9.1: queue a batch in one multi-row insert; views in input order.
@@ -206,8 +251,9 @@ class Inbox:
         if len(bodies) > MAX_BATCH:
             raise errors.InvalidInput(
                 f"a batch holds at most {MAX_BATCH} captures, got {len(bodies)}",
-                details=[{"field": "captures", "message": f"more than {MAX_BATCH} items",
-                          "type": "too_long"}],
+                details=[
+                    {"field": "captures", "message": f"more than {MAX_BATCH} items", "type": "too_long"}
+                ],
             )
         now = self._clock()
         rows: list[inbox.NewOperation] = []
@@ -219,13 +265,28 @@ class Inbox:
             except errors.MembraneError as exc:
                 rows.append(self._failed_row(op_id, trust, body, exc, now, key))
                 continue
-            rows.append(self._new_row(op_id, OperationKind.CAPTURE, trust, prep.hash,
-                                      prep.request, now, key=key, record_id=prep.record_id))
+            rows.append(
+                self._new_row(
+                    op_id,
+                    OperationKind.CAPTURE,
+                    trust,
+                    prep.hash,
+                    prep.request,
+                    now,
+                    key=key,
+                    record_id=prep.record_id,
+                )
+            )
         return self._insert(rows, trust)
 
     def submit_revision(
-        self, kind: OperationKind | str, target_id: uuid.UUID | str | None,
-        body: Mapping[str, Any], trust: TrustPolicy, *, idempotency_key: str | None = None,
+        self,
+        kind: OperationKind | str,
+        target_id: uuid.UUID | str | None,
+        body: Mapping[str, Any],
+        trust: TrustPolicy,
+        *,
+        idempotency_key: str | None = None,
     ) -> OperationView:
         """RFC 5.2, 9.1: check and queue a revision for the revision queue.
 
@@ -241,22 +302,24 @@ class Inbox:
         target = as_uuid(target_id, "target_id") if target_id is not None else None
         if not isinstance(body, Mapping):
             raise errors.InvalidInput("the revision body must be a JSON object")
-        budget.check_json_budget(dict(body), field="body", max_bytes=budget.MAX_PAYLOAD_BYTES,
-                                 max_depth=budget.MAX_PAYLOAD_DEPTH)
+        budget.check_json_budget(
+            dict(body), field="body", max_bytes=budget.MAX_PAYLOAD_BYTES, max_depth=budget.MAX_PAYLOAD_DEPTH
+        )
         parsed = rules.parse_body(op_kind, body)
         # RFC 7.2, 9.1: refused at submission, with nothing written, as it would be when run
-        rules.require_level(getattr(getattr(parsed, "record", None), "sensitivity", None),
-                                     trust.max_sensitivity.rank)
+        rules.require_level(
+            getattr(getattr(parsed, "record", None), "sensitivity", None), trust.max_sensitivity.rank
+        )
         self._authorise_targets(op_kind, target, body, trust)
         text = json.dumps(dict(body), separators=(",", ":"), ensure_ascii=False, default=str)
         now = self._clock()
         hash_ = request_hash(op_kind, target, json.loads(text))
-        row = self._new_row(new_id(), op_kind, trust, hash_, text, now, key=idempotency_key,
-                            target_id=target)
+        row = self._new_row(new_id(), op_kind, trust, hash_, text, now, key=idempotency_key, target_id=target)
         return self._insert([row], trust)[0]
 
-    def submit_maintenance(self, jobs: Sequence[str], trust: TrustPolicy, *,
-                           idempotency_key: str | None = None) -> OperationView:
+    def submit_maintenance(
+        self, jobs: Sequence[str], trust: TrustPolicy, *, idempotency_key: str | None = None
+    ) -> OperationView:
         """RFC 6.5: queue one batch of each named job; needs write access to every scope."""
         if ALL_SCOPES not in trust.write_scopes:
             raise errors.Forbidden("maintenance needs a policy that writes every scope")
@@ -266,26 +329,32 @@ class Inbox:
         if not wanted or bad:
             raise errors.InvalidInput(
                 f"jobs must be a non-empty list of {', '.join(Job)}",
-                details=[{"field": "jobs", "message": f"unknown job {j!r}", "type": "enum"}
-                         for j in bad] or [{"field": "jobs", "message": "empty", "type": "too_short"}],
+                details=[{"field": "jobs", "message": f"unknown job {j!r}", "type": "enum"} for j in bad]
+                or [{"field": "jobs", "message": "empty", "type": "too_short"}],
             )
         now = self._clock()
         body = {"jobs": wanted}
-        row = self._new_row(new_id(), OperationKind.MAINTENANCE, trust,
-                            request_hash(OperationKind.MAINTENANCE, None, body),
-                            json.dumps(body), now, key=idempotency_key)
+        row = self._new_row(
+            new_id(),
+            OperationKind.MAINTENANCE,
+            trust,
+            request_hash(OperationKind.MAINTENANCE, None, body),
+            json.dumps(body),
+            now,
+            key=idempotency_key,
+        )
         return self._insert([row], trust)[0]
 
-    def _authorise_targets(self, kind: OperationKind, target: uuid.UUID | None,
-                           body: Mapping[str, Any], trust: TrustPolicy) -> None:
+    def _authorise_targets(
+        self, kind: OperationKind, target: uuid.UUID | None, body: Mapping[str, Any], trust: TrustPolicy
+    ) -> None:
         ids: list[uuid.UUID] = [target] if target is not None else []
         if kind is OperationKind.MERGE:
             raw = body.get("record_ids")
             if not isinstance(raw, list) or len(raw) < 2:
                 raise errors.InvalidInput(
                     "merge needs at least two record_ids",
-                    details=[{"field": "record_ids", "message": "at least two ids",
-                              "type": "too_short"}],
+                    details=[{"field": "record_ids", "message": "at least two ids", "type": "too_short"}],
                 )
             ids += [as_uuid(v, "record_ids") for v in raw]
         elif target is None:
@@ -296,31 +365,66 @@ class Inbox:
             got = found.get(rid)
             if got is None:
                 raise errors.NotFound(f"record {rid} not found")
-            rules.require_revisable(rid, trust.visibility(got.scope, got.sensitivity),
-                                    trust.can_write_scope(got.scope))
+            rules.require_revisable(
+                rid, trust.visibility(got.scope, got.sensitivity), trust.can_write_scope(got.scope)
+            )
 
-    def _new_row(self, op_id: uuid.UUID, kind: OperationKind, trust: TrustPolicy, hash_: str,
-                 request: str, now: datetime, *, key: str | None = None,
-                 record_id: uuid.UUID | None = None, target_id: uuid.UUID | None = None,
-                 ) -> inbox.NewOperation:
+    def _new_row(
+        self,
+        op_id: uuid.UUID,
+        kind: OperationKind,
+        trust: TrustPolicy,
+        hash_: str,
+        request: str,
+        now: datetime,
+        *,
+        key: str | None = None,
+        record_id: uuid.UUID | None = None,
+        target_id: uuid.UUID | None = None,
+    ) -> inbox.NewOperation:
         return inbox.NewOperation(
-            id=op_id, kind=kind.value, status=OperationStatus.QUEUED.value, principal=trust.actor,
-            idempotency_key=key, request_hash=hash_, request=request,
-            trust=trust.model_dump_json(), target_id=target_id, record_id=record_id, error=None,
-            created_at=now, finished_at=None,
+            id=op_id,
+            kind=kind.value,
+            status=OperationStatus.QUEUED.value,
+            principal=trust.actor,
+            idempotency_key=key,
+            request_hash=hash_,
+            request=request,
+            trust=trust.model_dump_json(),
+            target_id=target_id,
+            record_id=record_id,
+            error=None,
+            created_at=now,
+            finished_at=None,
         )
 
-    def _failed_row(self, op_id: uuid.UUID, trust: TrustPolicy, body: Any,
-                    exc: errors.MembraneError, now: datetime, key: str | None) -> inbox.NewOperation:
+    def _failed_row(
+        self,
+        op_id: uuid.UUID,
+        trust: TrustPolicy,
+        body: Any,
+        exc: errors.MembraneError,
+        now: datetime,
+        key: str | None,
+    ) -> inbox.NewOperation:
         try:
             hash_ = request_hash(OperationKind.CAPTURE, None, body)
         except (TypeError, ValueError):
             hash_ = "unhashable"
         return inbox.NewOperation(
-            id=op_id, kind=OperationKind.CAPTURE.value, status=OperationStatus.FAILED.value,
-            principal=trust.actor, idempotency_key=key, request_hash=hash_,
-            request="{}", trust=trust.model_dump_json(), target_id=None, record_id=None,
-            error=json.dumps(exc.to_dict(), default=str), created_at=now, finished_at=now,
+            id=op_id,
+            kind=OperationKind.CAPTURE.value,
+            status=OperationStatus.FAILED.value,
+            principal=trust.actor,
+            idempotency_key=key,
+            request_hash=hash_,
+            request="{}",
+            trust=trust.model_dump_json(),
+            target_id=None,
+            record_id=None,
+            error=json.dumps(exc.to_dict(), default=str),
+            created_at=now,
+            finished_at=now,
         )
 
     def _insert(self, rows: list[inbox.NewOperation], trust: TrustPolicy) -> list[OperationView]:
@@ -340,8 +444,9 @@ class Inbox:
                         )
                     final[i] = op_id
             found = inbox.views(conn, [final[i] for i in missing]) if missing else {}
-        return [_view(found[op_id]) if op_id in found else _new_view(rows[i])
-                for i, op_id in enumerate(final)]
+        return [
+            _view(found[op_id]) if op_id in found else _new_view(rows[i]) for i, op_id in enumerate(final)
+        ]
 
     # -- observe --------------------------------------------------------------
 
@@ -350,8 +455,9 @@ class Inbox:
         op_id = as_uuid(operation_id, "operation_id")
         return self._views([op_id], trust)[0]
 
-    def wait(self, operation_ids: Sequence[uuid.UUID | str], timeout: float,
-             trust: TrustPolicy | None = None) -> list[OperationView]:
+    def wait(
+        self, operation_ids: Sequence[uuid.UUID | str], timeout: float, trust: TrustPolicy | None = None
+    ) -> list[OperationView]:
         """RFC 9.1: views once every operation finished or ``timeout`` seconds passed."""
         ids = [as_uuid(i, "operation_id") for i in operation_ids]
         deadline = time.monotonic() + max(0.0, timeout)
@@ -384,10 +490,10 @@ class Inbox:
         with self._db.reader() as conn:
             return inbox.counts(conn, now=self._clock())
 
+
 def _may_see(principal: str, trust: TrustPolicy) -> bool:
     """RFC 9.1: the submitter sees its operations; an operator (every scope read and written,
     every level) sees every one, whose record ids may name records at any level."""
     return principal == trust.actor or (
-        trust.reads_all and ALL_SCOPES in trust.write_scopes
-        and trust.max_sensitivity is Sensitivity.HYPER
+        trust.reads_all and ALL_SCOPES in trust.write_scopes and trust.max_sensitivity is Sensitivity.HYPER
     )

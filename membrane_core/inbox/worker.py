@@ -38,16 +38,28 @@ MAX_ATTEMPTS = 5
 class CapturePlanner(Protocol):
     """What the worker asks of the capture service: a stored capture's plan (RFC 3.3)."""
 
-    def plan(self, request: CaptureRequest | Mapping[str, Any], trust: TrustPolicy, *,
-             record_id: uuid.UUID | None = None, operation_id: uuid.UUID | None = None,
-             ) -> CapturePlan: ...
+    def plan(
+        self,
+        request: CaptureRequest | Mapping[str, Any],
+        trust: TrustPolicy,
+        *,
+        record_id: uuid.UUID | None = None,
+        operation_id: uuid.UUID | None = None,
+    ) -> CapturePlan: ...
 
 
 class RevisionApplier(Protocol):
     """The revision engine, applying one revision in the caller's transaction (RFC 5.2)."""
 
-    def apply(self, kind: OperationKind, target_id: uuid.UUID | None, body: Mapping[str, Any],
-              trust: TrustPolicy, *, conn: Connection | None = None) -> list[uuid.UUID]: ...
+    def apply(
+        self,
+        kind: OperationKind,
+        target_id: uuid.UUID | None,
+        body: Mapping[str, Any],
+        trust: TrustPolicy,
+        *,
+        conn: Connection | None = None,
+    ) -> list[uuid.UUID]: ...
 
 
 class MaintenanceRunner(Protocol):
@@ -79,16 +91,26 @@ def _parse_json_capture(text: str) -> CaptureRequest:
     try:
         return CaptureRequest.model_validate_json(text)
     except ValidationError as exc:
-        raise errors.InvalidInput("the stored capture request is invalid",
-                                  details=errors.field_errors(exc)) from exc
+        raise errors.InvalidInput(
+            "the stored capture request is invalid", details=errors.field_errors(exc)
+        ) from exc
 
 
 class InboxWorker:
     """Claim, apply and finish operations (RFC 9.1, 9.5); ``Membrane.inbox_worker``."""
 
-    def __init__(self, db: Database, *, clock: Clock, captures: CapturePlanner, work: WorkOptions,
-                 revisions: RevisionApplier, maintenance: MaintenanceRunner,
-                 lease_seconds: int, retention_seconds: float) -> None:
+    def __init__(
+        self,
+        db: Database,
+        *,
+        clock: Clock,
+        captures: CapturePlanner,
+        work: WorkOptions,
+        revisions: RevisionApplier,
+        maintenance: MaintenanceRunner,
+        lease_seconds: int,
+        retention_seconds: float,
+    ) -> None:
         self._db = db
         self._clock = clock
         self._captures = captures
@@ -99,7 +121,10 @@ class InboxWorker:
         self._retention = retention_seconds
 
     def process_captures(
-        self, operation_ids: Sequence[uuid.UUID | str] | None = None, *, worker: str | None = None,
+        self,
+        operation_ids: Sequence[uuid.UUID | str] | None = None,
+        *,
+        worker: str | None = None,
         drain: int = 0,
     ) -> dict[str, int]:
         """RFC 9.1: write queued capture operations exactly once.
@@ -123,16 +148,13 @@ class InboxWorker:
             outcomes += [(op_id, OperationStatus.FAILED.value, (), err) for op_id, err in failed]
             for i, op_id in enumerate(plan_ops):
                 if i in written:
-                    outcomes.append((op_id, OperationStatus.SUCCEEDED.value,
-                                     written[i].record_ids, None))
+                    outcomes.append((op_id, OperationStatus.SUCCEEDED.value, written[i].record_ids, None))
                 else:
                     outcomes.append((op_id, OperationStatus.FAILED.value, (), refused[i]))
             inbox.finish_many(conn, outcomes, now=now)
-        summary.update(claimed=len(locked), succeeded=len(written),
-                       failed=len(failed) + len(refused))
+        summary.update(claimed=len(locked), succeeded=len(written), failed=len(failed) + len(refused))
         if summary["failed"]:
-            log.warning("capture operations failed", extra={"failed": summary["failed"],
-                                                              "worker": worker})
+            log.warning("capture operations failed", extra={"failed": summary["failed"], "worker": worker})
         return summary
 
     def _rebuild_plans(
@@ -147,8 +169,11 @@ class InboxWorker:
                 trust = trusts.get(op.trust)
                 if trust is None:
                     trust = trusts[op.trust] = TrustPolicy.model_validate_json(op.trust)
-                plans.append(self._captures.plan(_parse_json_capture(op.request), trust,
-                                          record_id=op.record_id, operation_id=op.id))
+                plans.append(
+                    self._captures.plan(
+                        _parse_json_capture(op.request), trust, record_id=op.record_id, operation_id=op.id
+                    )
+                )
                 plan_ops.append(op.id)
             except Exception as exc:  # one bad capture fails its own operation (RFC 3.6)
                 if not isinstance(exc, errors.MembraneError):
@@ -156,8 +181,7 @@ class InboxWorker:
                 failed.append((op.id, error_dict(exc)))
         return plans, plan_ops, failed
 
-    def process_one(self, operation_id: uuid.UUID | str, *, worker: str | None = None
-                    ) -> dict[str, Any]:
+    def process_one(self, operation_id: uuid.UUID | str, *, worker: str | None = None) -> dict[str, Any]:
         """RFC 9.1: run one revision or maintenance operation.
 
         A revision runs inside the transaction that locks its operation and records the
@@ -174,8 +198,7 @@ class InboxWorker:
             if op is None:
                 return {"operation_id": str(op_id), "status": "skipped"}
             if op.kind is OperationKind.MAINTENANCE:
-                inbox.claim_one(conn, op_id, worker=who, now=self._clock(),
-                                lease_seconds=self._lease)
+                inbox.claim_one(conn, op_id, worker=who, now=self._clock(), lease_seconds=self._lease)
             else:
                 return self._revise(conn, op)
         try:
@@ -198,26 +221,38 @@ class InboxWorker:
         try:
             trust = TrustPolicy.model_validate_json(op.trust)
             with conn.transaction():  # a savepoint: a refused revision writes nothing
-                ids = self._revisions.apply(op.kind, op.target_id, op.request,
-                                              trust, conn=conn)
+                ids = self._revisions.apply(op.kind, op.target_id, op.request, trust, conn=conn)
         except (errors.Unavailable, TransientProviderError):
             raise
         except Exception as exc:
             if not isinstance(exc, errors.MembraneError):
                 log.exception("operation %s failed", op.id)
-            inbox.finish_many(conn, [(op.id, OperationStatus.FAILED.value, (), error_dict(exc))],
-                              now=now)
+            inbox.finish_many(conn, [(op.id, OperationStatus.FAILED.value, (), error_dict(exc))], now=now)
             return {"operation_id": str(op.id), "status": OperationStatus.FAILED.value}
         inbox.finish_many(conn, [(op.id, OperationStatus.SUCCEEDED.value, ids, None)], now=now)
         return {"operation_id": str(op.id), "status": OperationStatus.SUCCEEDED.value}
 
-    def _finish(self, op_id: uuid.UUID, worker: str, status: OperationStatus, *,
-                record_ids: Sequence[uuid.UUID] = (), result: dict[str, Any] | None = None,
-                error: dict[str, Any] | None = None) -> dict[str, Any]:
+    def _finish(
+        self,
+        op_id: uuid.UUID,
+        worker: str,
+        status: OperationStatus,
+        *,
+        record_ids: Sequence[uuid.UUID] = (),
+        result: dict[str, Any] | None = None,
+        error: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
         with self._db.transaction() as conn:
-            held = inbox.finish_one(conn, op_id, worker=worker, now=self._clock(),
-                                    status=status.value, record_ids=record_ids, result=result,
-                                    error=error)
+            held = inbox.finish_one(
+                conn,
+                op_id,
+                worker=worker,
+                now=self._clock(),
+                status=status.value,
+                record_ids=record_ids,
+                result=result,
+                error=error,
+            )
         if not held:
             log.warning("operation %s: claim lost before finishing", op_id)
         return {"operation_id": str(op_id), "status": status.value if held else "claim_lost"}
@@ -225,8 +260,9 @@ class InboxWorker:
     def _run_maintenance(self, request: Mapping[str, Any]) -> dict[str, Any]:
         return {job: self._maintenance.run(job) for job in request.get("jobs", [])}
 
-    def redispatch_stale(self, older_than: float | timedelta, *, limit: int = 10_000
-                         ) -> dict[OperationKind, list[uuid.UUID]]:
+    def redispatch_stale(
+        self, older_than: float | timedelta, *, limit: int = 10_000
+    ) -> dict[OperationKind, list[uuid.UUID]]:
         """RFC 9.5: queued operations not dispatched for ``older_than``, stamped re-dispatched.
 
         Beat publishes what this returns; an operation is offered again at most once per
@@ -241,8 +277,7 @@ class InboxWorker:
             out.setdefault(kind, []).append(op_id)
         return out
 
-    def purge_finished(self, older_than: float | timedelta | None = None, *,
-                       limit: int = 10_000) -> int:
+    def purge_finished(self, older_than: float | timedelta | None = None, *, limit: int = 10_000) -> int:
         """RFC 9.2: forget up to ``limit`` operations finished longer ago than the retention.
 
         Their idempotency keys become reusable; queued and running operations are kept.

@@ -28,12 +28,12 @@ class CompressHandler:
     def prepare(self, items: Sequence[WorkItem]) -> None:
         """Nothing to do outside the transaction."""
 
-    def apply(self, conn: Connection, held: dict[int, uuid.UUID], prepared: None,
-              now: datetime) -> Outcome:
+    def apply(self, conn: Connection, held: dict[int, uuid.UUID], prepared: None, now: datetime) -> Outcome:
         """Compress the held episodes old enough; schedule their decay checkpoint now."""
         targets = sorted(set(held.values()))
-        done = jobs.compress(conn, targets, now=now, actor=ACTOR, factor=COMPRESSION_FACTOR,
-                              age_seconds=self._age)
+        done = jobs.compress(
+            conn, targets, now=now, actor=ACTOR, factor=COMPRESSION_FACTOR, age_seconds=self._age
+        )
         jobs.schedule(conn, [(WorkKind.DECAY.value, t, now) for t in sorted(done)])
         out = Outcome(done=list(held))
         out.stats.update(compressed=len(done))

@@ -27,8 +27,7 @@ class ConsolidateHandler:
     def prepare(self, items: Sequence[WorkItem]) -> None:
         """Nothing to do outside the transaction."""
 
-    def apply(self, conn: Connection, held: dict[int, uuid.UUID], prepared: None,
-              now: datetime) -> Outcome:
+    def apply(self, conn: Connection, held: dict[int, uuid.UUID], prepared: None, now: datetime) -> Outcome:
         """Run the stages over the held episodes in the batch's transaction."""
         ctx = consolidation.Context(policy=self._policy, now=now, embed=self._embed)
         stats = consolidation.consolidate(conn, sorted(set(held.values())), ctx)

@@ -29,8 +29,9 @@ def next_checkpoint(cp: jobs.Checkpoint, now: datetime) -> tuple[str, datetime |
     if cp.pinned:
         return ("none", None)
     threshold = max(cp.min_salience, jobs.PRUNE_EPSILON)
-    expires = (cp.created_at + timedelta(seconds=cp.max_age_seconds)
-               if cp.max_age_seconds is not None else None)
+    expires = (
+        cp.created_at + timedelta(seconds=cp.max_age_seconds) if cp.max_age_seconds is not None else None
+    )
     if cp.salience <= threshold or (expires is not None and expires <= now):
         return ("prune", now) if cp.prunable else ("none", None)
     due = [now + timedelta(seconds=cp.half_life_seconds)]
@@ -50,12 +51,10 @@ class DecayHandler:
     def prepare(self, items: Sequence[WorkItem]) -> None:
         """Nothing to do outside the transaction."""
 
-    def apply(self, conn: Connection, held: dict[int, uuid.UUID], prepared: None,
-              now: datetime) -> Outcome:
+    def apply(self, conn: Connection, held: dict[int, uuid.UUID], prepared: None, now: datetime) -> Outcome:
         """Refresh the held records' salience; reschedule, complete or hand over to prune."""
         out = Outcome()
-        checkpoints = {c.id: c for c in jobs.refresh_salience(conn, sorted(set(held.values())),
-                                                                 now=now)}
+        checkpoints = {c.id: c for c in jobs.refresh_salience(conn, sorted(set(held.values())), now=now)}
         prune: list[tuple[str, uuid.UUID, datetime]] = []
         for item_id, target in held.items():
             cp = checkpoints.get(target)
@@ -67,6 +66,5 @@ class DecayHandler:
                 if action == "prune":
                     prune.append((WorkKind.PRUNE.value, target, now))
         jobs.schedule(conn, prune)
-        out.stats.update(refreshed=len(checkpoints), rescheduled=len(out.later),
-                         prune_scheduled=len(prune))
+        out.stats.update(refreshed=len(checkpoints), rescheduled=len(out.later), prune_scheduled=len(prune))
         return out

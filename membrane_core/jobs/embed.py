@@ -54,30 +54,40 @@ class EmbedHandler:
         vectors = self._provider.embed([found[t] for t in targets]) if targets else []
         bad = [len(v) for v in vectors if len(v) != self._db.embedding_dim]
         if len(vectors) != len(targets) or bad:
-            raise ProviderError(f"provider returned {len(vectors)} vectors for {len(targets)} "
-                                f"texts, dimensions {sorted(set(bad))[:3]}")
+            raise ProviderError(
+                f"provider returned {len(vectors)} vectors for {len(targets)} "
+                f"texts, dimensions {sorted(set(bad))[:3]}"
+            )
         # RFC 12.4: vectors are stored at length 1; one without a direction (zero, NaN,
         # infinite) is not stored and does not fail the batch: the record stays findable by
         # its text and entities; the provider would answer the same again, so the item completes
         units = {t: unit(v) for t, v in zip(targets, vectors, strict=True)}
         degenerate = [t for t, u in units.items() if u is None]
         if degenerate:
-            log.warning("embedding provider returned %d vectors without a direction; not stored",
-                        len(degenerate), extra={"record_ids": [str(t) for t in degenerate[:10]]})
-        return Vectors(units={t: u for t, u in units.items() if u is not None},
-                       missing=len(items) - len(targets), degenerate=len(degenerate))
+            log.warning(
+                "embedding provider returned %d vectors without a direction; not stored",
+                len(degenerate),
+                extra={"record_ids": [str(t) for t in degenerate[:10]]},
+            )
+        return Vectors(
+            units={t: u for t, u in units.items() if u is not None},
+            missing=len(items) - len(targets),
+            degenerate=len(degenerate),
+        )
 
-    def apply(self, conn: Connection, held: dict[int, uuid.UUID], prepared: Vectors,
-              now: datetime) -> Outcome:
+    def apply(
+        self, conn: Connection, held: dict[int, uuid.UUID], prepared: Vectors, now: datetime
+    ) -> Outcome:
         """Write the held records' vectors and complete their items."""
         keep = set(held.values())
         written = derived.write_embeddings(
-            conn, {t: u for t, u in prepared.units.items() if t in keep},
-            model=f"{self._provider.name}:{self._provider.model}", now=now,
+            conn,
+            {t: u for t, u in prepared.units.items() if t in keep},
+            model=f"{self._provider.name}:{self._provider.model}",
+            now=now,
         )
         out = Outcome(done=list(held))
-        out.stats.update(embedded=written, missing=prepared.missing,
-                         degenerate=prepared.degenerate)
+        out.stats.update(embedded=written, missing=prepared.missing, degenerate=prepared.degenerate)
         return out
 
 
@@ -85,8 +95,13 @@ class EmbeddingService:
     """``Membrane.embedding``: batches of embeddings from the configured provider (RFC 12.1)."""
 
     def __init__(
-        self, db: Database, provider_factory: Callable[[], EmbeddingProvider | None],
-        *, clock: Clock, batch_size: int = 500, lease_seconds: int = 300,
+        self,
+        db: Database,
+        provider_factory: Callable[[], EmbeddingProvider | None],
+        *,
+        clock: Clock,
+        batch_size: int = 500,
+        lease_seconds: int = 300,
         owner: Callable[[], str] = worker_name,
     ) -> None:
         self._db = db
@@ -94,22 +109,25 @@ class EmbeddingService:
         self._provider: EmbeddingProvider | None = None
         self._built = False
         self._batch_size = batch_size
-        self._runner = BatchRunner(WorkQueue(db), clock=clock, owner=owner,
-                                   lease_seconds=lease_seconds)
+        self._runner = BatchRunner(WorkQueue(db), clock=clock, owner=owner, lease_seconds=lease_seconds)
 
     @classmethod
-    def from_settings(cls, settings: Settings, db: Database, *, clock: Clock
-                      ) -> EmbeddingService:
+    def from_settings(cls, settings: Settings, db: Database, *, clock: Clock) -> EmbeddingService:
         """RFC 12.1: the provider named by the settings, built on first use (not at import)."""
+
         def factory() -> EmbeddingProvider | None:
             key = settings.embedding_api_key
             return providers.build_embedding_provider(
-                settings.embedding_provider, dim=settings.embedding_dim,
-                base_url=settings.embedding_base_url, model=settings.embedding_model,
+                settings.embedding_provider,
+                dim=settings.embedding_dim,
+                base_url=settings.embedding_base_url,
+                model=settings.embedding_model,
                 api_key=key.get_secret_value() if key else None,
             )
-        return cls(db, factory, clock=clock, batch_size=settings.batch_size,
-                   lease_seconds=settings.claim_seconds)
+
+        return cls(
+            db, factory, clock=clock, batch_size=settings.batch_size, lease_seconds=settings.claim_seconds
+        )
 
     @property
     def provider(self) -> EmbeddingProvider | None:
@@ -117,8 +135,10 @@ class EmbeddingService:
         if not self._built:
             provider = self._factory()
             if provider is not None and provider.dim != self._db.embedding_dim:
-                raise ValueError(f"the embedding provider gives {provider.dim} dimensions; "
-                                 f"the schema stores {self._db.embedding_dim}")
+                raise ValueError(
+                    f"the embedding provider gives {provider.dim} dimensions; "
+                    f"the schema stores {self._db.embedding_dim}"
+                )
             self._provider, self._built = provider, True
         return self._provider
 
@@ -133,5 +153,4 @@ class EmbeddingService:
         if provider is None:
             return {**summary, "provider": "none"}
         handler = EmbedHandler(self._db, provider)
-        return {**summary, "provider": provider.name,
-                **self._runner.run(handler, limit or self._batch_size)}
+        return {**summary, "provider": provider.name, **self._runner.run(handler, limit or self._batch_size)}

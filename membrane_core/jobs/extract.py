@@ -60,8 +60,9 @@ class ExtractHandler:
 
     kind = WorkKind.EXTRACT
 
-    def __init__(self, db: Database, extractor: TripleExtractor | None, *, policy: Policy,
-                 work: records.WorkOptions) -> None:
+    def __init__(
+        self, db: Database, extractor: TripleExtractor | None, *, policy: Policy, work: records.WorkOptions
+    ) -> None:
         self._db = db
         self._extractor = extractor
         self._policy = policy
@@ -73,29 +74,45 @@ class ExtractHandler:
             return None
         with self._db.transaction() as conn:
             sources = records.hydrate(conn, {it.target_id for it in items})
-        texts = {rid: t for rid, r in sources.items()
-                 if r.status is not RevisionStatus.RETRACTED and (t := source_text(r))}
+        texts = {
+            rid: t
+            for rid, r in sources.items()
+            if r.status is not RevisionStatus.RETRACTED and (t := source_text(r))
+        }
         order = list(texts)
         found = self._extractor.extract([texts[r] for r in order]) if order else []
         return dict(zip(order, found, strict=True))
 
-    def apply(self, conn: Connection, held: dict[int, UUID],
-              prepared: dict[UUID, list[Triple]] | None, now: datetime) -> Outcome:
+    def apply(
+        self,
+        conn: Connection,
+        held: dict[int, UUID],
+        prepared: dict[UUID, list[Triple]] | None,
+        now: datetime,
+    ) -> Outcome:
         """Write the held episodes' facts under a lock on their sources; complete the items."""
         out = Outcome(done=list(held))
         if prepared is None or self._extractor is None:
             return out
         labels = derived.lock_sources(conn, [t for t in set(held.values()) if t in prepared])
-        facts, invalid = self._facts(prepared, labels, now,
-                                     actor=f"extractor:{self._extractor.name}")
+        facts, invalid = self._facts(prepared, labels, now, actor=f"extractor:{self._extractor.name}")
         written = derived.write_facts(conn, facts, now=now, opts=self._work)
-        out.stats.update(created=len(written.created), reinforced=len(written.reinforced),
-                         tombstoned=written.tombstoned, invalid=invalid)
+        out.stats.update(
+            created=len(written.created),
+            reinforced=len(written.reinforced),
+            tombstoned=written.tombstoned,
+            invalid=invalid,
+        )
         return out
 
-    def _facts(self, triples: dict[UUID, list[Triple]],
-               labels: dict[UUID, derived.SourceLabel], now: datetime, *, actor: str,
-               ) -> tuple[list[derived.DerivedFact], int]:
+    def _facts(
+        self,
+        triples: dict[UUID, list[Triple]],
+        labels: dict[UUID, derived.SourceLabel],
+        now: datetime,
+        *,
+        actor: str,
+    ) -> tuple[list[derived.DerivedFact], int]:
         groups: dict[_Key, tuple[Triple, list[UUID]]] = {}
         for source, found in triples.items():
             label = labels.get(source)
@@ -122,24 +139,49 @@ class ExtractHandler:
             facts.append(derived.DerivedFact(record=record, source_ids=srcs, actor=actor))
         return facts, invalid
 
-    def _fact_record(self, t: Triple, predicate: str, scope: str, sensitivity: Sensitivity,
-                     sources: list[UUID], now: datetime, actor: str) -> MemoryRecord:
+    def _fact_record(
+        self,
+        t: Triple,
+        predicate: str,
+        scope: str,
+        sensitivity: Sensitivity,
+        sources: list[UUID],
+        now: datetime,
+        actor: str,
+    ) -> MemoryRecord:
         validity = Validity()
         payload = SemanticPayload(
-            subject=t.subject, predicate=predicate, object=t.object, validity=validity,
+            subject=t.subject,
+            predicate=predicate,
+            object=t.object,
+            validity=validity,
             evidence=[ProvenanceRef(kind=ProvenanceKind.OBSERVATION, ref=str(s)) for s in sources],
         )
         return MemoryRecord(
-            id=new_id(), type=MemoryType.SEMANTIC, scope=scope, sensitivity=sensitivity,
-            confidence=t.confidence, salience=1.0,
+            id=new_id(),
+            type=MemoryType.SEMANTIC,
+            scope=scope,
+            sensitivity=sensitivity,
+            confidence=t.confidence,
+            salience=1.0,
             lifecycle=Lifecycle(
-                decay=self._policy.decay_profile(MemoryType.SEMANTIC), base_salience=1.0,
-                reinforced_at=now, deletion_policy=self._policy.deletion[MemoryType.SEMANTIC],
+                decay=self._policy.decay_profile(MemoryType.SEMANTIC),
+                base_salience=1.0,
+                reinforced_at=now,
+                deletion_policy=self._policy.deletion[MemoryType.SEMANTIC],
             ),
-            payload=payload, summary=f"{t.subject} {predicate} {t.object}",
-            provenance=[ProvenanceSource(kind=ProvenanceKind.ARTIFACT, ref=f"extraction:{s}",
-                                         created_by=actor, timestamp=now) for s in sources],
-            validity=validity, created_at=now, updated_at=now, recorded_at=now,
+            payload=payload,
+            summary=f"{t.subject} {predicate} {t.object}",
+            provenance=[
+                ProvenanceSource(
+                    kind=ProvenanceKind.ARTIFACT, ref=f"extraction:{s}", created_by=actor, timestamp=now
+                )
+                for s in sources
+            ],
+            validity=validity,
+            created_at=now,
+            updated_at=now,
+            recorded_at=now,
         )
 
 
@@ -147,9 +189,16 @@ class ExtractionService:
     """``Membrane.extraction``: batches of LLM triple extraction (RFC 12.2)."""
 
     def __init__(
-        self, db: Database, extractor_factory: Callable[[], TripleExtractor | None], *,
-        policy: Policy, clock: Clock, work: records.WorkOptions, batch_size: int = 100,
-        lease_seconds: int = 300, owner: Callable[[], str] = worker_name,
+        self,
+        db: Database,
+        extractor_factory: Callable[[], TripleExtractor | None],
+        *,
+        policy: Policy,
+        clock: Clock,
+        work: records.WorkOptions,
+        batch_size: int = 100,
+        lease_seconds: int = 300,
+        owner: Callable[[], str] = worker_name,
     ) -> None:
         self._db = db
         self._factory = extractor_factory
@@ -160,22 +209,33 @@ class ExtractionService:
         self._batch_size = batch_size
         self._clock, self._owner, self._lease = clock, owner, lease_seconds
         self._queue = WorkQueue(db)
-        self._runner = BatchRunner(self._queue, clock=clock, owner=owner,
-                                   lease_seconds=lease_seconds)
+        self._runner = BatchRunner(self._queue, clock=clock, owner=owner, lease_seconds=lease_seconds)
 
     @classmethod
-    def from_settings(cls, settings: Settings, db: Database, *, policy: Policy,
-                      clock: Clock, work: records.WorkOptions) -> ExtractionService:
+    def from_settings(
+        cls, settings: Settings, db: Database, *, policy: Policy, clock: Clock, work: records.WorkOptions
+    ) -> ExtractionService:
         """RFC 12.2: the extractor named by the settings, built on first use."""
+
         def factory() -> TripleExtractor | None:
             key = settings.llm_api_key
             return providers.build_extractor(
-                settings.llm_provider, base_url=settings.llm_base_url, model=settings.llm_model,
+                settings.llm_provider,
+                base_url=settings.llm_base_url,
+                model=settings.llm_model,
                 api_key=key.get_secret_value() if key else None,
                 rate_limit_per_second=settings.llm_rate_limit_per_second,
             )
-        return cls(db, factory, policy=policy, clock=clock, work=work,
-                   batch_size=min(settings.batch_size, 100), lease_seconds=settings.claim_seconds)
+
+        return cls(
+            db,
+            factory,
+            policy=policy,
+            clock=clock,
+            work=work,
+            batch_size=min(settings.batch_size, 100),
+            lease_seconds=settings.claim_seconds,
+        )
 
     @property
     def extractor(self) -> TripleExtractor | None:
@@ -199,12 +259,14 @@ class ExtractionService:
     def _skip(self, limit: int) -> dict[str, Any]:
         """Complete due items that no extractor will read (RFC 12.2)."""
         owner = self._owner()
-        items = self._queue.claim(WorkKind.EXTRACT, owner=owner, limit=limit, now=self._clock(),
-                                  lease_seconds=self._lease)
+        items = self._queue.claim(
+            WorkKind.EXTRACT, owner=owner, limit=limit, now=self._clock(), lease_seconds=self._lease
+        )
         summary: dict[str, Any] = {"job": "extract", "claimed": len(items), "provider": "none"}
         if not items:
             return summary
-        _, done = self._queue.apply([it.id for it in items], owner=owner,
-                                    work=lambda conn, held: Outcome(done=list(held)))
+        _, done = self._queue.apply(
+            [it.id for it in items], owner=owner, work=lambda conn, held: Outcome(done=list(held))
+        )
         log.info("extraction skipped: no LLM provider", extra={"items": done})
         return {**summary, "skipped": done, "reason": "no LLM provider configured"}

@@ -55,21 +55,31 @@ class BatchService(Protocol):
 class Maintenance:
     """Runs one bounded batch of a job now, or batches until it is drained (RFC 6.5)."""
 
-    def __init__(self, db: Database, *, clock: Clock, policy: Policy, work: WorkOptions,
-                 batch_size: int, lease_seconds: int, embedding: BatchService | None = None,
-                 extraction: BatchService | None = None,
-                 owner: Callable[[], str] | None = None) -> None:
+    def __init__(
+        self,
+        db: Database,
+        *,
+        clock: Clock,
+        policy: Policy,
+        work: WorkOptions,
+        batch_size: int,
+        lease_seconds: int,
+        embedding: BatchService | None = None,
+        extraction: BatchService | None = None,
+        owner: Callable[[], str] | None = None,
+    ) -> None:
         self._batch_size = batch_size
         self.owner = owner() if owner else f"{ACTOR}:{worker_name()}"
-        self._runner = BatchRunner(WorkQueue(db), clock=clock, owner=lambda: self.owner,
-                                   lease_seconds=lease_seconds)
+        self._runner = BatchRunner(
+            WorkQueue(db), clock=clock, owner=lambda: self.owner, lease_seconds=lease_seconds
+        )
         self._handlers: dict[Job, Handler[Any]] = {
-            Job.DECAY: DecayHandler(), Job.PRUNE: PruneHandler(),
+            Job.DECAY: DecayHandler(),
+            Job.PRUNE: PruneHandler(),
             Job.COMPRESS: CompressHandler(after=work.compress_after),
             Job.CONSOLIDATE: ConsolidateHandler(policy=policy, embed=work.embed),
         }
-        self._services = {Job.EMBED: ("embedding", embedding),
-                          Job.EXTRACT: ("extraction", extraction)}
+        self._services = {Job.EMBED: ("embedding", embedding), Job.EXTRACT: ("extraction", extraction)}
 
     def run(self, job: Job | str, *, limit: int | None = None) -> dict[str, Any]:
         """RFC 6.5: one batch of ``job`` (a :class:`~membrane_core.enums.Job`).
@@ -82,16 +92,19 @@ class Maintenance:
         except ValueError:
             raise errors.InvalidInput(
                 f"unknown maintenance job {job!r}",
-                details=[{"field": "job", "message": f"one of {', '.join(Job)}",
-                          "type": "value_error"}],
+                details=[{"field": "job", "message": f"one of {', '.join(Job)}", "type": "value_error"}],
             ) from None
         n = limit or self._batch_size
         if n < 1:
-            raise errors.InvalidInput("limit must be at least 1", details=[
-                {"field": "limit", "message": "must be >= 1", "type": "value_error"}])
+            raise errors.InvalidInput(
+                "limit must be at least 1",
+                details=[{"field": "limit", "message": "must be >= 1", "type": "value_error"}],
+            )
         if name is Job.CONSOLIDATE:
-            return {"compress": self._runner.run(self._handlers[Job.COMPRESS], n),
-                    "consolidate": self._runner.run(self._handlers[Job.CONSOLIDATE], n)}
+            return {
+                "compress": self._runner.run(self._handlers[Job.COMPRESS], n),
+                "consolidate": self._runner.run(self._handlers[Job.CONSOLIDATE], n),
+            }
         if name in self._services:
             label, service = self._services[name]
             if service is None:

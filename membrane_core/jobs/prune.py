@@ -24,8 +24,7 @@ class PruneHandler:
     def prepare(self, items: Sequence[WorkItem]) -> None:
         """Nothing to do outside the transaction."""
 
-    def apply(self, conn: Connection, held: dict[int, uuid.UUID], prepared: None,
-              now: datetime) -> Outcome:
+    def apply(self, conn: Connection, held: dict[int, uuid.UUID], prepared: None, now: datetime) -> Outcome:
         """Delete what may go, with its audit entry; re-check the rest at decay."""
         targets = sorted(set(held.values()))
         deleted = jobs.prune(conn, targets, now=now, actor=ACTOR)

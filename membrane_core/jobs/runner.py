@@ -65,8 +65,7 @@ class Handler(Protocol[P]):
         """Work done outside a transaction (a provider call); ``ProviderError`` fails the batch."""
         ...
 
-    def apply(self, conn: Any, held: dict[int, uuid.UUID], prepared: P, now: datetime
-              ) -> Outcome:
+    def apply(self, conn: Any, held: dict[int, uuid.UUID], prepared: P, now: datetime) -> Outcome:
         """Write the results for the ``held`` items in the caller's transaction."""
         ...
 
@@ -74,17 +73,20 @@ class Handler(Protocol[P]):
 class WorkStore(Protocol):
     """The work-item queue as the runner uses it; ``storage.workqueue.WorkQueue``."""
 
-    def claim(self, kind: WorkKind, *, owner: str, limit: int, now: datetime,
-              lease_seconds: int) -> list[WorkItem]: ...
+    def claim(
+        self, kind: WorkKind, *, owner: str, limit: int, now: datetime, lease_seconds: int
+    ) -> list[WorkItem]: ...
 
-    def apply(self, ids: Sequence[int], *, owner: str,
-              work: Callable[[Any, dict[int, uuid.UUID]], Outcome]) -> tuple[Outcome, int]:
+    def apply(
+        self, ids: Sequence[int], *, owner: str, work: Callable[[Any, dict[int, uuid.UUID]], Outcome]
+    ) -> tuple[Outcome, int]:
         """In one transaction: lock the items ``owner`` holds, run ``work`` on them,
         complete its ``done`` and reschedule its ``later``; returns it and how many were held."""
         ...
 
-    def fail(self, again: Sequence[tuple[int, datetime, str]], dead: Sequence[tuple[int, str]],
-             *, owner: str) -> None:
+    def fail(
+        self, again: Sequence[tuple[int, datetime, str]], dead: Sequence[tuple[int, str]], *, owner: str
+    ) -> None:
         """Release ``again`` items with a due time and an error; mark ``dead`` items dead."""
         ...
 
@@ -92,8 +94,9 @@ class WorkStore(Protocol):
 class BatchRunner:
     """Runs handlers' batches against a :class:`WorkStore` (RFC 9.4)."""
 
-    def __init__(self, store: WorkStore, *, clock: Clock, owner: Callable[[], str],
-                 lease_seconds: int) -> None:
+    def __init__(
+        self, store: WorkStore, *, clock: Clock, owner: Callable[[], str], lease_seconds: int
+    ) -> None:
         self._store = store
         self._clock = clock
         self._owner = owner
@@ -102,8 +105,7 @@ class BatchRunner:
     def run(self, handler: Handler[Any], limit: int) -> dict[str, Any]:
         """RFC 9.4: one bounded batch of ``handler``'s kind; a summary of counters."""
         owner, now = self._owner(), self._clock()
-        items = self._store.claim(handler.kind, owner=owner, limit=limit, now=now,
-                                  lease_seconds=self._lease)
+        items = self._store.claim(handler.kind, owner=owner, limit=limit, now=now, lease_seconds=self._lease)
         stats: Counter[str] = Counter(claimed=len(items))
         if not items:
             return dict(stats)
@@ -118,15 +120,20 @@ class BatchRunner:
         except errors.Unavailable:
             raise
         except Exception:  # one bad item must not hold back the rest: retry them one by one
-            log.warning("%s batch failed; retrying item by item", handler.kind.value,
-                        extra={"kind": handler.kind.value, "items": len(items)}, exc_info=True)
+            log.warning(
+                "%s batch failed; retrying item by item",
+                handler.kind.value,
+                extra={"kind": handler.kind.value, "items": len(items)},
+                exc_info=True,
+            )
             stats["batch_retried"] += 1
             for item in items:
                 stats.update(self._one(handler, item, prepared, owner))
         return dict(stats)
 
-    def _apply(self, handler: Handler[Any], items: Sequence[WorkItem], prepared: Any,
-               owner: str) -> Counter[str]:
+    def _apply(
+        self, handler: Handler[Any], items: Sequence[WorkItem], prepared: Any, owner: str
+    ) -> Counter[str]:
         now = self._clock()
 
         def work(conn: Any, held: dict[int, uuid.UUID]) -> Outcome:
@@ -138,21 +145,23 @@ class BatchRunner:
             out.stats.update(lost=len(items) - held)
         return out.stats
 
-    def _one(self, handler: Handler[Any], item: WorkItem, prepared: Any, owner: str
-             ) -> Counter[str]:
+    def _one(self, handler: Handler[Any], item: WorkItem, prepared: Any, owner: str) -> Counter[str]:
         try:
             return self._apply(handler, [item], prepared, owner)
         except errors.Unavailable:
             raise
         except Exception as exc:
-            log.warning("%s item failed", handler.kind.value, exc_info=True,
-                        extra={"kind": handler.kind.value, "target_id": str(item.target_id)})
+            log.warning(
+                "%s item failed",
+                handler.kind.value,
+                exc_info=True,
+                extra={"kind": handler.kind.value, "target_id": str(item.target_id)},
+            )
             return Counter(failed=1) + self._fail([item], f"{type(exc).__name__}: {exc}", owner)
 
     def _fail(self, items: Sequence[WorkItem], error: str, owner: str) -> Counter[str]:
         now, error = self._clock(), error[:2000]
         dead = [(it.id, error) for it in items if it.attempts >= MAX_ATTEMPTS]
-        again = [(it.id, retry_at(now, it.attempts), error) for it in items
-                 if it.attempts < MAX_ATTEMPTS]
+        again = [(it.id, retry_at(now, it.attempts), error) for it in items if it.attempts < MAX_ATTEMPTS]
         self._store.fail(again, dead, owner=owner)
         return Counter(rescheduled=len(again), dead=len(dead))

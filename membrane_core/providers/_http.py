@@ -78,9 +78,7 @@ def post_json(client: httpx.Client, url: str, payload: Mapping[str, object]) -> 
     try:
         return response.json()
     except ValueError as exc:
-        raise ProviderError(
-            f"POST {url} returned a body that is not JSON: {_excerpt(response)}"
-        ) from exc
+        raise ProviderError(f"POST {url} returned a body that is not JSON: {_excerpt(response)}") from exc
 
 
 class ClientOwner:

@@ -192,9 +192,7 @@ class HashingEmbeddingProvider:
             features = ["\x00empty"]
         vector = [0.0] * self.dim
         for feature in features:
-            digest = hashlib.blake2b(
-                feature.encode("utf-8"), digest_size=8, person=b"membrane"
-            ).digest()
+            digest = hashlib.blake2b(feature.encode("utf-8"), digest_size=8, person=b"membrane").digest()
             value = int.from_bytes(digest, "little")
             vector[(value >> 1) % self.dim] += 1.0 if value & 1 else -1.0
         norm = math.sqrt(sum(x * x for x in vector))

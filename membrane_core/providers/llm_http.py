@@ -155,9 +155,7 @@ class OpenAIChatExtractor(_http.ClientOwner):
         self.model = model
         self.max_chars = max_chars
         self.max_triples = max_triples
-        self._limiter = (
-            rate_limiter if rate_limiter is not None else RateLimiter(rate_limit_per_second)
-        )
+        self._limiter = rate_limiter if rate_limiter is not None else RateLimiter(rate_limit_per_second)
         self._url = _http.endpoint(base_url, "chat/completions")
         self._client = _http.build_client(api_key=api_key, timeout=timeout, transport=transport)
 
@@ -192,13 +190,10 @@ class OpenAIChatExtractor(_http.ClientOwner):
         first = choices[0] if isinstance(choices, list) and choices else None
         message = first.get("message") if isinstance(first, dict) else None
         if not isinstance(message, dict) or "content" not in message:
-            raise ProviderError(
-                f"malformed chat completion from {self._url}: no choices[0].message.content"
-            )
+            raise ProviderError(f"malformed chat completion from {self._url}: no choices[0].message.content")
         content = message["content"]
         if not isinstance(content, str):
             raise ProviderError(
-                f"chat completion from {self._url} has no text content "
-                f"(got {type(content).__name__})"
+                f"chat completion from {self._url} has no text content (got {type(content).__name__})"
             )
         return content

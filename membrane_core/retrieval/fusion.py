@@ -51,7 +51,7 @@ def _ranks(values: Sequence[tuple[uuid.UUID, float]]) -> dict[uuid.UUID, float]:
         j = i
         while j + 1 < len(ordered) and ordered[j + 1][1] == ordered[i][1]:
             j += 1
-        for cid, _ in ordered[i:j + 1]:
+        for cid, _ in ordered[i : j + 1]:
             ranks[cid] = (i + j) / 2 + 1
         i = j + 1
     return ranks
@@ -72,9 +72,7 @@ def rrf(
     return scores
 
 
-def zsum(
-    cands: Sequence[Features], weights: Mapping[str, float] = DEFAULT_WEIGHTS
-) -> dict[uuid.UUID, float]:
+def zsum(cands: Sequence[Features], weights: Mapping[str, float] = DEFAULT_WEIGHTS) -> dict[uuid.UUID, float]:
     """RFC 8.2: ``sum_f w_f * z_f`` with z-scores over the pool.
 
     A missing text or entity score counts as 0 (no match); a missing vector similarity
@@ -101,7 +99,8 @@ def zsum(
 
 
 def fuse(
-    cands: Sequence[Features], method: str = DEFAULT_METHOD,
+    cands: Sequence[Features],
+    method: str = DEFAULT_METHOD,
     weights: Mapping[str, float] = DEFAULT_WEIGHTS,
 ) -> dict[uuid.UUID, float]:
     """RFC 8.2: one fused score per candidate, higher is better."""

@@ -30,10 +30,14 @@ class Expansion:
 
     def diagnostics(self) -> dict[str, Any]:
         """RFC 8.6: what the expansion returned and which limit cut it."""
-        return {"hops": self.hops_done, "neighbors": len(self.neighbors), "edges": len(self.edges),
-                "node_limit_applied": self.node_limit_applied,
-                "edge_limit_applied": self.edge_limit_applied,
-                "filtered_in_python": self.filtered_in_python}
+        return {
+            "hops": self.hops_done,
+            "neighbors": len(self.neighbors),
+            "edges": len(self.edges),
+            "node_limit_applied": self.node_limit_applied,
+            "edge_limit_applied": self.edge_limit_applied,
+            "filtered_in_python": self.filtered_in_python,
+        }
 
 
 def status_allowed(status: str, *, include_retracted: bool, include_contested: bool) -> bool:
@@ -46,8 +50,13 @@ def status_allowed(status: str, *, include_retracted: bool, include_contested: b
 
 
 def expand(
-    conn: Connection, f: retrieval.ReadFilter, policy: TrustPolicy,
-    roots: Sequence[tuple[uuid.UUID, Visibility]], opts: ExpandOptions, *, budget: int,
+    conn: Connection,
+    f: retrieval.ReadFilter,
+    policy: TrustPolicy,
+    roots: Sequence[tuple[uuid.UUID, Visibility]],
+    opts: ExpandOptions,
+    *,
+    budget: int,
     target_visible: Callable[[str, str], bool],
     first_hop: tuple[Sequence[uuid.UUID], retrieval.Hop] | None = None,
 ) -> Expansion:
@@ -78,10 +87,16 @@ def expand(
             hop = first_hop[1]
         else:
             hop = retrieval.graph_hop(
-                conn, f, frontier, expanded=sorted(expanded), known=list(known),
-                max_rows=max_rows, max_edges=remaining,
+                conn,
+                f,
+                frontier,
+                expanded=sorted(expanded),
+                known=list(known),
+                max_rows=max_rows,
+                max_edges=remaining,
                 max_new=opts.max_nodes - len(out.neighbors),
-                max_bytes=budget - sum(out.bytes.values()), target_visible=target_visible,
+                max_bytes=budget - sum(out.bytes.values()),
+                target_visible=target_visible,
             )
         rows = hop.rows
         out.records.update(hop.records)
@@ -96,7 +111,8 @@ def expand(
                 continue
             vis = policy.visibility(row.scope, Sensitivity(row.sensitivity))
             if vis != "full" or not status_allowed(
-                row.status, include_retracted=f.include_retracted,
+                row.status,
+                include_retracted=f.include_retracted,
                 include_contested=f.include_contested,
             ):
                 out.filtered_in_python += 1

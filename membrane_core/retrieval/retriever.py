@@ -40,8 +40,7 @@ def current_salience(record: MemoryRecord, at: datetime) -> float:
     return decay.salience_at(lc.base_salience, lc.reinforced_at, lc.decay, at, pinned=lc.pinned)
 
 
-def status_as_of(status: str, retracted_at: datetime | None, sql_status: str,
-                 as_of: datetime | None) -> str:
+def status_as_of(status: str, retracted_at: datetime | None, sql_status: str, as_of: datetime | None) -> str:
     """RFC 5.6: a record's status at ``as_of`` (now when ``None``), re-derived in Python from
     its stored ``status`` and ``retracted_at``.
 
@@ -59,8 +58,9 @@ def status_as_of(status: str, retracted_at: datetime | None, sql_status: str,
     return derived
 
 
-def in_time(recorded_at: datetime, valid_from: datetime | None, valid_to: datetime | None,
-            req: RetrieveRequest) -> bool:
+def in_time(
+    recorded_at: datetime, valid_from: datetime | None, valid_to: datetime | None, req: RetrieveRequest
+) -> bool:
     """RFC 5.6: recorded by ``as_of`` and valid at ``valid_at`` (open ends are unbounded)."""
     if req.as_of is not None and recorded_at > req.as_of:
         return False
@@ -87,7 +87,7 @@ def query_terms(query: str | None) -> list[str]:
     terms: dict[str, None] = {}
     for n in range(MAX_TERM_WORDS, 0, -1):
         for i in range(len(words) - n + 1):
-            term = mentions.normalise_term(" ".join(words[i:i + n]))
+            term = mentions.normalise_term(" ".join(words[i : i + n]))
             if len(term) >= 2:
                 terms[term] = None
     return list(terms)[:MAX_TERMS]
@@ -128,8 +128,12 @@ def read_filter(req: RetrieveRequest, policy: TrustPolicy, now: datetime) -> ret
         max_rank=policy.max_sensitivity.rank,
         types=[t.value for t in req.memory_types] if req.memory_types else None,
         tags=list(req.tags) if req.tags else None,
-        include_retracted=req.include_retracted, include_contested=req.include_contested,
-        min_salience=req.min_salience, now=now, as_of=req.as_of, valid_at=req.valid_at,
+        include_retracted=req.include_retracted,
+        include_contested=req.include_contested,
+        min_salience=req.min_salience,
+        now=now,
+        as_of=req.as_of,
+        valid_at=req.valid_at,
     )
 
 
@@ -142,12 +146,17 @@ class Retriever:
     """
 
     def __init__(
-        self, db: Database, *, clock: Any,
+        self,
+        db: Database,
+        *,
+        clock: Any,
         embedder: EmbeddingProvider | Callable[[], EmbeddingProvider | None] | None = None,
-        settings: Settings | None = None, fusion_method: str = fusion.DEFAULT_METHOD,
+        settings: Settings | None = None,
+        fusion_method: str = fusion.DEFAULT_METHOD,
         weights: Mapping[str, float] | None = None,
         selector_threshold: float = selector.DEFAULT_THRESHOLD,
-        entity_max_links: int = ENTITY_MAX_LINKS, vector_k: int = 10,
+        entity_max_links: int = ENTITY_MAX_LINKS,
+        vector_k: int = 10,
     ) -> None:
         if fusion_method not in fusion.METHODS:
             raise ValueError(f"unknown fusion {fusion_method!r}")
@@ -176,7 +185,9 @@ class Retriever:
                 self._embedder = self._factory()
             elif s is not None:
                 self._embedder = build_embedding_provider(
-                    s.embedding_provider, dim=s.embedding_dim, base_url=s.embedding_base_url,
+                    s.embedding_provider,
+                    dim=s.embedding_dim,
+                    base_url=s.embedding_base_url,
                     model=s.embedding_model,
                     api_key=s.embedding_api_key.get_secret_value() if s.embedding_api_key else None,
                 )
@@ -220,58 +231,99 @@ class Retriever:
         with self.db.reader() as conn:
             retrieval.configure_scan(conn, ef_search=max(40, vec_k), max_scan_tuples=20_000)
             found = retrieval.roots(
-                conn, f, query=query, qvec=qvec, terms=query_terms(query),
-                identifiers=query_identifiers(query), arm_k=arm_k, vec_k=vec_k,
-                fanout=self.entity_max_links, limit=req.limit, max_bytes=req.max_bytes,
-                rrf=self.fusion_method == "rrf", weights=self.weights, rrf_k=fusion.RRF_K,
-                sd_floor_salience=fusion.SD_FLOOR["salience"], target_visible=self._full(policy),
+                conn,
+                f,
+                query=query,
+                qvec=qvec,
+                terms=query_terms(query),
+                identifiers=query_identifiers(query),
+                arm_k=arm_k,
+                vec_k=vec_k,
+                fanout=self.entity_max_links,
+                limit=req.limit,
+                max_bytes=req.max_bytes,
+                rrf=self.fusion_method == "rrf",
+                weights=self.weights,
+                rrf_k=fusion.RRF_K,
+                sd_floor_salience=fusion.SD_FLOOR["salience"],
+                target_visible=self._full(policy),
                 first_hop=(req.expand.max_edges, req.expand.max_nodes)
-                if req.expand is not None and req.expand.hops > 0 else None,
+                if req.expand is not None and req.expand.hops > 0
+                else None,
             )
             ranked = found.ranked
             if ranked and not ranked[0].fits:
                 raise errors.RecordTooLarge(
                     f"the best candidate needs {ranked[0].bytes} bytes, over max_bytes={req.max_bytes}",
-                    details=[{"field": "max_bytes", "message": "a single record exceeds the budget",
-                              "type": "record_too_large"}],
+                    details=[
+                        {
+                            "field": "max_bytes",
+                            "message": "a single record exceeds the budget",
+                            "type": "record_too_large",
+                        }
+                    ],
                 )
             roots, used, dropped, cut_py = self._roots(req, policy, ranked, now)
             expansion: graph.Expansion | None = None
             neighbors: list[RecordView] = []
             if req.expand is not None and req.expand.hops > 0 and roots:
-                expansion = graph.expand(conn, f, policy,
-                                         [(v.id, self._vis(v)) for v, _ in roots], req.expand,
-                                         budget=max(0, req.max_bytes - used),
-                                         target_visible=self._full(policy),
-                                         first_hop=self._first_hop(found))
+                expansion = graph.expand(
+                    conn,
+                    f,
+                    policy,
+                    [(v.id, self._vis(v)) for v, _ in roots],
+                    req.expand,
+                    budget=max(0, req.max_bytes - used),
+                    target_visible=self._full(policy),
+                    first_hop=self._first_hop(found),
+                )
                 neighbors, used = self._neighbors(conn, req, policy, f, expansion, used, now)
         root_views = [v for v, _ in roots]
         neighbor_views = neighbors
         views = root_views + neighbor_views
         kept = {v.id for v in views}
-        edges = [Edge(source_id=s, predicate=p, target_id=t)
-                 for s, p, t in (expansion.edges if expansion else []) if s in kept and t in kept]
+        edges = [
+            Edge(source_id=s, predicate=p, target_id=t)
+            for s, p, t in (expansion.edges if expansion else [])
+            if s in kept and t in kept
+        ]
         selection = selector.select(
-            [rec.record() for v, rec in roots if rec is not None and not v.redacted
-             and v.status is RevisionStatus.ACTIVE and rec.type in selector.SELECTABLE],
-            {r.record.id: r.vector_score for r in ranked if r.record is not None}, now,
+            [
+                rec.record()
+                for v, rec in roots
+                if rec is not None
+                and not v.redacted
+                and v.status is RevisionStatus.ACTIVE
+                and rec.type in selector.SELECTABLE
+            ],
+            {r.record.id: r.vector_score for r in ranked if r.record is not None},
+            now,
             threshold=self.selector_threshold,
         )
         diagnostics: dict[str, Any] = {
             "candidates": found.candidates,
             "arms": {**found.arms, "salience": found.candidates if query is None else 0},
             "vector": vector_state,
-            "fusion": self.fusion_method, "returned": len(root_views),
-            "neighbors": len(neighbor_views), "edges": len(edges), "bytes": used,
-            "row_limit": req.limit, "max_bytes": req.max_bytes,
+            "fusion": self.fusion_method,
+            "returned": len(root_views),
+            "neighbors": len(neighbor_views),
+            "edges": len(edges),
+            "bytes": used,
+            "row_limit": req.limit,
+            "max_bytes": req.max_bytes,
             "row_limit_applied": found.candidates > req.limit,
             "byte_limit_applied": any(not r.fits for r in ranked) or cut_py,
             "filtered_in_python": dropped,
         }
         if expansion is not None:
             diagnostics["expansion"] = expansion.diagnostics()
-        return RetrieveResult(records=root_views, neighbors=neighbor_views, edges=edges,
-                              diagnostics=diagnostics, selection=selection)
+        return RetrieveResult(
+            records=root_views,
+            neighbors=neighbor_views,
+            edges=edges,
+            diagnostics=diagnostics,
+            selection=selection,
+        )
 
     @staticmethod
     def _first_hop(found: retrieval.Roots) -> tuple[list[uuid.UUID], retrieval.Hop] | None:
@@ -291,7 +343,11 @@ class Retriever:
         return "redacted" if v.redacted else "full"
 
     def _roots(
-        self, req: RetrieveRequest, policy: TrustPolicy, ranked: list[retrieval.Ranked], now: datetime,
+        self,
+        req: RetrieveRequest,
+        policy: TrustPolicy,
+        ranked: list[retrieval.Ranked],
+        now: datetime,
     ) -> tuple[list[tuple[RecordView, retrieval.Stored | None]], int, int, bool]:
         """RFC 7.3, 8.3: re-check trust, status and time on hydrated rows; re-measure bytes."""
         out: list[tuple[RecordView, retrieval.Stored | None]] = []
@@ -309,8 +365,13 @@ class Retriever:
                 if not out:
                     raise errors.RecordTooLarge(
                         f"the best candidate is {size} bytes, over max_bytes={req.max_bytes}",
-                        details=[{"field": "max_bytes", "type": "record_too_large",
-                                  "message": "a single record exceeds the budget"}],
+                        details=[
+                            {
+                                "field": "max_bytes",
+                                "type": "record_too_large",
+                                "message": "a single record exceeds the budget",
+                            }
+                        ],
                     )
                 return out, used, dropped, True
             used += size
@@ -318,19 +379,34 @@ class Retriever:
         return out, used, dropped, False
 
     @staticmethod
-    def _checked(rec: retrieval.Stored, sql_status: str, req: RetrieveRequest, policy: TrustPolicy,
-                 now: datetime, score: float | None = None) -> RecordView | None:
+    def _checked(
+        rec: retrieval.Stored,
+        sql_status: str,
+        req: RetrieveRequest,
+        policy: TrustPolicy,
+        now: datetime,
+        score: float | None = None,
+    ) -> RecordView | None:
         """RFC 7.3, 5.6, 5.1: the caller's view of a hydrated row, its trust, time and status
         checked again in Python; ``None`` when any check refuses it."""
         visibility = policy.visibility(rec.scope, Sensitivity(rec.sensitivity))
         status = status_as_of(rec.status, rec.retracted_at, sql_status, req.as_of)
-        if visibility == "hidden" or not in_time(
-            rec.recorded_at, rec.valid_from, rec.valid_to, req,
-        ) or not graph.status_allowed(status, include_retracted=req.include_retracted,
-                                      include_contested=req.include_contested):
+        if (
+            visibility == "hidden"
+            or not in_time(
+                rec.recorded_at,
+                rec.valid_from,
+                rec.valid_to,
+                req,
+            )
+            or not graph.status_allowed(
+                status, include_retracted=req.include_retracted, include_contested=req.include_contested
+            )
+        ):
             return None
-        return rec.view(salience=rec.salience_at(now), status=status,
-                        redacted=visibility == "redacted", score=score)
+        return rec.view(
+            salience=rec.salience_at(now), status=status, redacted=visibility == "redacted", score=score
+        )
 
     @staticmethod
     def _view(rec: MemoryRecord, visibility: Visibility, status: str, now: datetime) -> RecordView:
@@ -340,8 +416,14 @@ class Retriever:
         return v
 
     def _neighbors(
-        self, conn: Any, req: RetrieveRequest, policy: TrustPolicy, f: retrieval.ReadFilter,
-        exp: graph.Expansion, used: int, now: datetime,
+        self,
+        conn: Any,
+        req: RetrieveRequest,
+        policy: TrustPolicy,
+        f: retrieval.ReadFilter,
+        exp: graph.Expansion,
+        used: int,
+        now: datetime,
     ) -> tuple[list[RecordView], int]:
         """RFC 8.4, 8.3: neighbours in discovery order within the remaining byte budget.
 
@@ -360,8 +442,9 @@ class Retriever:
             fitting.append(nid)
         missing = [nid for nid in fitting if nid not in exp.records]
         if missing:
-            for s in retrieval.bounded_hydrate(conn, missing, limit=len(missing), max_bytes=budget,
-                                           f=f, target_visible=self._full(policy)):
+            for s in retrieval.bounded_hydrate(
+                conn, missing, limit=len(missing), max_bytes=budget, f=f, target_visible=self._full(policy)
+            ):
                 if s.record is not None:
                     exp.records[s.record.id] = s.record
         out: list[RecordView] = []
@@ -388,20 +471,33 @@ class Retriever:
         if not targets:
             return views
         visible = {
-            tid for tid, a in retrieval.access(conn, targets).items()
+            tid
+            for tid, a in retrieval.access(conn, targets).items()
             if policy.visibility(a.scope, a.sensitivity) == "full"
         }
         out = []
         for v in views:
             kept = [r for r in v.relations if r.target_id in visible]
-            out.append(v if len(kept) == len(v.relations) else v.model_copy(update={
-                "relations": kept,
-                "payload": shown_references(v.payload, ((r.predicate, r.target_id) for r in kept)),
-            }))
+            out.append(
+                v
+                if len(kept) == len(v.relations)
+                else v.model_copy(
+                    update={
+                        "relations": kept,
+                        "payload": shown_references(v.payload, ((r.predicate, r.target_id) for r in kept)),
+                    }
+                )
+            )
         return out
 
-    def get(self, record_id: uuid.UUID, trust: TrustPolicy, *, as_of: datetime | None = None,
-            valid_at: datetime | None = None) -> RecordView:
+    def get(
+        self,
+        record_id: uuid.UUID,
+        trust: TrustPolicy,
+        *,
+        as_of: datetime | None = None,
+        valid_at: datetime | None = None,
+    ) -> RecordView:
         """RFC 5.1, 5.6, 7.3: one record by id, status shown, redacted or hidden per trust.
 
         Reads the primary so that a client reads its own writes (RFC 13.2). ``as_of``

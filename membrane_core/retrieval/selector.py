@@ -70,8 +70,11 @@ def score(
 
 
 def select(
-    records: Sequence[MemoryRecord], similarity: Mapping[uuid.UUID, float | None], now: datetime,
-    *, threshold: float = DEFAULT_THRESHOLD,
+    records: Sequence[MemoryRecord],
+    similarity: Mapping[uuid.UUID, float | None],
+    now: datetime,
+    *,
+    threshold: float = DEFAULT_THRESHOLD,
 ) -> Selection | None:
     """RFC 8.5: the best candidate; ``confidence`` is its lead over the runner-up (scores in
     [0, 1], a lone candidate leads by its own score) and ``needs_more`` is set when the

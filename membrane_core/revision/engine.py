@@ -65,7 +65,11 @@ class Revisions:
     """RFC 5.2: the revision operations, each one transaction with its audit entries."""
 
     def __init__(
-        self, db: Database, *, policy: Policy, clock: Callable[[], datetime],
+        self,
+        db: Database,
+        *,
+        policy: Policy,
+        clock: Callable[[], datetime],
         work: records.WorkOptions,
     ) -> None:
         self.db = db
@@ -76,8 +80,13 @@ class Revisions:
     # -- entry point of the revision worker -----------------------------------
 
     def apply(
-        self, kind: OperationKind | str, target_id: uuid.UUID | None, body: Mapping[str, Any],
-        trust: TrustPolicy, *, conn: Connection | None = None,
+        self,
+        kind: OperationKind | str,
+        target_id: uuid.UUID | None,
+        body: Mapping[str, Any],
+        trust: TrustPolicy,
+        *,
+        conn: Connection | None = None,
     ) -> list[uuid.UUID]:
         """RFC 5.2: run one revision; returns the new record's id, else the target's.
 
@@ -89,23 +98,32 @@ class Revisions:
         if op is OperationKind.MERGE:
             assert isinstance(parsed, MergeBody)
             if target_id is not None and target_id not in parsed.record_ids:
-                raise errors.InvalidInput("merge target must be one of record_ids", details=[
-                    {"field": "record_ids", "message": "target missing", "type": "value_error"}])
+                raise errors.InvalidInput(
+                    "merge target must be one of record_ids",
+                    details=[{"field": "record_ids", "message": "target missing", "type": "value_error"}],
+                )
             return [self.merge(parsed, trust, conn=conn)]
         if target_id is None:
             raise errors.InvalidInput(f"{op.value} needs a target record id")
         handlers: dict[OperationKind, Callable[..., uuid.UUID]] = {
-            OperationKind.SUPERSEDE: self.supersede, OperationKind.FORK: self.fork,
-            OperationKind.RETRACT: self.retract, OperationKind.CONTEST: self.contest,
-            OperationKind.REINFORCE: self.reinforce, OperationKind.PENALIZE: self.penalize,
+            OperationKind.SUPERSEDE: self.supersede,
+            OperationKind.FORK: self.fork,
+            OperationKind.RETRACT: self.retract,
+            OperationKind.CONTEST: self.contest,
+            OperationKind.REINFORCE: self.reinforce,
+            OperationKind.PENALIZE: self.penalize,
         }
         return [handlers[op](target_id, parsed, trust, conn=conn)]
 
     # -- content revisions (RFC 5.2.1-5.2.3) --------------------------------------
 
     def supersede(
-        self, target_id: uuid.UUID, body: SupersedeBody | Mapping[str, Any], trust: TrustPolicy,
-        *, conn: Connection | None = None,
+        self,
+        target_id: uuid.UUID,
+        body: SupersedeBody | Mapping[str, Any],
+        trust: TrustPolicy,
+        *,
+        conn: Connection | None = None,
     ) -> uuid.UUID:
         """RFC 5.2.1: replace a record with a new one; the old one is retracted and linked."""
         b = parse_body(OperationKind.SUPERSEDE, body)
@@ -117,9 +135,16 @@ class Revisions:
             revisions.lock_keys(c, [k for k in (peek.get(target_id), new_key) if k])
             target = self._lock(c, [target_id], trust)[target_id]
             old = self._hydrate(c, [target_id])[target_id]
-            new = self._build(OperationKind.SUPERSEDE, old, b.record, b.evidence, trust, now,
-                              sources=[old], relations=[Relation(predicate="supersedes",
-                                                                 target_id=old.id)])
+            new = self._build(
+                OperationKind.SUPERSEDE,
+                old,
+                b.record,
+                b.evidence,
+                trust,
+                now,
+                sources=[old],
+                relations=[Relation(predicate="supersedes", target_id=old.id)],
+            )
             self._check_inferred([old], new, trust, b.force)
             batch = records.RowBatch()
             reasserted = self._reassert(c, new)
@@ -128,17 +153,33 @@ class Revisions:
             if isinstance(old.payload, SemanticPayload):
                 revisions.set_superseded_by(c, old.id, new.id)
             batch.relations.append((old.id, "superseded_by", new.id, None, now))
-            self._add_new(batch, new, trust.actor, b.rationale, {
-                "operation": "supersede", "supersedes": str(old.id), "reasserted": reasserted})
-            batch.audit_entry(old.id, old.scope, target.sensitivity, AuditAction.REVISE,
-                              trust.actor, now, b.rationale,
-                              {"operation": "supersede", "superseded_by": str(new.id)})
+            self._add_new(
+                batch,
+                new,
+                trust.actor,
+                b.rationale,
+                {"operation": "supersede", "supersedes": str(old.id), "reasserted": reasserted},
+            )
+            batch.audit_entry(
+                old.id,
+                old.scope,
+                target.sensitivity,
+                AuditAction.REVISE,
+                trust.actor,
+                now,
+                b.rationale,
+                {"operation": "supersede", "superseded_by": str(new.id)},
+            )
             batch.flush(c)
         return new.id
 
     def fork(
-        self, target_id: uuid.UUID, body: ForkBody | Mapping[str, Any], trust: TrustPolicy,
-        *, conn: Connection | None = None,
+        self,
+        target_id: uuid.UUID,
+        body: ForkBody | Mapping[str, Any],
+        trust: TrustPolicy,
+        *,
+        conn: Connection | None = None,
     ) -> uuid.UUID:
         """RFC 5.2.2: a conditional variant beside the original; both stay active."""
         b = parse_body(OperationKind.FORK, body)
@@ -150,70 +191,121 @@ class Revisions:
             revisions.lock_keys(c, [new_key] if new_key else [])
             target = self._lock(c, [target_id], trust)[target_id]
             old = self._hydrate(c, [target_id])[target_id]
-            conditions = b.condition if isinstance(b.condition, dict) else (
-                {"condition": b.condition} if b.condition else {})
+            conditions = (
+                b.condition
+                if isinstance(b.condition, dict)
+                else ({"condition": b.condition} if b.condition else {})
+            )
             base = b.record.validity or Validity()
-            validity = base.model_copy(update={
-                "mode": ValidityMode.CONDITIONAL, "conditions": {**base.conditions, **conditions}})
-            new = self._build(OperationKind.FORK, old, b.record, b.evidence, trust, now,
-                              sources=[old], validity=validity,
-                              relations=[Relation(predicate="derived_from", target_id=old.id)])
+            validity = base.model_copy(
+                update={"mode": ValidityMode.CONDITIONAL, "conditions": {**base.conditions, **conditions}}
+            )
+            new = self._build(
+                OperationKind.FORK,
+                old,
+                b.record,
+                b.evidence,
+                trust,
+                now,
+                sources=[old],
+                validity=validity,
+                relations=[Relation(predicate="derived_from", target_id=old.id)],
+            )
             batch = records.RowBatch()
             reasserted = self._reassert(c, new)
-            self._add_new(batch, new, trust.actor, b.rationale, {
-                "operation": "fork", "forked_from": str(old.id), "reasserted": reasserted})
-            batch.audit_entry(old.id, old.scope, target.sensitivity, AuditAction.FORK, trust.actor,
-                              now, b.rationale, {"operation": "fork", "variant_id": str(new.id)})
+            self._add_new(
+                batch,
+                new,
+                trust.actor,
+                b.rationale,
+                {"operation": "fork", "forked_from": str(old.id), "reasserted": reasserted},
+            )
+            batch.audit_entry(
+                old.id,
+                old.scope,
+                target.sensitivity,
+                AuditAction.FORK,
+                trust.actor,
+                now,
+                b.rationale,
+                {"operation": "fork", "variant_id": str(new.id)},
+            )
             batch.flush(c)
         return new.id
 
     def merge(
-        self, body: MergeBody | Mapping[str, Any], trust: TrustPolicy,
-        *, conn: Connection | None = None,
+        self,
+        body: MergeBody | Mapping[str, Any],
+        trust: TrustPolicy,
+        *,
+        conn: Connection | None = None,
     ) -> uuid.UUID:
         """RFC 5.2.3: one new record from several sources; the sources are retracted."""
         b = parse_body(OperationKind.MERGE, body)
         assert isinstance(b, MergeBody)
         ids = list(dict.fromkeys(b.record_ids))
         if len(ids) < 2:
-            raise errors.InvalidInput("merge needs at least two distinct records", details=[
-                {"field": "record_ids", "message": "fewer than two distinct ids",
-                 "type": "value_error"}])
+            raise errors.InvalidInput(
+                "merge needs at least two distinct records",
+                details=[
+                    {"field": "record_ids", "message": "fewer than two distinct ids", "type": "value_error"}
+                ],
+            )
         with self._tx(conn) as c:
             now = self.clock()
             peek = revisions.fact_keys(c, ids)
             new_key = self._new_key(b.record, peek.get(ids[0]))
             revisions.lock_keys(c, [*peek.values(), *([new_key] if new_key else [])])
             targets = self._lock(c, ids, trust)
-            if len({t.scope for t in targets.values()}) > 1 or len(
-                    {t.type for t in targets.values()}) > 1:
+            if len({t.scope for t in targets.values()}) > 1 or len({t.type for t in targets.values()}) > 1:
                 raise errors.RevisionRefused("merged records must share one scope and one type")
             hydrated = self._hydrate(c, ids)
             sources = [hydrated[i] for i in ids]
-            new = self._build(OperationKind.MERGE, sources[0], b.record, b.evidence, trust, now,
-                              sources=sources,
-                              relations=[Relation(predicate="derived_from", target_id=i)
-                                         for i in ids])
+            new = self._build(
+                OperationKind.MERGE,
+                sources[0],
+                b.record,
+                b.evidence,
+                trust,
+                now,
+                sources=sources,
+                relations=[Relation(predicate="derived_from", target_id=i) for i in ids],
+            )
             self._check_inferred(sources, new, trust, b.force)
             batch = records.RowBatch()
             reasserted = self._reassert(c, new)
             self._tombstone(c, [targets[i] for i in ids], new, trust.actor, b.rationale, now)
             revisions.mark_retracted(c, ids, now)
-            self._add_new(batch, new, trust.actor, b.rationale, {
-                "operation": "merge", "merged_from": [str(i) for i in ids],
-                "reasserted": reasserted})
+            self._add_new(
+                batch,
+                new,
+                trust.actor,
+                b.rationale,
+                {"operation": "merge", "merged_from": [str(i) for i in ids], "reasserted": reasserted},
+            )
             for i in ids:
-                batch.audit_entry(i, targets[i].scope, targets[i].sensitivity, AuditAction.MERGE,
-                                  trust.actor, now, b.rationale,
-                                  {"operation": "merge", "merged_into": str(new.id)})
+                batch.audit_entry(
+                    i,
+                    targets[i].scope,
+                    targets[i].sensitivity,
+                    AuditAction.MERGE,
+                    trust.actor,
+                    now,
+                    b.rationale,
+                    {"operation": "merge", "merged_into": str(new.id)},
+                )
             batch.flush(c)
         return new.id
 
     # -- status revisions (RFC 5.2.4, 5.2.5) ------------------------------------------
 
     def retract(
-        self, target_id: uuid.UUID, body: RetractBody | Mapping[str, Any], trust: TrustPolicy,
-        *, conn: Connection | None = None,
+        self,
+        target_id: uuid.UUID,
+        body: RetractBody | Mapping[str, Any],
+        trust: TrustPolicy,
+        *,
+        conn: Connection | None = None,
     ) -> uuid.UUID:
         """RFC 5.2.4: withdraw a record and tombstone its fact key; salience is untouched."""
         b = parse_body(OperationKind.RETRACT, body)
@@ -225,14 +317,26 @@ class Revisions:
             self._tombstone(c, [target], None, trust.actor, b.rationale, now)
             revisions.mark_retracted(c, [target_id], now)
             batch = records.RowBatch()
-            batch.audit_entry(target_id, target.scope, target.sensitivity, AuditAction.REVISE,
-                              trust.actor, now, b.rationale, {"operation": "retract"})
+            batch.audit_entry(
+                target_id,
+                target.scope,
+                target.sensitivity,
+                AuditAction.REVISE,
+                trust.actor,
+                now,
+                b.rationale,
+                {"operation": "retract"},
+            )
             batch.flush(c)
         return target_id
 
     def contest(
-        self, target_id: uuid.UUID, body: ContestBody | Mapping[str, Any], trust: TrustPolicy,
-        *, conn: Connection | None = None,
+        self,
+        target_id: uuid.UUID,
+        body: ContestBody | Mapping[str, Any],
+        trust: TrustPolicy,
+        *,
+        conn: Connection | None = None,
     ) -> uuid.UUID:
         """RFC 5.2.5: mark a record contested; link the contesting record only if visible."""
         b = parse_body(OperationKind.CONTEST, body)
@@ -255,16 +359,28 @@ class Revisions:
                     batch.relations.append((linked, "contests", target_id, None, now))
                     batch.relations.append((target_id, "contested_by", linked, None, now))
                 details["contesting_record_id"] = str(linked)
-            batch.audit_entry(target_id, target.scope, target.sensitivity, AuditAction.REVISE,
-                              trust.actor, now, b.rationale, details)
+            batch.audit_entry(
+                target_id,
+                target.scope,
+                target.sensitivity,
+                AuditAction.REVISE,
+                trust.actor,
+                now,
+                b.rationale,
+                details,
+            )
             batch.flush(c)
         return target_id
 
     # -- salience (RFC 5.2.6, 5.2.7) ------------------------------------------------
 
     def reinforce(
-        self, target_id: uuid.UUID, body: ReinforceBody | Mapping[str, Any], trust: TrustPolicy,
-        *, conn: Connection | None = None,
+        self,
+        target_id: uuid.UUID,
+        body: ReinforceBody | Mapping[str, Any],
+        trust: TrustPolicy,
+        *,
+        conn: Connection | None = None,
     ) -> uuid.UUID:
         """RFC 5.2.6: current salience plus the type's gain; the decay clock restarts."""
         b = parse_body(OperationKind.REINFORCE, body)
@@ -272,8 +388,12 @@ class Revisions:
         return self._adjust(target_id, trust, b.rationale, None, conn)
 
     def penalize(
-        self, target_id: uuid.UUID, body: PenalizeBody | Mapping[str, Any], trust: TrustPolicy,
-        *, conn: Connection | None = None,
+        self,
+        target_id: uuid.UUID,
+        body: PenalizeBody | Mapping[str, Any],
+        trust: TrustPolicy,
+        *,
+        conn: Connection | None = None,
     ) -> uuid.UUID:
         """RFC 5.2.7: current salience minus ``amount`` (not below 0); the decay clock restarts."""
         b = parse_body(OperationKind.PENALIZE, body)
@@ -281,17 +401,20 @@ class Revisions:
         return self._adjust(target_id, trust, b.rationale, b.amount, conn)
 
     def _adjust(
-        self, target_id: uuid.UUID, trust: TrustPolicy, rationale: str, penalty: float | None,
+        self,
+        target_id: uuid.UUID,
+        trust: TrustPolicy,
+        rationale: str,
+        penalty: float | None,
         conn: Connection | None,
     ) -> uuid.UUID:
         with self._tx(conn) as c:
             now = self.clock()
-            t = self._lock(c, [target_id], trust, allow_episodic=True,
-                           allow_retracted=penalty is not None)[target_id]
-            profile = DecayProfile(half_life_seconds=t.half_life_seconds,
-                                   min_salience=t.min_salience)
-            current = decay.salience_at(t.base_salience, t.reinforced_at, profile, now,
-                                        pinned=t.pinned)
+            t = self._lock(c, [target_id], trust, allow_episodic=True, allow_retracted=penalty is not None)[
+                target_id
+            ]
+            profile = DecayProfile(half_life_seconds=t.half_life_seconds, min_salience=t.min_salience)
+            current = decay.salience_at(t.base_salience, t.reinforced_at, profile, now, pinned=t.pinned)
             if penalty is None:
                 gain = self.policy.reinforcement_gain[MemoryType(t.type)]
                 base = decay.reinforced(current, gain)
@@ -299,11 +422,18 @@ class Revisions:
             else:
                 base = max(0.0, current - penalty)
                 action, details = AuditAction.DECAY, {"operation": "penalize", "amount": penalty}
-            revisions.set_salience(c, target_id, base, now,
-                               now + timedelta(seconds=t.half_life_seconds))
+            revisions.set_salience(c, target_id, base, now, now + timedelta(seconds=t.half_life_seconds))
             batch = records.RowBatch()
-            batch.audit_entry(target_id, t.scope, t.sensitivity, action, trust.actor, now,
-                              rationale, {**details, "before": current, "after": base})
+            batch.audit_entry(
+                target_id,
+                t.scope,
+                t.sensitivity,
+                action,
+                trust.actor,
+                now,
+                rationale,
+                {**details, "before": current, "after": base},
+            )
             batch.flush(c)
         return target_id
 
@@ -318,8 +448,13 @@ class Revisions:
             yield c
 
     def _lock(
-        self, conn: Connection, ids: Sequence[uuid.UUID], trust: TrustPolicy, *,
-        allow_episodic: bool = False, allow_retracted: bool = False,
+        self,
+        conn: Connection,
+        ids: Sequence[uuid.UUID],
+        trust: TrustPolicy,
+        *,
+        allow_episodic: bool = False,
+        allow_retracted: bool = False,
     ) -> dict[uuid.UUID, revisions.Target]:
         """RFC 5.2: lock the targets, then check existence, trust, type and status."""
         locked = revisions.lock_targets(conn, ids)
@@ -327,8 +462,7 @@ class Revisions:
             t = locked.get(i)
             if t is None:
                 raise errors.NotFound(f"record {i} not found")
-            require_revisable(i, trust.visibility(t.scope, t.sensitivity),
-                              trust.can_write_scope(t.scope))
+            require_revisable(i, trust.visibility(t.scope, t.sensitivity), trust.can_write_scope(t.scope))
             if t.type == MemoryType.EPISODIC.value and not allow_episodic:
                 raise errors.RevisionRefused(f"record {i} is episodic; episodes are immutable")
             if t.status is RevisionStatus.RETRACTED and not allow_retracted:
@@ -336,8 +470,11 @@ class Revisions:
         return locked
 
     @staticmethod
-    def _already_retracted(conn: Connection, record_id: uuid.UUID, trust: TrustPolicy,
-                           ) -> errors.RevisionRefused:
+    def _already_retracted(
+        conn: Connection,
+        record_id: uuid.UUID,
+        trust: TrustPolicy,
+    ) -> errors.RevisionRefused:
         """RFC 5.2: the refusal names the revision that won (a supersede or merge names its
         successor when the caller sees that record in full, as an audit read would, 5.5)."""
         won = revisions.retracted_by(conn, record_id)
@@ -345,8 +482,13 @@ class Revisions:
             return errors.RevisionRefused(f"record {record_id} is retracted")
         operation, successor, actor, at = won.operation, won.successor, won.actor, won.at
         verb = {"supersede": "superseded", "merge": "merged"}.get(operation, "retracted")
-        detail: dict[str, Any] = {"field": "record_id", "message": f"already {verb}",
-                                  "type": f"already_{verb}", "actor": actor, "at": at.isoformat()}
+        detail: dict[str, Any] = {
+            "field": "record_id",
+            "message": f"already {verb}",
+            "type": f"already_{verb}",
+            "actor": actor,
+            "at": at.isoformat(),
+        }
         message = f"record {record_id} was already {verb} by {actor} at {at.isoformat()}"
         if successor is not None:
             seen = revisions.access(conn, [successor]).get(successor)
@@ -372,23 +514,36 @@ class Revisions:
         return records.fact_key(scope, rec.subject or s, rec.predicate or p, rec.object or o)
 
     def _build(
-        self, op: OperationKind, template: MemoryRecord, rec: RevisedRecord,
-        evidence: list[ProvenanceRef], trust: TrustPolicy, now: datetime, *,
-        sources: Sequence[MemoryRecord], relations: list[Relation],
+        self,
+        op: OperationKind,
+        template: MemoryRecord,
+        rec: RevisedRecord,
+        evidence: list[ProvenanceRef],
+        trust: TrustPolicy,
+        now: datetime,
+        *,
+        sources: Sequence[MemoryRecord],
+        relations: list[Relation],
         validity: Validity | None = None,
     ) -> MemoryRecord:
         """RFC 5.2: the new record of a supersede, fork or merge."""
         require_level(rec.sensitivity, trust.max_sensitivity.rank)
-        rank = max([s.sensitivity.rank for s in sources]
-                   + [rec.sensitivity.rank if rec.sensitivity else 0])
+        rank = max([s.sensitivity.rank for s in sources] + [rec.sensitivity.rank if rec.sensitivity else 0])
         validity = revised_validity(validity or rec.validity or Validity(), rec)
         cited = list(dict.fromkeys([*evidence, *rec.evidence]))
-        provenance = [ProvenanceSource(kind=e.kind, ref=e.ref, created_by=trust.actor,
-                                       timestamp=now) for e in cited]
+        provenance = [
+            ProvenanceSource(kind=e.kind, ref=e.ref, created_by=trust.actor, timestamp=now) for e in cited
+        ]
         provenance += [p.model_copy(update={"created_by": trust.actor}) for p in rec.provenance]
         if not provenance:
-            provenance = [ProvenanceSource(kind=ProvenanceKind.EVENT, created_by=trust.actor,
-                                           ref=f"revision:{op.value}:{template.id}", timestamp=now)]
+            provenance = [
+                ProvenanceSource(
+                    kind=ProvenanceKind.EVENT,
+                    created_by=trust.actor,
+                    ref=f"revision:{op.value}:{template.id}",
+                    timestamp=now,
+                )
+            ]
         confidence = rec.confidence
         if confidence is None:  # a user's or tool's correction is an assertion (RFC 5.2)
             confidence = max(s.confidence for s in sources)
@@ -396,23 +551,38 @@ class Revisions:
                 confidence = max(confidence, ASSERTED_CONFIDENCE)
         try:
             payload, summary = revised_content(op, template, rec, cited, sources, validity)
-            return MemoryRecord.model_validate({
-                "id": new_id(), "type": template.type, "scope": template.scope,
-                "sensitivity": Sensitivity.from_rank(rank), "confidence": confidence,
-                "salience": 1.0,
-                "lifecycle": Lifecycle(
-                    decay=self.policy.decay_profile(template.type), base_salience=1.0,
-                    reinforced_at=now, deletion_policy=self.policy.deletion[template.type]),
-                "payload": payload, "summary": summary,
-                "tags": rec.tags if rec.tags is not None else template.tags,
-                "metadata": rec.metadata if rec.metadata is not None else template.metadata,
-                "provenance": provenance, "relations": relations,
-                "validity": validity if isinstance(payload, SemanticPayload) else rec.validity,
-                "occurred_at": now, "created_at": now, "updated_at": now, "recorded_at": now,
-            })
+            return MemoryRecord.model_validate(
+                {
+                    "id": new_id(),
+                    "type": template.type,
+                    "scope": template.scope,
+                    "sensitivity": Sensitivity.from_rank(rank),
+                    "confidence": confidence,
+                    "salience": 1.0,
+                    "lifecycle": Lifecycle(
+                        decay=self.policy.decay_profile(template.type),
+                        base_salience=1.0,
+                        reinforced_at=now,
+                        deletion_policy=self.policy.deletion[template.type],
+                    ),
+                    "payload": payload,
+                    "summary": summary,
+                    "tags": rec.tags if rec.tags is not None else template.tags,
+                    "metadata": rec.metadata if rec.metadata is not None else template.metadata,
+                    "provenance": provenance,
+                    "relations": relations,
+                    "validity": validity if isinstance(payload, SemanticPayload) else rec.validity,
+                    "occurred_at": now,
+                    "created_at": now,
+                    "updated_at": now,
+                    "recorded_at": now,
+                }
+            )
         except ValidationError as exc:
-            raise errors.InvalidInput("invalid revised record", details=[
-                {**d, "field": f"record.{d['field']}"} for d in errors.field_errors(exc)]) from exc
+            raise errors.InvalidInput(
+                "invalid revised record",
+                details=[{**d, "field": f"record.{d['field']}"} for d in errors.field_errors(exc)],
+            ) from exc
 
     @staticmethod
     def _check_inferred(
@@ -422,14 +592,14 @@ class Revisions:
         if force:
             return
         new_inferred = is_inferring_actor(trust.actor) or is_inferred(
-            new.confidence, [p.created_by for p in new.provenance])
-        asserted = [o.id for o in olds
-                    if not is_inferred(o.confidence, [p.created_by for p in o.provenance])]
+            new.confidence, [p.created_by for p in new.provenance]
+        )
+        asserted = [o.id for o in olds if not is_inferred(o.confidence, [p.created_by for p in o.provenance])]
         if new_inferred and asserted:
             raise errors.RevisionRefused(
-                f"an inferred record cannot replace asserted record {asserted[0]} "
-                "without force", details=[
-                    {"field": "force", "message": "required", "type": "revision_refused"}])
+                f"an inferred record cannot replace asserted record {asserted[0]} without force",
+                details=[{"field": "force", "message": "required", "type": "revision_refused"}],
+            )
 
     @staticmethod
     def _reassert(conn: Connection, new: MemoryRecord) -> bool:
@@ -445,32 +615,55 @@ class Revisions:
 
     @staticmethod
     def _tombstone(
-        conn: Connection, targets: Sequence[revisions.Target], new: MemoryRecord | None,
-        actor: str, rationale: str, now: datetime,
+        conn: Connection,
+        targets: Sequence[revisions.Target],
+        new: MemoryRecord | None,
+        actor: str,
+        rationale: str,
+        now: datetime,
     ) -> None:
         """RFC 5.4: tombstone each retracted fact key the new record does not carry on."""
         keep = None
         if new is not None and isinstance(new.payload, SemanticPayload):
             p = new.payload
             keep = records.fact_key(new.scope, p.subject, p.predicate, p.object)
-        rows = [(t.key, t.id, actor, rationale, t.sensitivity.rank)
-                for t in targets if t.key and t.key != keep]
+        rows = [
+            (t.key, t.id, actor, rationale, t.sensitivity.rank) for t in targets if t.key and t.key != keep
+        ]
         revisions.insert_tombstones(conn, rows, now)
 
     def _add_new(
-        self, batch: records.RowBatch, rec: MemoryRecord, actor: str, rationale: str,
+        self,
+        batch: records.RowBatch,
+        rec: MemoryRecord,
+        actor: str,
+        rationale: str,
         details: dict[str, Any],
     ) -> None:
         """Queue a new record through the capture write path, its create entry with details."""
         batch.add_record(rec, actor=actor, rationale=rationale)
         # add_record queued a bare create entry; replace it with one that names the operation
-        bare = [i for i, row in enumerate(batch.audit)
-                if row[0] == rec.id and row[3] == AuditAction.CREATE.value]
+        bare = [
+            i for i, row in enumerate(batch.audit) if row[0] == rec.id and row[3] == AuditAction.CREATE.value
+        ]
         for i in reversed(bare):
             del batch.audit[i]
-        batch.audit_entry(rec.id, rec.scope, rec.sensitivity.value, AuditAction.CREATE, actor,
-                          rec.created_at, rationale, details)
-        batch.work.append((WorkKind.DECAY.value, rec.id,
-                           rec.created_at + timedelta(seconds=rec.lifecycle.decay.half_life_seconds)))
+        batch.audit_entry(
+            rec.id,
+            rec.scope,
+            rec.sensitivity.value,
+            AuditAction.CREATE,
+            actor,
+            rec.created_at,
+            rationale,
+            details,
+        )
+        batch.work.append(
+            (
+                WorkKind.DECAY.value,
+                rec.id,
+                rec.created_at + timedelta(seconds=rec.lifecycle.decay.half_life_seconds),
+            )
+        )
         if self.work.embed:
             batch.work.append((WorkKind.EMBED.value, rec.id, rec.created_at))

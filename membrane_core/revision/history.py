@@ -25,8 +25,13 @@ _SEP = "\x1f"  # chr(31), the field separator of audit_entry_hash
 
 
 def entry_hash(
-    prev: bytes | None, record_id: uuid.UUID, action: str, actor: str, ts: datetime,
-    rationale: str, details_text: str,
+    prev: bytes | None,
+    record_id: uuid.UUID,
+    action: str,
+    actor: str,
+    ts: datetime,
+    rationale: str,
+    details_text: str,
 ) -> bytes:
     """RFC 5.5: ``sha256(prev_hash || record_id, action, actor, ts, rationale, details)``.
 
@@ -44,8 +49,9 @@ def verify_chain(rows: Sequence[audit.AuditRow]) -> bool:
     for row in rows:
         if row.prev_hash != prev:
             return False
-        expected = entry_hash(prev, row.record_id, row.action, row.actor, row.ts, row.rationale,
-                              row.details_text)
+        expected = entry_hash(
+            prev, row.record_id, row.action, row.actor, row.ts, row.rationale, row.details_text
+        )
         if row.hash != expected:
             return False
         prev = row.hash
@@ -53,8 +59,16 @@ def verify_chain(rows: Sequence[audit.AuditRow]) -> bool:
 
 
 #: RFC 5.5, 7.3: detail fields that name other records (one id, or a list of them).
-REFERENCE_KEYS = ("superseded_by", "supersedes", "variant_id", "forked_from", "merged_from",
-                  "merged_into", "contesting_record_id", "source_id")
+REFERENCE_KEYS = (
+    "superseded_by",
+    "supersedes",
+    "variant_id",
+    "forked_from",
+    "merged_from",
+    "merged_into",
+    "contesting_record_id",
+    "source_id",
+)
 
 
 def _named(details: dict[str, Any]) -> list[str]:
@@ -72,8 +86,11 @@ def _shown(conn: Connection, trust: TrustPolicy, rows: Sequence[audit.AuditRow])
         for value in _named(row.details):
             with contextlib.suppress(ValueError):
                 ids.add(uuid.UUID(value))
-    return {str(i) for i, a in retrieval.access(conn, sorted(ids)).items()
-            if trust.visibility(a.scope, a.sensitivity) == "full"}
+    return {
+        str(i)
+        for i, a in retrieval.access(conn, sorted(ids)).items()
+        if trust.visibility(a.scope, a.sensitivity) == "full"
+    }
 
 
 def _with_shown_references(details: dict[str, Any], shown: set[str]) -> dict[str, Any]:
@@ -109,17 +126,19 @@ def history(db: Database, record_id: uuid.UUID, trust: TrustPolicy) -> AuditHist
         redacted = visibility == "redacted"
         shown = set() if redacted else _shown(conn, trust, rows)
     entries = [
-        AuditEntry(action=r.action, actor=r.actor, timestamp=r.ts,
-                   rationale="" if redacted else r.rationale,
-                   details={} if redacted else _with_shown_references(r.details, shown))
+        AuditEntry(
+            action=r.action,
+            actor=r.actor,
+            timestamp=r.ts,
+            rationale="" if redacted else r.rationale,
+            details={} if redacted else _with_shown_references(r.details, shown),
+        )
         for r in rows
     ]
     return AuditHistory(record_id=record_id, entries=entries, chain_valid=verify_chain(rows))
 
 
-def delete(
-    db: Database, record_id: uuid.UUID, trust: TrustPolicy, rationale: str, *, now: datetime
-) -> None:
+def delete(db: Database, record_id: uuid.UUID, trust: TrustPolicy, rationale: str, *, now: datetime) -> None:
     """RFC 5.5: hard-delete a record whose deletion policy allows it, appending a ``delete`` entry.
 
     Hidden or missing is ``NotFound``; a scope the caller cannot write, or a record it sees
@@ -127,8 +146,10 @@ def delete(
     """
     why = rationale.strip()
     if not why:
-        raise errors.InvalidInput("a deletion needs a rationale", details=[
-            {"field": "rationale", "message": "must not be empty", "type": "value_error"}])
+        raise errors.InvalidInput(
+            "a deletion needs a rationale",
+            details=[{"field": "rationale", "message": "must not be empty", "type": "value_error"}],
+        )
     with db.transaction() as conn:
         target = audit.lock_for_delete(conn, record_id)
         if target is None:
@@ -141,8 +162,15 @@ def delete(
         if target.deletion_policy is DeletionPolicy.NEVER:
             raise errors.RevisionRefused(f"record {record_id} has deletion policy 'never'")
         batch = records.RowBatch()
-        batch.audit_entry(record_id, target.scope, target.sensitivity, AuditAction.DELETE,
-                          trust.actor, now, why,
-                          {"operation": "delete", "type": target.type, "status": target.status})
+        batch.audit_entry(
+            record_id,
+            target.scope,
+            target.sensitivity,
+            AuditAction.DELETE,
+            trust.actor,
+            now,
+            why,
+            {"operation": "delete", "type": target.type, "status": target.status},
+        )
         batch.flush(conn)
         audit.delete_record(conn, record_id)

@@ -124,9 +124,12 @@ class PenalizeBody(ClientInput):
 
 
 BODIES: dict[OperationKind, type[BaseModel]] = {
-    OperationKind.SUPERSEDE: SupersedeBody, OperationKind.FORK: ForkBody,
-    OperationKind.MERGE: MergeBody, OperationKind.RETRACT: RetractBody,
-    OperationKind.CONTEST: ContestBody, OperationKind.REINFORCE: ReinforceBody,
+    OperationKind.SUPERSEDE: SupersedeBody,
+    OperationKind.FORK: ForkBody,
+    OperationKind.MERGE: MergeBody,
+    OperationKind.RETRACT: RetractBody,
+    OperationKind.CONTEST: ContestBody,
+    OperationKind.REINFORCE: ReinforceBody,
     OperationKind.PENALIZE: PenalizeBody,
 }
 
@@ -152,16 +155,20 @@ def require_revisable(record_id: uuid.UUID, visibility: str, writable: bool) -> 
     if visibility == "hidden":
         raise errors.NotFound(f"record {record_id} not found")
     if visibility == "redacted" or not writable:
-        raise errors.Forbidden(f"the caller may not revise record {record_id}", details=[
-            {"field": "scope", "message": "not writable", "type": "forbidden"}])
+        raise errors.Forbidden(
+            f"the caller may not revise record {record_id}",
+            details=[{"field": "scope", "message": "not writable", "type": "forbidden"}],
+        )
 
 
 def require_level(level: Sensitivity | None, max_rank: int) -> None:
     """RFC 7.2: a revision's new record may not ask for a level above the caller's maximum
     (checked at submission, nothing written, and again when it runs)."""
     if level is not None and level.rank > max_rank:
-        raise errors.Forbidden("requested sensitivity is above the caller's maximum", details=[
-            {"field": "record.sensitivity", "message": "above policy", "type": "forbidden"}])
+        raise errors.Forbidden(
+            "requested sensitivity is above the caller's maximum",
+            details=[{"field": "record.sensitivity", "message": "above policy", "type": "forbidden"}],
+        )
 
 
 def is_inferring_actor(actor: str | None) -> bool:
@@ -174,41 +181,56 @@ def is_inferred(confidence: float, creators: Sequence[str | None]) -> bool:
     return confidence < ASSERTED_CONFIDENCE or any(is_inferring_actor(c) for c in creators)
 
 
-
 def revised_validity(base: Validity, rec: RevisedRecord) -> Validity:
     """RFC 5.2: ``record.valid_from``/``valid_to`` override the window; global becomes timeboxed."""
     if not (rec.valid_from or rec.valid_to):
         return base
     mode = ValidityMode.TIMEBOXED if base.mode is ValidityMode.GLOBAL else base.mode
-    return base.model_copy(update={"mode": mode, "valid_from": rec.valid_from or base.valid_from,
-                                   "valid_to": rec.valid_to or base.valid_to})
+    return base.model_copy(
+        update={
+            "mode": mode,
+            "valid_from": rec.valid_from or base.valid_from,
+            "valid_to": rec.valid_to or base.valid_to,
+        }
+    )
 
 
 def revised_content(
-    op: OperationKind, template: MemoryRecord, rec: RevisedRecord, cited: list[ProvenanceRef],
-    sources: Sequence[MemoryRecord], validity: Validity,
+    op: OperationKind,
+    template: MemoryRecord,
+    rec: RevisedRecord,
+    cited: list[ProvenanceRef],
+    sources: Sequence[MemoryRecord],
+    validity: Validity,
 ) -> tuple[Any, str | None]:
     """RFC 5.2: payload and summary of a new record; semantic ones need evidence or provenance."""
     tp = template.payload
     if not isinstance(tp, SemanticPayload):
         if rec.payload is None or rec.subject or rec.predicate or rec.object:
-            raise errors.InvalidInput(f"a {template.type.value} revision needs record.payload",
-                                      details=[{"field": "record.payload", "message": "required",
-                                                "type": "missing"}])
+            raise errors.InvalidInput(
+                f"a {template.type.value} revision needs record.payload",
+                details=[{"field": "record.payload", "message": "required", "type": "missing"}],
+            )
         return {**rec.payload, "kind": template.type.value}, rec.summary or template.summary
     if rec.payload is not None:
-        raise errors.InvalidInput("semantic revisions take subject, predicate and object",
-                                  details=[{"field": "record.payload", "message": "not allowed",
-                                            "type": "extra_forbidden"}])
+        raise errors.InvalidInput(
+            "semantic revisions take subject, predicate and object",
+            details=[{"field": "record.payload", "message": "not allowed", "type": "extra_forbidden"}],
+        )
     if op is OperationKind.MERGE:
-        inherited = [e for s in sources if isinstance(s.payload, SemanticPayload)
-                     for e in s.payload.evidence]
+        inherited = [e for s in sources if isinstance(s.payload, SemanticPayload) for e in s.payload.evidence]
         cited = list(dict.fromkeys([*cited, *inherited]))
     if not cited and not rec.provenance:
-        raise errors.RevisionRefused("a semantic revision needs evidence or provenance", details=[
-            {"field": "evidence", "message": "empty", "type": "revision_refused"}])
+        raise errors.RevisionRefused(
+            "a semantic revision needs evidence or provenance",
+            details=[{"field": "evidence", "message": "empty", "type": "revision_refused"}],
+        )
     payload = SemanticPayload(
-        subject=rec.subject or tp.subject, predicate=rec.predicate or tp.predicate,
-        object=rec.object or tp.object, evidence=cited, validity=validity,
-        supersedes=template.id if op is OperationKind.SUPERSEDE else None)
+        subject=rec.subject or tp.subject,
+        predicate=rec.predicate or tp.predicate,
+        object=rec.object or tp.object,
+        evidence=cited,
+        validity=validity,
+        supersedes=template.id if op is OperationKind.SUPERSEDE else None,
+    )
     return payload, rec.summary or f"{payload.subject} {payload.predicate} {payload.object}"

@@ -32,12 +32,15 @@ class AuditRow:
     hash: bytes
 
     @classmethod
-    def from_row(cls, *, sensitivity: str, action: str, prev_hash: Any, hash: Any,
-                 **rest: Any) -> AuditRow:
+    def from_row(cls, *, sensitivity: str, action: str, prev_hash: Any, hash: Any, **rest: Any) -> AuditRow:
         """The row with enums and the hashes as ``bytes``."""
-        return cls(sensitivity=Sensitivity(sensitivity), action=AuditAction(action),
-                   prev_hash=bytes(prev_hash) if prev_hash is not None else None,
-                   hash=bytes(hash), **rest)
+        return cls(
+            sensitivity=Sensitivity(sensitivity),
+            action=AuditAction(action),
+            prev_hash=bytes(prev_hash) if prev_hash is not None else None,
+            hash=bytes(hash),
+            **rest,
+        )
 
 
 @dataclass(frozen=True)
@@ -52,12 +55,17 @@ class DeleteTarget:
     deletion_policy: DeletionPolicy
 
     @classmethod
-    def from_row(cls, *, type: str, sensitivity: str, status: str, deletion_policy: str,
-                 **rest: Any) -> DeleteTarget:
+    def from_row(
+        cls, *, type: str, sensitivity: str, status: str, deletion_policy: str, **rest: Any
+    ) -> DeleteTarget:
         """The row with its enums."""
-        return cls(type=MemoryType(type), sensitivity=Sensitivity(sensitivity),
-                   status=RevisionStatus(status), deletion_policy=DeletionPolicy(deletion_policy),
-                   **rest)
+        return cls(
+            type=MemoryType(type),
+            sensitivity=Sensitivity(sensitivity),
+            status=RevisionStatus(status),
+            deletion_policy=DeletionPolicy(deletion_policy),
+            **rest,
+        )
 
 
 def entries(conn: psycopg.Connection, record_id: uuid.UUID) -> list[AuditRow]:

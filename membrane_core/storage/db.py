@@ -63,8 +63,7 @@ def translate_errors() -> Iterator[None]:
     except psycopg.DataError as exc:
         # SQLSTATE class 22 (a NUL in text, a value out of range) and the driver's own refusals:
         # the input's fault, never a 500; the accept-time checks normally catch these first.
-        raise errors.InvalidInput(
-            f"the database refused a value: {exc.diag.message_primary or exc}") from exc
+        raise errors.InvalidInput(f"the database refused a value: {exc.diag.message_primary or exc}") from exc
     except psycopg.OperationalError as exc:  # AdminShutdown and PoolTimeout included
         # the driver's text names hosts, ports and socket paths: the log gets it, callers do not
         log.warning("Postgres is unavailable: %s", exc)
@@ -81,8 +80,12 @@ def _failure(exc: BaseException | None, conn: psycopg.Connection | None) -> str 
     if not isinstance(exc, psycopg.OperationalError) or isinstance(exc, (PoolClosed, TooManyRequests)):
         return None
     state = exc.sqlstate
-    if (conn is not None and conn.broken) or state is None or state.startswith("08") \
-            or state in _CONNECTION_LOST:
+    if (
+        (conn is not None and conn.broken)
+        or state is None
+        or state.startswith("08")
+        or state in _CONNECTION_LOST
+    ):
         return "lost"
     return None  # a statement the server refused (a cancelled query, a lock timeout ...)
 
@@ -118,8 +121,9 @@ class _Server:
                 return
             self._checking = True
         # In the background: a probe or a pool check may wait on a dead host's timeouts.
-        threading.Thread(target=self._run_check, args=(confirm, idle), daemon=True,
-                         name="membrane-db-check").start()
+        threading.Thread(
+            target=self._run_check, args=(confirm, idle), daemon=True, name="membrane-db-check"
+        ).start()
 
     def _run_check(self, confirm: bool, idle: bool) -> None:
         try:
@@ -127,8 +131,12 @@ class _Server:
                 try:
                     health.ping(self.dsn, VERIFY_TIMEOUT_SECONDS)
                 except errors.Unavailable as exc:
-                    log.warning("Postgres is unreachable; requests are refused for %.1f s at a time "
-                                "until it answers: %s", self.circuit.retry_seconds, exc.__cause__)
+                    log.warning(
+                        "Postgres is unreachable; requests are refused for %.1f s at a time "
+                        "until it answers: %s",
+                        self.circuit.retry_seconds,
+                        exc.__cause__,
+                    )
                     self.circuit.failed()
                     idle = True
             if idle:
@@ -173,20 +181,22 @@ class Database:
         self.dsn = dsn
         self.embedding_dim = embedding_dim
         self.timeout = timeout
-        opts: dict[str, Any] = {"min_size": min_size, "max_size": max_size, "configure": _configure,
-                                "open": True, "reconnect_timeout": RECONNECT_SECONDS}
+        opts: dict[str, Any] = {
+            "min_size": min_size,
+            "max_size": max_size,
+            "configure": _configure,
+            "open": True,
+            "reconnect_timeout": RECONNECT_SECONDS,
+        }
         if timeout is not None:
             opts["timeout"] = timeout
         with translate_errors():
             if run_migrations:
                 migrate.migrate(dsn, embedding_dim)
-            self.pool = ConnectionPool(dsn, kwargs={"autocommit": False}, name="membrane-primary",
-                                       **opts)
-            self.read_pool = (ConnectionPool(read_dsn, name="membrane-read", **opts)
-                              if read_dsn else self.pool)
+            self.pool = ConnectionPool(dsn, kwargs={"autocommit": False}, name="membrane-primary", **opts)
+            self.read_pool = ConnectionPool(read_dsn, name="membrane-read", **opts) if read_dsn else self.pool
         self._primary = _Server(dsn, self.pool, outage_retry_seconds)
-        self._replica = (_Server(read_dsn, self.read_pool, outage_retry_seconds)
-                         if read_dsn else self._primary)
+        self._replica = _Server(read_dsn, self.read_pool, outage_retry_seconds) if read_dsn else self._primary
         #: The primary's circuit (RFC 10.5): open while the primary is believed down.
         self.health = self._primary.circuit
 

@@ -32,8 +32,10 @@ class SourceLabel:
 def lock_sources(conn: psycopg.Connection, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, SourceLabel]:
     """The :class:`SourceLabel` of each source, locked ``FOR SHARE`` (RFC 7.4)."""
     cur = conn.execute(q("drv_lock_sources"), {"ids": list(ids)})
-    return {rid: SourceLabel(scope, Sensitivity(sens), RevisionStatus(status))
-            for rid, scope, sens, status in cur.fetchall()}
+    return {
+        rid: SourceLabel(scope, Sensitivity(sens), RevisionStatus(status))
+        for rid, scope, sens, status in cur.fetchall()
+    }
 
 
 def texts(conn: psycopg.Connection, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, str]:
@@ -43,7 +45,10 @@ def texts(conn: psycopg.Connection, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID,
 
 
 def write_embeddings(
-    conn: psycopg.Connection, vectors: dict[uuid.UUID, Sequence[float]], *, model: str,
+    conn: psycopg.Connection,
+    vectors: dict[uuid.UUID, Sequence[float]],
+    *,
+    model: str,
     now: datetime,
 ) -> int:
     """RFC 12.1: upsert vectors in one statement; records deleted meanwhile are skipped."""
@@ -51,8 +56,7 @@ def write_embeddings(
         return 0
     ids = list(vectors)
     lits = ["[" + ",".join(repr(float(x)) for x in vectors[i]) + "]" for i in ids]
-    return conn.execute(q("emb_upsert"), {"ids": ids, "vecs": lits, "model": model,
-                                          "now": now}).rowcount
+    return conn.execute(q("emb_upsert"), {"ids": ids, "vecs": lits, "model": model, "now": now}).rowcount
 
 
 @dataclass(frozen=True)
@@ -74,7 +78,10 @@ class DerivedOutcome:
 
 
 def write_facts(
-    conn: psycopg.Connection, facts: Sequence[DerivedFact], *, now: datetime,
+    conn: psycopg.Connection,
+    facts: Sequence[DerivedFact],
+    *,
+    now: datetime,
     opts: records.WorkOptions,
 ) -> DerivedOutcome:
     """RFC 5.4, 6.2, 7.4: create facts ``derived_from`` their sources unless tombstoned.
@@ -108,8 +115,7 @@ def write_facts(
     return DerivedOutcome(created, reinforced, tombstoned)
 
 
-def _schedule(batch: records.RowBatch, r: MemoryRecord, now: datetime, opts: records.WorkOptions
-              ) -> None:
+def _schedule(batch: records.RowBatch, r: MemoryRecord, now: datetime, opts: records.WorkOptions) -> None:
     # RFC 9.3: the same work a captured fact gets.
     if opts.embed:
         batch.work.append((WorkKind.EMBED.value, r.id, now))
@@ -119,8 +125,10 @@ def _schedule(batch: records.RowBatch, r: MemoryRecord, now: datetime, opts: rec
 
 
 def _reinforce(
-    conn: psycopg.Connection, batch: records.RowBatch,
-    existing: list[tuple[uuid.UUID, DerivedFact]], now: datetime,
+    conn: psycopg.Connection,
+    batch: records.RowBatch,
+    existing: list[tuple[uuid.UUID, DerivedFact]],
+    now: datetime,
 ) -> list[uuid.UUID]:
     facts = [f for f, _ in existing]
     sources = [s for _, d in existing for s in d.source_ids]
@@ -140,12 +148,27 @@ def _reinforce(
     for fact_id, _, derived in new_links:
         ranks[fact_id] = max(ranks.get(fact_id, 0), derived.record.sensitivity.rank)
     # RFC 6.2, 7.4: gain per new source; sensitivity rises to the sources' maximum.
-    cur = conn.execute(q("reinforce_facts"), {"ids": list(counts), "counts": list(counts.values()),
-                                              "ranks": [ranks[f] for f in counts], "now": now})
+    cur = conn.execute(
+        q("reinforce_facts"),
+        {
+            "ids": list(counts),
+            "counts": list(counts.values()),
+            "ranks": [ranks[f] for f in counts],
+            "now": now,
+        },
+    )
     labels = {row[0]: (row[1], row[2]) for row in cur.fetchall()}
     for fact_id, source, derived in new_links:
         scope, sens = labels[fact_id]
         batch.relations.append((fact_id, "derived_from", source, None, now))
-        batch.audit_entry(fact_id, scope, sens, AuditAction.REINFORCE, derived.actor, now,
-                          "extracted again", {"source_id": str(source)})
+        batch.audit_entry(
+            fact_id,
+            scope,
+            sens,
+            AuditAction.REINFORCE,
+            derived.actor,
+            now,
+            "extracted again",
+            {"source_id": str(source)},
+        )
     return list(counts)

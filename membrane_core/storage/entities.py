@@ -43,18 +43,23 @@ class Resolution:
     def flush(self, conn: psycopg.Connection) -> None:
         """RFC 3.5.2: one COPY for terms, one for identifiers, one insert for entity edges."""
         cur = conn.cursor()
-        for name, rows in (("copy_entity_terms", self.terms),
-                           ("copy_entity_identifiers", self.identifiers)):
+        for name, rows in (("copy_entity_terms", self.terms), ("copy_entity_identifiers", self.identifiers)):
             if rows:
                 with cur.copy(q(name)) as copy:
                     for row in rows:
                         copy.write_row(row)
         if self.edges:
             sources, predicates, targets = zip(*self.edges, strict=True)
-            cur.execute(q("insert_entity_relations"), {
-                "sources": list(sources), "predicates": list(predicates),
-                "targets": list(targets), "ranks": list(self.edges.values()), "now": self.now,
-            })
+            cur.execute(
+                q("insert_entity_relations"),
+                {
+                    "sources": list(sources),
+                    "predicates": list(predicates),
+                    "targets": list(targets),
+                    "ranks": list(self.edges.values()),
+                    "now": self.now,
+                },
+            )
 
 
 @dataclass(frozen=True)
@@ -71,11 +76,16 @@ def _lookup(
     if not rows:
         return {}
     cur = conn.cursor()
-    cur.execute(q("entity_lookup"), {
-        "idx": list(range(len(rows))), "scopes": [r[1] for r in rows],
-        "namespaces": [r[2][0] for r in rows], "terms": [r[2][1] for r in rows],
-        "ranks": [r[3] for r in rows],
-    })
+    cur.execute(
+        q("entity_lookup"),
+        {
+            "idx": list(range(len(rows))),
+            "scopes": [r[1] for r in rows],
+            "namespaces": [r[2][0] for r in rows],
+            "terms": [r[2][1] for r in rows],
+            "ranks": [r[3] for r in rows],
+        },
+    )
     best: dict[tuple[int, int], tuple[int, int, uuid.UUID]] = {}
     for i, record_id, match_kind in cur.fetchall():
         slot = rows[i][0]
@@ -88,10 +98,14 @@ def _lookup(
 
 def _lock(conn: psycopg.Connection, rows: list[tuple[_Slot, str, Key, int]]) -> None:
     # RFC 3.5.5: sorted, in one statement, so two writers never wait on each other in a cycle.
-    conn.cursor().execute(q("lock_entity_keys"), {
-        "scopes": [r[1] for r in rows], "namespaces": [r[2][0] for r in rows],
-        "terms": [r[2][1] for r in rows],
-    })
+    conn.cursor().execute(
+        q("lock_entity_keys"),
+        {
+            "scopes": [r[1] for r in rows],
+            "namespaces": [r[2][0] for r in rows],
+            "terms": [r[2][1] for r in rows],
+        },
+    )
 
 
 def resolve_mentions(
@@ -117,8 +131,9 @@ def resolve_mentions(
             continue
         rank = plan.primary.sensitivity.rank
         for mi, mention in enumerate(ms.mentions):
-            rows.extend((_Slot(pi, mi, k), plan.primary.scope, key, rank)
-                        for k, key in enumerate(mention.keys()))
+            rows.extend(
+                (_Slot(pi, mi, k), plan.primary.scope, key, rank) for k, key in enumerate(mention.keys())
+            )
     hits = _lookup(conn, rows)
     missed = [r for r in rows if (r[0].plan, r[0].mention) not in hits]
     if missed:
@@ -128,16 +143,21 @@ def resolve_mentions(
     created: dict[tuple[str, str | None, str], tuple[uuid.UUID, int]] = {}
     for pi, (plan, ms) in enumerate(zip(plans, sets, strict=True)):
         if ms is not None:
-            out.reports[pi] = _resolve_capture(pi, plan, ms, hits, created, batch, out, policy,
-                                               now, embed)
+            out.reports[pi] = _resolve_capture(pi, plan, ms, hits, created, batch, out, policy, now, embed)
     return out
 
 
 def _resolve_capture(
-    pi: int, plan: CapturePlan, ms: mentions.MentionSet,
+    pi: int,
+    plan: CapturePlan,
+    ms: mentions.MentionSet,
     hits: dict[tuple[int, int], tuple[int, int, uuid.UUID]],
-    created: dict[tuple[str, str | None, str], tuple[uuid.UUID, int]], batch: RowBatch,
-    out: Resolution, policy: Policy, now: datetime, embed: bool,
+    created: dict[tuple[str, str | None, str], tuple[uuid.UUID, int]],
+    batch: RowBatch,
+    out: Resolution,
+    policy: Policy,
+    now: datetime,
+    embed: bool,
 ) -> dict[str, Any]:
     primary = plan.primary
     scope, rank = primary.scope, primary.sensitivity.rank
@@ -169,7 +189,9 @@ def _resolve_capture(
 
 
 def _created_match(
-    created: dict[tuple[str, str | None, str], tuple[uuid.UUID, int]], scope: str, rank: int,
+    created: dict[tuple[str, str | None, str], tuple[uuid.UUID, int]],
+    scope: str,
+    rank: int,
     mention: mentions.Mention,
 ) -> uuid.UUID | None:
     """An entity created earlier in the same batch, by the same rules as the lookup."""
@@ -181,15 +203,21 @@ def _created_match(
 
 
 def _queue_entity(
-    entity: MemoryRecord, mention: mentions.Mention, actor: str, batch: RowBatch,
-    out: Resolution, created: dict[tuple[str, str | None, str], tuple[uuid.UUID, int]],
-    now: datetime, embed: bool,
+    entity: MemoryRecord,
+    mention: mentions.Mention,
+    actor: str,
+    batch: RowBatch,
+    out: Resolution,
+    created: dict[tuple[str, str | None, str], tuple[uuid.UUID, int]],
+    now: datetime,
+    embed: bool,
 ) -> None:
     batch.add_record(entity, actor=actor, rationale="entity mentioned by a capture")
     if embed:
         batch.work.append((WorkKind.EMBED.value, entity.id, now))
-    batch.work.append((WorkKind.DECAY.value, entity.id,
-                       now + timedelta(seconds=entity.lifecycle.decay.half_life_seconds)))
+    batch.work.append(
+        (WorkKind.DECAY.value, entity.id, now + timedelta(seconds=entity.lifecycle.decay.half_life_seconds))
+    )
     scope, rank = entity.scope, entity.sensitivity.rank
     terms = {mention.term: "canonical"}
     for _, alias in mention.aliases:

@@ -65,8 +65,7 @@ class Circuit:
                 return
             now = self._clock()
             if now < self._retry_at:
-                raise Outage("Postgres is unavailable; retry later",
-                             retry_after=self._retry_at - now)
+                raise Outage("Postgres is unavailable; retry later", retry_after=self._retry_at - now)
             # this caller is the trial; the next one waits for the window it starts
             self._retry_at = now + self.retry_seconds
 

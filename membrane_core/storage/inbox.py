@@ -115,22 +115,44 @@ def insert(conn: psycopg.Connection, rows: Sequence[NewOperation]) -> set[uuid.U
         # Nothing can conflict: COPY is several times faster than a multi-row INSERT.
         with conn.cursor().copy(q("op_copy")) as copy:
             for r in rows:
-                copy.write_row((r.id, r.kind, r.status, r.principal, r.request_hash, r.request,
-                                r.trust, r.target_id, r.record_id, r.error, r.created_at,
-                                r.finished_at))
+                copy.write_row(
+                    (
+                        r.id,
+                        r.kind,
+                        r.status,
+                        r.principal,
+                        r.request_hash,
+                        r.request,
+                        r.trust,
+                        r.target_id,
+                        r.record_id,
+                        r.error,
+                        r.created_at,
+                        r.finished_at,
+                    )
+                )
         return {r.id for r in rows}
     # Binary parameters (the statement's %b placeholders): text-format arrays escape every
     # element with a regex, which was most of a keyed batch's submit time.
     cur = conn.cursor(binary=True)
-    cur.execute(q("op_insert"), {
-        "ids": [r.id for r in rows], "kinds": [r.kind for r in rows],
-        "statuses": [r.status for r in rows], "principals": [r.principal for r in rows],
-        "keys": [r.idempotency_key for r in rows], "hashes": [r.request_hash for r in rows],
-        "requests": [r.request for r in rows], "trusts": [r.trust for r in rows],
-        "targets": [r.target_id for r in rows], "record_ids": [r.record_id for r in rows],
-        "errors": [r.error for r in rows], "created": [r.created_at for r in rows],
-        "finished": [r.finished_at for r in rows],
-    })
+    cur.execute(
+        q("op_insert"),
+        {
+            "ids": [r.id for r in rows],
+            "kinds": [r.kind for r in rows],
+            "statuses": [r.status for r in rows],
+            "principals": [r.principal for r in rows],
+            "keys": [r.idempotency_key for r in rows],
+            "hashes": [r.request_hash for r in rows],
+            "requests": [r.request for r in rows],
+            "trusts": [r.trust for r in rows],
+            "targets": [r.target_id for r in rows],
+            "record_ids": [r.record_id for r in rows],
+            "errors": [r.error for r in rows],
+            "created": [r.created_at for r in rows],
+            "finished": [r.finished_at for r in rows],
+        },
+    )
     return {row[0] for row in cur.fetchall()}
 
 
@@ -138,8 +160,9 @@ def by_idempotency_keys(
     conn: psycopg.Connection, principal: str, keys: Sequence[str]
 ) -> dict[str, ExistingKey]:
     """RFC 9.2: a principal's existing keys among ``keys``, by key."""
-    found = fetch_all(conn, ExistingKey, q("op_by_idempotency_keys"),
-                      {"principal": principal, "keys": list(keys)})
+    found = fetch_all(
+        conn, ExistingKey, q("op_by_idempotency_keys"), {"principal": principal, "keys": list(keys)}
+    )
     return {k.idempotency_key: k for k in found}
 
 
@@ -164,69 +187,100 @@ def lock_captures(
     """
     out: list[LockedCapture] = []
     if ids:
-        out += fetch_all(conn, LockedCapture, q("op_lock_captures_by_id"),
-                         {"ids": list(ids), "now": now})
+        out += fetch_all(conn, LockedCapture, q("op_lock_captures_by_id"), {"ids": list(ids), "now": now})
     if drain > 0:
-        out += fetch_all(conn, LockedCapture, q("op_lock_captures_due"), {
-            "exclude": [c.id for c in out], "limit": drain, "now": now,
-        })
+        out += fetch_all(
+            conn,
+            LockedCapture,
+            q("op_lock_captures_due"),
+            {
+                "exclude": [c.id for c in out],
+                "limit": drain,
+                "now": now,
+            },
+        )
     return out
 
 
 def finish_many(
     conn: psycopg.Connection,
     outcomes: Sequence[tuple[uuid.UUID, str, Sequence[uuid.UUID], dict[str, Any] | None]],
-    *, now: datetime,
+    *,
+    now: datetime,
 ) -> int:
     """Record ``(id, status, record_ids, error)`` for many operations in one statement."""
     if not outcomes:
         return 0
     cur = conn.cursor(binary=True)
-    return cur.execute(q("op_finish_many"), {
-        "ids": [o[0] for o in outcomes], "statuses": [o[1] for o in outcomes],
-        "rids": ["{" + ",".join(str(r) for r in o[2]) + "}" for o in outcomes],
-        "errors": [json.dumps(o[3]) if o[3] is not None else None for o in outcomes],
-        "now": now,
-    }).rowcount
+    return cur.execute(
+        q("op_finish_many"),
+        {
+            "ids": [o[0] for o in outcomes],
+            "statuses": [o[1] for o in outcomes],
+            "rids": ["{" + ",".join(str(r) for r in o[2]) + "}" for o in outcomes],
+            "errors": [json.dumps(o[3]) if o[3] is not None else None for o in outcomes],
+            "now": now,
+        },
+    ).rowcount
 
 
 def claim_one(
-    conn: psycopg.Connection, operation_id: uuid.UUID, *, worker: str, now: datetime,
+    conn: psycopg.Connection,
+    operation_id: uuid.UUID,
+    *,
+    worker: str,
+    now: datetime,
     lease_seconds: int,
 ) -> ClaimedOperation | None:
     """RFC 9.4: claim one queued (or lease-expired) non-capture operation."""
-    return fetch_one(conn, ClaimedOperation, q("op_claim_one"), {
-        "id": operation_id, "worker": worker, "now": now, "lease_seconds": lease_seconds,
-    })
+    return fetch_one(
+        conn,
+        ClaimedOperation,
+        q("op_claim_one"),
+        {
+            "id": operation_id,
+            "worker": worker,
+            "now": now,
+            "lease_seconds": lease_seconds,
+        },
+    )
 
 
-def lock_one(conn: psycopg.Connection, operation_id: uuid.UUID, *, now: datetime
-             ) -> ClaimedOperation | None:
+def lock_one(conn: psycopg.Connection, operation_id: uuid.UUID, *, now: datetime) -> ClaimedOperation | None:
     """RFC 9.1: lock one operation that is still to do for the caller's transaction."""
     return fetch_one(conn, ClaimedOperation, q("op_lock_one"), {"id": operation_id, "now": now})
 
 
 def finish_one(
-    conn: psycopg.Connection, operation_id: uuid.UUID, *, worker: str, now: datetime,
-    status: str, record_ids: Sequence[uuid.UUID] = (), result: dict[str, Any] | None = None,
+    conn: psycopg.Connection,
+    operation_id: uuid.UUID,
+    *,
+    worker: str,
+    now: datetime,
+    status: str,
+    record_ids: Sequence[uuid.UUID] = (),
+    result: dict[str, Any] | None = None,
     error: dict[str, Any] | None = None,
 ) -> bool:
     """Record the outcome of an operation the caller still holds; False if it lost the claim."""
-    cur = conn.execute(q("op_finish_one"), {
-        "id": operation_id, "worker": worker, "now": now, "status": status,
-        "record_ids": list(record_ids),
-        "result": Jsonb(result) if result is not None else None,
-        "error": Jsonb(error) if error is not None else None,
-    })
+    cur = conn.execute(
+        q("op_finish_one"),
+        {
+            "id": operation_id,
+            "worker": worker,
+            "now": now,
+            "status": status,
+            "record_ids": list(record_ids),
+            "result": Jsonb(result) if result is not None else None,
+            "error": Jsonb(error) if error is not None else None,
+        },
+    )
     return cur.rowcount == 1
 
 
-def release(
-    conn: psycopg.Connection, operation_id: uuid.UUID, *, worker: str, error: dict[str, Any]
-) -> bool:
+def release(conn: psycopg.Connection, operation_id: uuid.UUID, *, worker: str, error: dict[str, Any]) -> bool:
     """Give a claimed operation back to the queue after a transient failure (RFC 9.4)."""
-    cur = conn.execute(q("op_release"), {"id": operation_id, "worker": worker,
-                                         "error": Jsonb(error)})
+    cur = conn.execute(q("op_release"), {"id": operation_id, "worker": worker, "error": Jsonb(error)})
     return cur.rowcount == 1
 
 
@@ -252,8 +306,7 @@ def purge_finished(conn: psycopg.Connection, *, cutoff: datetime, limit: int) ->
 def counts(conn: psycopg.Connection, *, now: datetime) -> list[dict[str, Any]]:
     """Pending operations by kind and status (RFC 9.1)."""
     cur = conn.execute(q("op_counts"), {"now": now})
-    return [{"kind": r[0], "status": r[1], "count": r[2], "oldest_seconds": r[3]}
-            for r in cur.fetchall()]
+    return [{"kind": r[0], "status": r[1], "count": r[2], "oldest_seconds": r[3]} for r in cur.fetchall()]
 
 
 def _refusal(exc: Exception) -> dict[str, Any]:
@@ -274,7 +327,10 @@ def _refusal(exc: Exception) -> dict[str, Any]:
 
 
 def write_isolated(
-    conn: psycopg.Connection, plans: Sequence[CapturePlan], *, now: datetime,
+    conn: psycopg.Connection,
+    plans: Sequence[CapturePlan],
+    *,
+    now: datetime,
     opts: records.WorkOptions,
 ) -> tuple[dict[int, records.CaptureOutcome], dict[int, dict[str, Any]]]:
     """RFC 3.6: write ``plans`` together; a plan that cannot be written fails alone.
@@ -289,8 +345,7 @@ def write_isolated(
     def attempt(idx: list[int]) -> None:
         try:
             with conn.transaction():
-                outcomes = records.write_captures(conn, [plans[i] for i in idx], now=now,
-                                                  opts=opts)
+                outcomes = records.write_captures(conn, [plans[i] for i in idx], now=now, opts=opts)
         except (psycopg.OperationalError, errors.Unavailable):
             raise
         except Exception as exc:  # a poison capture must not block the rest (RFC 3.6)

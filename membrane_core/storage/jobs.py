@@ -52,26 +52,32 @@ def refresh_salience(
     return fetch_all(conn, Checkpoint, q("maint_decay_refresh"), {"ids": list(ids), "now": now})
 
 
-def prune(
-    conn: psycopg.Connection, ids: Sequence[uuid.UUID], *, now: datetime, actor: str
-) -> set[uuid.UUID]:
+def prune(conn: psycopg.Connection, ids: Sequence[uuid.UUID], *, now: datetime, actor: str) -> set[uuid.UUID]:
     """RFC 6.3: delete the eligible records among ``ids`` with a ``delete`` audit entry each."""
     if not ids:
         return set()
-    cur = conn.execute(q("maint_prune"), {"ids": list(ids), "now": now, "actor": actor,
-                                          "epsilon": PRUNE_EPSILON})
+    cur = conn.execute(
+        q("maint_prune"), {"ids": list(ids), "now": now, "actor": actor, "epsilon": PRUNE_EPSILON}
+    )
     return {row[0] for row in cur.fetchall()}
 
 
 def compress(
-    conn: psycopg.Connection, ids: Sequence[uuid.UUID], *, now: datetime, actor: str,
-    factor: float, age_seconds: int,
+    conn: psycopg.Connection,
+    ids: Sequence[uuid.UUID],
+    *,
+    now: datetime,
+    actor: str,
+    factor: float,
+    age_seconds: int,
 ) -> set[uuid.UUID]:
     """RFC 6.4.1: lower the base salience of old episodic records, with a ``decay`` audit entry."""
     if not ids:
         return set()
-    cur = conn.execute(q("maint_compress"), {"ids": list(ids), "now": now, "actor": actor,
-                                             "factor": factor, "age_seconds": age_seconds})
+    cur = conn.execute(
+        q("maint_compress"),
+        {"ids": list(ids), "now": now, "actor": actor, "factor": factor, "age_seconds": age_seconds},
+    )
     return {row[0] for row in cur.fetchall()}
 
 
@@ -94,8 +100,9 @@ def new_sources(
     """The ``(record, source)`` pairs not yet linked by ``derived_from`` (RFC 6.2)."""
     if not pairs:
         return set()
-    cur = conn.execute(q("maint_new_sources"), {"records": [p[0] for p in pairs],
-                                                "sources": [p[1] for p in pairs]})
+    cur = conn.execute(
+        q("maint_new_sources"), {"records": [p[0] for p in pairs], "sources": [p[1] for p in pairs]}
+    )
     return {(row[0], row[1]) for row in cur.fetchall()}
 
 
@@ -109,10 +116,15 @@ def reinforce(
     if not items:
         return {}
     ids = sorted(items)
-    cur = conn.execute(q("maint_reinforce"), {
-        "ids": ids, "counts": [items[i][0] for i in ids], "ranks": [items[i][1] for i in ids],
-        "now": now,
-    })
+    cur = conn.execute(
+        q("maint_reinforce"),
+        {
+            "ids": ids,
+            "counts": [items[i][0] for i in ids],
+            "ranks": [items[i][1] for i in ids],
+            "now": now,
+        },
+    )
     return {row[0]: (row[1], row[2]) for row in cur.fetchall()}
 
 
@@ -121,8 +133,10 @@ def add_relations(
 ) -> None:
     """``derived_from`` edges ``(record, source)``; existing edges and missing sources are skipped."""
     if pairs:
-        conn.execute(q("maint_add_relations"), {"sources": [p[0] for p in pairs],
-                                                "targets": [p[1] for p in pairs], "now": now})
+        conn.execute(
+            q("maint_add_relations"),
+            {"sources": [p[0] for p in pairs], "targets": [p[1] for p in pairs], "now": now},
+        )
 
 
 def upsert_signatures(
@@ -142,10 +156,15 @@ def link_signatures(
 ) -> None:
     """Store ``(scope, key, competence id, plan id)`` of records mined from signatures."""
     if links:
-        conn.execute(q("maint_link_signatures"), {
-            "scopes": [x[0] for x in links], "keys": [x[1] for x in links],
-            "competence_ids": [x[2] for x in links], "plan_ids": [x[3] for x in links],
-        })
+        conn.execute(
+            q("maint_link_signatures"),
+            {
+                "scopes": [x[0] for x in links],
+                "keys": [x[1] for x in links],
+                "competence_ids": [x[2] for x in links],
+                "plan_ids": [x[3] for x in links],
+            },
+        )
 
 
 def update_procedural(
@@ -154,15 +173,18 @@ def update_procedural(
     """RFC 4.4: write ``{id: (successes, failures)}`` into competence and plan-graph payloads."""
     if stats:
         ids = sorted(stats)
-        conn.execute(q("maint_update_procedural"), {
-            "ids": ids, "successes": [stats[i][0] for i in ids],
-            "failures": [stats[i][1] for i in ids], "now": now,
-        })
+        conn.execute(
+            q("maint_update_procedural"),
+            {
+                "ids": ids,
+                "successes": [stats[i][0] for i in ids],
+                "failures": [stats[i][1] for i in ids],
+                "now": now,
+            },
+        )
 
 
-def schedule(
-    conn: psycopg.Connection, items: Sequence[tuple[str, uuid.UUID, datetime]]
-) -> None:
+def schedule(conn: psycopg.Connection, items: Sequence[tuple[str, uuid.UUID, datetime]]) -> None:
     """Insert ``(kind, target, due)`` work items; an existing item keeps the earlier due time (RFC 9.3)."""
     earliest: dict[tuple[str, uuid.UUID], datetime] = {}
     for kind, target, at in items:  # one row per (kind, target): ON CONFLICT may touch a row once
@@ -170,5 +192,6 @@ def schedule(
         earliest[key] = min(at, earliest.get(key, at))
     if earliest:
         kinds, targets, due = zip(*((k, t, d) for (k, t), d in earliest.items()), strict=True)
-        conn.execute(q("insert_work_items"),
-                     {"kinds": list(kinds), "targets": list(targets), "due": list(due)})
+        conn.execute(
+            q("insert_work_items"), {"kinds": list(kinds), "targets": list(targets), "due": list(due)}
+        )

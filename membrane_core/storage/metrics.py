@@ -23,8 +23,12 @@ class Readable:
 
     def params(self) -> dict[str, Any]:
         """Query parameters of the trust predicate."""
-        return {"all_scopes": self.scopes is None, "scopes": self.scopes or [],
-                "max_rank": self.max_rank, "now": self.now}
+        return {
+            "all_scopes": self.scopes is None,
+            "scopes": self.scopes or [],
+            "max_rank": self.max_rank,
+            "now": self.now,
+        }
 
 
 def collect(conn: psycopg.Connection, readable: Readable, *, deployment: bool) -> dict[str, Any]:
@@ -37,9 +41,12 @@ def collect(conn: psycopg.Connection, readable: Readable, *, deployment: bool) -
     procedural = cur.execute(q("metrics_procedural"), p).fetchone() or {}
     audit_row = conn.execute(q("metrics_audit"), p).fetchone()
     raw: dict[str, Any] = {
-        "records": dict(records), "by_type_status": [dict(r) for r in by],
-        "procedural": dict(procedural), "audit_entries": int(audit_row[0]) if audit_row else 0,
-        "operations": None, "backlog": None,
+        "records": dict(records),
+        "by_type_status": [dict(r) for r in by],
+        "procedural": dict(procedural),
+        "audit_entries": int(audit_row[0]) if audit_row else 0,
+        "operations": None,
+        "backlog": None,
     }
     if deployment:
         raw["operations"] = [dict(r) for r in cur.execute(q("metrics_operations")).fetchall()]

@@ -101,4 +101,5 @@ def require_current(conninfo: str) -> None:
     if missing:
         raise errors.Unavailable(
             f"the database schema is missing migrations {', '.join(map(str, missing))}: "
-            "run `membrane migrate` (or start the stack with `membrane run`)")
+            "run `membrane migrate` (or start the stack with `membrane run`)"
+        )

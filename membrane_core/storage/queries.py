@@ -98,8 +98,7 @@ def _check_parts(name: str, sql: str) -> None:
         raise ValueError(f"query {name}: a /*?flag*/ part is unclosed, nested or misspelt")
 
 
-def _include(blocks: Mapping[str, str], name: str, depth: int = 0,
-             argument: str | None = None) -> str:
+def _include(blocks: Mapping[str, str], name: str, depth: int = 0, argument: str | None = None) -> str:
     """Query ``name`` with each ``/*@fragment*/`` marker replaced by that block's text, and,
     included with an argument, the argument in place of each ``/*=*/``."""
     if depth > 3:
@@ -112,8 +111,9 @@ def _include(blocks: Mapping[str, str], name: str, depth: int = 0,
 
     text = _FRAGMENT.sub(sub, blocks[name])
     if depth and (argument is None) == (_ARGUMENT in text):
-        raise ValueError(f"fragment {name} is included {'without' if argument is None else 'with'} "
-                         f"an argument")
+        raise ValueError(
+            f"fragment {name} is included {'without' if argument is None else 'with'} an argument"
+        )
     return text if argument is None else text.replace(_ARGUMENT, argument)
 
 
@@ -160,8 +160,9 @@ class Shaped:
         return dict(zip(self.names, self.values, strict=True))
 
 
-def shaped(name: str, params: Mapping[str, object], *, ints: Collection[str] = (),
-           relations: Collection[str] = ()) -> Shaped:
+def shaped(
+    name: str, params: Mapping[str, object], *, ints: Collection[str] = (), relations: Collection[str] = ()
+) -> Shaped:
     """Query ``name`` with its shape parameters written in as literals (RFC 8.1.5).
 
     NULLs and booleans decide which filters apply and which arm runs; the integers named
@@ -176,8 +177,9 @@ def shaped(name: str, params: Mapping[str, object], *, ints: Collection[str] = (
     and must be plain lowercase identifiers. The text of each shape is rendered once.
     """
     keys = _placeholders(name)
-    shape = tuple(_relation(params[k]) if k in relations else _literal(params[k], as_int=k in ints)
-                  for k in keys)
+    shape = tuple(
+        _relation(params[k]) if k in relations else _literal(params[k], as_int=k in ints) for k in keys
+    )
     sql, names = _render(name, keys, shape)
     return Shaped(sql, names, [params[k] for k in names])
 
@@ -202,6 +204,7 @@ def _placeholders(name: str) -> tuple[str, ...]:
 
 def _parts(sql: str, lits: Mapping[str, str | None]) -> str:
     """``sql`` with each ``/*?flag*/`` part kept or left out by its written-in flag."""
+
     def keep(m: re.Match[str]) -> str:
         lit = lits[m.group(2)]
         if lit is None or lit == "NULL":
@@ -213,8 +216,7 @@ def _parts(sql: str, lits: Mapping[str, str | None]) -> str:
 
 
 @functools.lru_cache(maxsize=512)
-def _render(name: str, keys: tuple[str, ...], shape: tuple[str | None, ...]
-            ) -> tuple[str, tuple[str, ...]]:
+def _render(name: str, keys: tuple[str, ...], shape: tuple[str | None, ...]) -> tuple[str, tuple[str, ...]]:
     """The text of one shape of query ``name`` with ``$n`` placeholders, and their names."""
     lits = dict(zip(keys, shape, strict=True))
     text = _parts(q(name), lits)

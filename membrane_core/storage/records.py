@@ -76,8 +76,7 @@ def write_captures(
         batch.add_record(plan.primary, actor=plan.actor, rationale="captured")
         _schedule(batch, plan.primary, now, opts)
     fact_results = _resolve_facts(conn, plans, batch, now, opts)
-    resolved = resolve_mentions(conn, plans, batch, now=now, embed=opts.embed,
-                                             policy=opts.policy)
+    resolved = resolve_mentions(conn, plans, batch, now=now, embed=opts.embed, policy=opts.policy)
     batch.flush(conn)
     resolved.flush(conn)
     out = []
@@ -97,8 +96,9 @@ class FactMatch:
     live_status: RevisionStatus | None
 
 
-def lock_and_match_facts(conn: psycopg.Connection, keys: Sequence[FactKey],
-                         levels: Sequence[int | None] | None = None) -> list[FactMatch]:
+def lock_and_match_facts(
+    conn: psycopg.Connection, keys: Sequence[FactKey], levels: Sequence[int | None] | None = None
+) -> list[FactMatch]:
     """RFC 3.4, 5.4: serialise every writer of ``keys`` (advisory locks), then match each.
 
     The one rule every path that derives facts follows (capture, extraction,
@@ -109,14 +109,22 @@ def lock_and_match_facts(conn: psycopg.Connection, keys: Sequence[FactKey],
     """
     if not keys:
         return []
-    cols = {"scopes": [k[0] for k in keys], "subjects": [k[1] for k in keys],
-            "predicates": [k[2] for k in keys], "objects": [k[3] for k in keys]}
+    cols = {
+        "scopes": [k[0] for k in keys],
+        "subjects": [k[1] for k in keys],
+        "predicates": [k[2] for k in keys],
+        "objects": [k[3] for k in keys],
+    }
     cur = conn.cursor()
     cur.execute(q("lock_fact_keys"), cols)
-    cur.execute(q("match_facts"), {"idx": list(range(len(keys))), **cols,
-                                   "levels": list(levels) if levels else [None] * len(keys)})
-    found = {i: FactMatch(blocked, live_id, RevisionStatus(status) if status else None)
-             for i, blocked, live_id, status in cur.fetchall()}
+    cur.execute(
+        q("match_facts"),
+        {"idx": list(range(len(keys))), **cols, "levels": list(levels) if levels else [None] * len(keys)},
+    )
+    found = {
+        i: FactMatch(blocked, live_id, RevisionStatus(status) if status else None)
+        for i, blocked, live_id, status in cur.fetchall()
+    }
     return [found[i] for i in range(len(keys))]
 
 
@@ -127,7 +135,10 @@ def _fact_key(r: MemoryRecord) -> FactKey:
 
 
 def _resolve_facts(
-    conn: psycopg.Connection, plans: Sequence[CapturePlan], batch: RowBatch, now: datetime,
+    conn: psycopg.Connection,
+    plans: Sequence[CapturePlan],
+    batch: RowBatch,
+    now: datetime,
     opts: WorkOptions,
 ) -> dict[int, tuple[uuid.UUID | None, str]]:
     idx = [i for i, p in enumerate(plans) if p.fact is not None]
@@ -167,8 +178,11 @@ def _resolve_facts(
 
 
 def _reinforce_from_sources(
-    conn: psycopg.Connection, batch: RowBatch, items: list[tuple[uuid.UUID, uuid.UUID, int]],
-    plans: Sequence[CapturePlan], now: datetime,
+    conn: psycopg.Connection,
+    batch: RowBatch,
+    items: list[tuple[uuid.UUID, uuid.UUID, int]],
+    plans: Sequence[CapturePlan],
+    now: datetime,
 ) -> None:
     """RFC 6.2, 7.4: one reinforcement per new source; sensitivity rises to the sources' maximum."""
     counts: dict[uuid.UUID, int] = {}
@@ -177,8 +191,15 @@ def _reinforce_from_sources(
         counts[target] = counts.get(target, 0) + 1
         ranks[target] = max(ranks.get(target, 0), plans[i].primary.sensitivity.rank)
     cur = conn.cursor()
-    cur.execute(q("reinforce_facts"), {"ids": list(counts), "counts": list(counts.values()),
-                                       "ranks": [ranks[t] for t in counts], "now": now})
+    cur.execute(
+        q("reinforce_facts"),
+        {
+            "ids": list(counts),
+            "counts": list(counts.values()),
+            "ranks": [ranks[t] for t in counts],
+            "now": now,
+        },
+    )
     labels = {rid: (scope, sens) for rid, scope, sens in cur.fetchall()}
     for target, source, i in items:
         scope, sens = labels[target]
@@ -187,8 +208,16 @@ def _reinforce_from_sources(
         batch.provenance.extend(
             (target, s.kind.value, s.ref, s.hash, s.created_by, s.timestamp, now) for s in prov
         )
-        batch.audit_entry(target, scope, sens, AuditAction.REINFORCE, plans[i].actor, now,
-                          "observed again", {"source_id": str(source)})
+        batch.audit_entry(
+            target,
+            scope,
+            sens,
+            AuditAction.REINFORCE,
+            plans[i].actor,
+            now,
+            "observed again",
+            {"source_id": str(source)},
+        )
     # RFC 6.1: the clock restarted; the decay batch recomputes the next checkpoint.
     batch.work.extend((WorkKind.DECAY.value, target, now) for target in counts)
 
@@ -196,30 +225,52 @@ def _reinforce_from_sources(
 def _row_to_record(row: dict[str, Any]) -> MemoryRecord:
     validity = None
     if row["validity_mode"]:
-        validity = {"mode": row["validity_mode"], "valid_from": row["valid_from"],
-                    "valid_to": row["valid_to"]}
-    return MemoryRecord.model_validate({
-        "id": row["id"], "type": row["type"], "scope": row["scope"],
-        "sensitivity": row["sensitivity"], "confidence": row["confidence"],
-        "salience": row["salience"], "status": row["status"],
-        "lifecycle": {
-            "decay": {"curve": row["decay_curve"], "half_life_seconds": row["half_life_seconds"],
-                      "min_salience": row["min_salience"],
-                      "max_age_seconds": row["max_age_seconds"],
-                      "reinforcement_gain": row["reinforcement_gain"]},
-            "base_salience": row["base_salience"], "reinforced_at": row["reinforced_at"],
-            "pinned": row["pinned"], "deletion_policy": row["deletion_policy"],
-        },
-        "payload": row["payload"], "summary": row["summary"], "tags": row["tags"],
-        "metadata": row["metadata"], "provenance": row["provenance"],
-        "relations": row["relations"], "validity": validity, "occurred_at": row["occurred_at"],
-        "created_at": row["created_at"], "updated_at": row["updated_at"],
-        "recorded_at": row["recorded_at"], "retracted_at": row["retracted_at"],
-    })
+        validity = {
+            "mode": row["validity_mode"],
+            "valid_from": row["valid_from"],
+            "valid_to": row["valid_to"],
+        }
+    return MemoryRecord.model_validate(
+        {
+            "id": row["id"],
+            "type": row["type"],
+            "scope": row["scope"],
+            "sensitivity": row["sensitivity"],
+            "confidence": row["confidence"],
+            "salience": row["salience"],
+            "status": row["status"],
+            "lifecycle": {
+                "decay": {
+                    "curve": row["decay_curve"],
+                    "half_life_seconds": row["half_life_seconds"],
+                    "min_salience": row["min_salience"],
+                    "max_age_seconds": row["max_age_seconds"],
+                    "reinforcement_gain": row["reinforcement_gain"],
+                },
+                "base_salience": row["base_salience"],
+                "reinforced_at": row["reinforced_at"],
+                "pinned": row["pinned"],
+                "deletion_policy": row["deletion_policy"],
+            },
+            "payload": row["payload"],
+            "summary": row["summary"],
+            "tags": row["tags"],
+            "metadata": row["metadata"],
+            "provenance": row["provenance"],
+            "relations": row["relations"],
+            "validity": validity,
+            "occurred_at": row["occurred_at"],
+            "created_at": row["created_at"],
+            "updated_at": row["updated_at"],
+            "recorded_at": row["recorded_at"],
+            "retracted_at": row["retracted_at"],
+        }
+    )
 
 
-def hydrate(conn: psycopg.Connection, ids: Iterable[uuid.UUID], *,
-            as_of: datetime | None = None) -> dict[uuid.UUID, MemoryRecord]:
+def hydrate(
+    conn: psycopg.Connection, ids: Iterable[uuid.UUID], *, as_of: datetime | None = None
+) -> dict[uuid.UUID, MemoryRecord]:
     """Full records by id; missing ids are absent from the result. With ``as_of``, only the
     relations made by then (RFC 5.6)."""
     id_list = list(ids)
@@ -231,6 +282,14 @@ def hydrate(conn: psycopg.Connection, ids: Iterable[uuid.UUID], *,
 
 
 __all__ = [
-    "CaptureOutcome", "FactKey", "RowBatch", "WorkOptions", "fact_key", "hydrate", "norm_term",
-    "projected_bytes", "search_text", "write_captures",
+    "CaptureOutcome",
+    "FactKey",
+    "RowBatch",
+    "WorkOptions",
+    "fact_key",
+    "hydrate",
+    "norm_term",
+    "projected_bytes",
+    "search_text",
+    "write_captures",
 ]

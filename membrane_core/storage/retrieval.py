@@ -41,12 +41,18 @@ class ReadFilter:
     def params(self) -> dict[str, Any]:
         """Bind parameters shared by the read queries."""
         return {
-            "all_scopes": self.scopes is None, "scopes": self.scopes or [],
-            "max_rank": self.max_rank, "types": self.types, "tags": self.tags,
+            "all_scopes": self.scopes is None,
+            "scopes": self.scopes or [],
+            "max_rank": self.max_rank,
+            "types": self.types,
+            "tags": self.tags,
             "include_retracted": self.include_retracted,
-            "include_contested": self.include_contested, "min_salience": self.min_salience,
+            "include_contested": self.include_contested,
+            "min_salience": self.min_salience,
             "salience_floor": self.min_salience > 0,
-            "now": self.now, "as_of": self.as_of, "valid_at": self.valid_at,
+            "now": self.now,
+            "as_of": self.as_of,
+            "valid_at": self.valid_at,
         }
 
 
@@ -79,46 +85,80 @@ class Stored:
     def of(cls, row: dict[str, Any]) -> Stored:
         """The stored record of a hydrated row."""
         timed = bool(row["validity_mode"])
-        return cls(row["id"], row["type"], row["scope"], row["sensitivity"], row["status"],
-                   row["recorded_at"], row["retracted_at"], row["valid_from"] if timed else None,
-                   row["valid_to"] if timed else None, row)
+        return cls(
+            row["id"],
+            row["type"],
+            row["scope"],
+            row["sensitivity"],
+            row["status"],
+            row["recorded_at"],
+            row["retracted_at"],
+            row["valid_from"] if timed else None,
+            row["valid_to"] if timed else None,
+            row,
+        )
 
     def salience_at(self, at: datetime) -> float:
         """RFC 6.1: current salience from the stored base and decay clock."""
         row = self.row
-        return decay.decayed(row["base_salience"], row["reinforced_at"], row["half_life_seconds"],
-                             row["min_salience"], at, pinned=row["pinned"])
+        return decay.decayed(
+            row["base_salience"],
+            row["reinforced_at"],
+            row["half_life_seconds"],
+            row["min_salience"],
+            at,
+            pinned=row["pinned"],
+        )
 
-    def view(self, *, salience: float, status: str, redacted: bool,
-             score: float | None = None) -> RecordView:
+    def view(self, *, salience: float, status: str, redacted: bool, score: float | None = None) -> RecordView:
         """RFC 7.3: the caller's view (metadata only when ``redacted``), as
         :func:`membrane_core.results.view` makes it from the full record."""
         row = self.row
         common: dict[str, Any] = {
-            "id": row["id"], "type": row["type"], "scope": row["scope"],
-            "sensitivity": row["sensitivity"], "confidence": row["confidence"],
-            "salience": salience, "status": status, "created_at": row["created_at"],
-            "updated_at": row["updated_at"], "recorded_at": row["recorded_at"],
-            "retracted_at": row["retracted_at"], "occurred_at": row["occurred_at"],
-            "redacted": redacted, "score": score,
+            "id": row["id"],
+            "type": row["type"],
+            "scope": row["scope"],
+            "sensitivity": row["sensitivity"],
+            "confidence": row["confidence"],
+            "salience": salience,
+            "status": status,
+            "created_at": row["created_at"],
+            "updated_at": row["updated_at"],
+            "recorded_at": row["recorded_at"],
+            "retracted_at": row["retracted_at"],
+            "occurred_at": row["occurred_at"],
+            "redacted": redacted,
+            "score": score,
         }
         if redacted:
             return RecordView.model_validate({**common, "payload": None})
         prov = row["provenance"]
-        return RecordView.model_validate({
-            # the payload through its model: maintenance writes some of its fields in SQL
-            # (timestamps, rates), and a field a later model adds takes its default; its
-            # references only with their relations (RFC 2.5)
-            **common, "payload": shown_references(
-                _PAYLOAD.dump_python(_PAYLOAD.validate_python(row["payload"]), mode="json"),
-                ((rel["predicate"], rel["target_id"]) for rel in row["relations"])),
-            "summary": row["summary"], "tags": row["tags"],
-            "metadata": row["metadata"], "relations": row["relations"],
-            "provenance": _PROVENANCE.dump_python(_PROVENANCE.validate_python(prov), mode="json")
-            if prov else [],
-            "validity": {"mode": row["validity_mode"], "valid_from": row["valid_from"],
-                         "valid_to": row["valid_to"]} if row["validity_mode"] else None,
-        })
+        return RecordView.model_validate(
+            {
+                # the payload through its model: maintenance writes some of its fields in SQL
+                # (timestamps, rates), and a field a later model adds takes its default; its
+                # references only with their relations (RFC 2.5)
+                **common,
+                "payload": shown_references(
+                    _PAYLOAD.dump_python(_PAYLOAD.validate_python(row["payload"]), mode="json"),
+                    ((rel["predicate"], rel["target_id"]) for rel in row["relations"]),
+                ),
+                "summary": row["summary"],
+                "tags": row["tags"],
+                "metadata": row["metadata"],
+                "relations": row["relations"],
+                "provenance": _PROVENANCE.dump_python(_PROVENANCE.validate_python(prov), mode="json")
+                if prov
+                else [],
+                "validity": {
+                    "mode": row["validity_mode"],
+                    "valid_from": row["valid_from"],
+                    "valid_to": row["valid_to"],
+                }
+                if row["validity_mode"]
+                else None,
+            }
+        )
 
     def record(self) -> MemoryRecord:
         """The full record, validated (RFC 2.1)."""
@@ -196,8 +236,7 @@ class Hop:
 
 def configure_scan(conn: psycopg.Connection, *, ef_search: int, max_scan_tuples: int) -> None:
     """RFC 8.1: iterative HNSW scans for this transaction, so filters do not starve results."""
-    conn.execute(q("retrieval_scan_settings"),
-                 {"ef_search": ef_search, "max_scan_tuples": max_scan_tuples})
+    conn.execute(q("retrieval_scan_settings"), {"ef_search": ef_search, "max_scan_tuples": max_scan_tuples})
 
 
 #: Partitions of record_embeddings by scope, as looked up (RFC 13.2); bounded.
@@ -244,11 +283,26 @@ SCOPED_MAX = 4
 
 
 def roots(
-    conn: psycopg.Connection, f: ReadFilter, *, query: str | None, qvec: Sequence[float] | None,
-    terms: Sequence[str], identifiers: Sequence[tuple[str, str]] = (), arm_k: int, vec_k: int,
-    fanout: int, limit: int, max_bytes: int, rrf: bool, weights: Mapping[str, float],
-    rrf_k: float, sd_floor_salience: float, target_visible: Callable[[str, str], bool],
-    first_hop: tuple[int, int] | None = None, df_cap: int = 1000, fts_cap: int = 5000,
+    conn: psycopg.Connection,
+    f: ReadFilter,
+    *,
+    query: str | None,
+    qvec: Sequence[float] | None,
+    terms: Sequence[str],
+    identifiers: Sequence[tuple[str, str]] = (),
+    arm_k: int,
+    vec_k: int,
+    fanout: int,
+    limit: int,
+    max_bytes: int,
+    rrf: bool,
+    weights: Mapping[str, float],
+    rrf_k: float,
+    sd_floor_salience: float,
+    target_visible: Callable[[str, str], bool],
+    first_hop: tuple[int, int] | None = None,
+    df_cap: int = 1000,
+    fts_cap: int = 5000,
 ) -> Roots:
     """RFC 8.1-8.3: one statement: candidates of every arm, filtered in SQL, fused, cut by rows
     and projected bytes, and hydrated where they fit.
@@ -257,48 +311,87 @@ def roots(
     the fitting roots shown in full, as :func:`graph_hop` would, in the same statement.
     """
     edges, nodes = first_hop or (0, 0)
-    st = shaped("retrieval_roots", {
-        **f.params(), "query": query or None, "has_query": bool(query),
-        "qvec": Vector(list(qvec)) if qvec is not None else None, "has_qvec": qvec is not None,
-        "terms": list(terms), "id_namespaces": [i[0] for i in identifiers],
-        "id_values": [i[1] for i in identifiers], "arm_k": arm_k, "vec_k": vec_k, "fanout": fanout,
-        "df_cap": df_cap, "fts_cap": fts_cap, "tag_cap": TAG_CAP, "link_scan": LINK_SCAN,
-        "limit": limit,
-        "max_bytes": max_bytes, "rrf": rrf, "rrf_k": rrf_k,
-        "sd_floor_salience": sd_floor_salience,
-        **{f"w_{name}": float(weights.get(name, 0.0)) for name in FEATURES},
-        "embeddings": embeddings_relation(conn, f.scopes),
-        "has_tags": f.tags is not None, "hop": first_hop is not None,
-        "scoped": f.scopes is not None and 1 <= len(f.scopes) <= SCOPED_MAX,
-        "hop_rows": 2 * edges + 1 if first_hop else 0, "hop_edges": edges, "hop_new": nodes,
-    }, ints=("max_rank", "arm_k", "vec_k", "fanout", "df_cap", "fts_cap", "tag_cap", "link_scan",
-             "hop_rows"),
-        relations=("embeddings",))
+    st = shaped(
+        "retrieval_roots",
+        {
+            **f.params(),
+            "query": query or None,
+            "has_query": bool(query),
+            "qvec": Vector(list(qvec)) if qvec is not None else None,
+            "has_qvec": qvec is not None,
+            "terms": list(terms),
+            "id_namespaces": [i[0] for i in identifiers],
+            "id_values": [i[1] for i in identifiers],
+            "arm_k": arm_k,
+            "vec_k": vec_k,
+            "fanout": fanout,
+            "df_cap": df_cap,
+            "fts_cap": fts_cap,
+            "tag_cap": TAG_CAP,
+            "link_scan": LINK_SCAN,
+            "limit": limit,
+            "max_bytes": max_bytes,
+            "rrf": rrf,
+            "rrf_k": rrf_k,
+            "sd_floor_salience": sd_floor_salience,
+            **{f"w_{name}": float(weights.get(name, 0.0)) for name in FEATURES},
+            "embeddings": embeddings_relation(conn, f.scopes),
+            "has_tags": f.tags is not None,
+            "hop": first_hop is not None,
+            "scoped": f.scopes is not None and 1 <= len(f.scopes) <= SCOPED_MAX,
+            "hop_rows": 2 * edges + 1 if first_hop else 0,
+            "hop_edges": edges,
+            "hop_new": nodes,
+        },
+        ints=(
+            "max_rank",
+            "arm_k",
+            "vec_k",
+            "fanout",
+            "df_cap",
+            "fts_cap",
+            "tag_cap",
+            "link_scan",
+            "hop_rows",
+        ),
+        relations=("embeddings",),
+    )
     found = _run(conn, st).fetchall()
     rows = [row for row in found if row["kind"] == "root"]
     first = rows[0] if rows else {}
     return Roots(
-        ranked=[Ranked(ord=row["ord"], score=row["score"], status=row["status_as_of"],
-                       vector_score=row["vector_score"], text_score=row["text_score"],
-                       entity_score=row["entity_score"], salience=row["salience_now"],
-                       bytes=row["bytes"],
-                       running=row["running"], fits=row["fits"],
-                       record=_record(row, target_visible)
-                       if row["fits"] and row["id"] is not None else None)
-                for row in rows],
+        ranked=[
+            Ranked(
+                ord=row["ord"],
+                score=row["score"],
+                status=row["status_as_of"],
+                vector_score=row["vector_score"],
+                text_score=row["text_score"],
+                entity_score=row["entity_score"],
+                salience=row["salience_now"],
+                bytes=row["bytes"],
+                running=row["running"],
+                fits=row["fits"],
+                record=_record(row, target_visible) if row["fits"] and row["id"] is not None else None,
+            )
+            for row in rows
+        ],
         candidates=first.get("pool_size", 0),
-        arms={"vector": first.get("n_vector", 0), "text": first.get("n_text", 0),
-              "entity": first.get("n_entity", 0)},
-        first_hop=_hop([row for row in found if row["kind"] == "hop"], target_visible)
-        if first_hop else None,
+        arms={
+            "vector": first.get("n_vector", 0),
+            "text": first.get("n_text", 0),
+            "entity": first.get("n_entity", 0),
+        },
+        first_hop=_hop([row for row in found if row["kind"] == "hop"], target_visible) if first_hop else None,
     )
 
 
 def _run(conn: psycopg.Connection, st: Shaped, *, tuples: bool = False) -> psycopg.RawCursor[Any]:
     """Execute a shaped statement, prepared, its rows in binary (RFC 8.1.5), as dicts unless
     ``tuples``."""
-    cur: psycopg.RawCursor[Any] = (psycopg.RawCursor(conn) if tuples
-                                   else psycopg.RawCursor(conn, row_factory=dict_row))
+    cur: psycopg.RawCursor[Any] = (
+        psycopg.RawCursor(conn) if tuples else psycopg.RawCursor(conn, row_factory=dict_row)
+    )
     cur.execute(st.sql, st.values, prepare=True, binary=True)
     return cur
 
@@ -314,8 +407,13 @@ def _record(row: dict[str, Any], target_visible: Callable[[str, str], bool]) -> 
 
 
 def bounded_hydrate(
-    conn: psycopg.Connection, ids: Sequence[uuid.UUID], *, limit: int, max_bytes: int,
-    f: ReadFilter, target_visible: Callable[[str, str], bool],
+    conn: psycopg.Connection,
+    ids: Sequence[uuid.UUID],
+    *,
+    limit: int,
+    max_bytes: int,
+    f: ReadFilter,
+    target_visible: Callable[[str, str], bool],
 ) -> list[Sized]:
     """RFC 8.3: cut ``ids`` (best first) by rows and running bytes in SQL; hydrate what fits.
 
@@ -324,22 +422,47 @@ def bounded_hydrate(
     """
     if not ids:
         return []
-    st = shaped("retrieval_bounded_hydrate", {
-        "ids": list(ids), "limit": limit, "max_bytes": max_bytes, "max_rank": f.max_rank,
-        "all_scopes": f.scopes is None, "scopes": f.scopes or [], "as_of": f.as_of,
-    }, ints=("max_rank",))
+    st = shaped(
+        "retrieval_bounded_hydrate",
+        {
+            "ids": list(ids),
+            "limit": limit,
+            "max_bytes": max_bytes,
+            "max_rank": f.max_rank,
+            "all_scopes": f.scopes is None,
+            "scopes": f.scopes or [],
+            "as_of": f.as_of,
+        },
+        ints=("max_rank",),
+    )
     out = []
     for row in _run(conn, st).fetchall():
         rec = _record(row, target_visible) if row["fits"] and row["id"] is not None else None
-        out.append(Sized(ord=row["ord"], id=ids[row["ord"] - 1], bytes=row["bytes"],
-                         running=row["running"], fits=row["fits"], record=rec))
+        out.append(
+            Sized(
+                ord=row["ord"],
+                id=ids[row["ord"] - 1],
+                bytes=row["bytes"],
+                running=row["running"],
+                fits=row["fits"],
+                record=rec,
+            )
+        )
     return out
 
 
 def graph_hop(
-    conn: psycopg.Connection, f: ReadFilter, frontier: Sequence[uuid.UUID], *,
-    expanded: Sequence[uuid.UUID], known: Sequence[uuid.UUID], max_rows: int, max_edges: int,
-    max_new: int, max_bytes: int, target_visible: Callable[[str, str], bool],
+    conn: psycopg.Connection,
+    f: ReadFilter,
+    frontier: Sequence[uuid.UUID],
+    *,
+    expanded: Sequence[uuid.UUID],
+    known: Sequence[uuid.UUID],
+    max_rows: int,
+    max_edges: int,
+    max_new: int,
+    max_bytes: int,
+    target_visible: Callable[[str, str], bool],
 ) -> Hop:
     """RFC 8.4: one statement per hop: edges touching ``frontier`` whose far end passes the
     filters, and the neighbours they discover hydrated.
@@ -351,11 +474,20 @@ def graph_hop(
     """
     if not frontier or max_rows <= 0:
         return Hop([], {})
-    st = shaped("retrieval_graph_hop", {
-        **f.params(), "frontier": list(frontier), "expanded": list(expanded), "known": list(known),
-        "hop_rows": max_rows, "hop_edges": max_edges, "hop_new": max(0, max_new),
-        "hop_bytes": max_bytes,
-    }, ints=("max_rank",))
+    st = shaped(
+        "retrieval_graph_hop",
+        {
+            **f.params(),
+            "frontier": list(frontier),
+            "expanded": list(expanded),
+            "known": list(known),
+            "hop_rows": max_rows,
+            "hop_edges": max_edges,
+            "hop_new": max(0, max_new),
+            "hop_bytes": max_bytes,
+        },
+        ints=("max_rank",),
+    )
     return _hop(_run(conn, st).fetchall(), target_visible)
 
 
@@ -363,9 +495,18 @@ def _hop(rows: Sequence[dict[str, Any]], target_visible: Callable[[str, str], bo
     """Hop rows (RFC 8.4) as edges and the neighbours hydrated with them."""
     edges, hydrated = [], {}
     for row in rows:
-        edges.append(HopRow(row["source_id"], row["predicate"], row["target_id"], row["other"],
-                            row["other_scope"], row["other_sensitivity"], row["other_status"],
-                            row["bytes"]))
+        edges.append(
+            HopRow(
+                row["source_id"],
+                row["predicate"],
+                row["target_id"],
+                row["other"],
+                row["other_scope"],
+                row["other_sensitivity"],
+                row["other_status"],
+                row["bytes"],
+            )
+        )
         if row["hydrated"]:
             hydrated[row["other"]] = _record(row, target_visible)
     return Hop(edges, hydrated)
@@ -387,5 +528,7 @@ def access(
     if not ids:
         return {}
     cur = _run(conn, shaped("retrieval_access", {"ids": list(ids), "as_of": as_of}), tuples=True)
-    return {rid: Access(scope, Sensitivity(sens), RevisionStatus(status))
-            for rid, scope, sens, status in cur.fetchall()}
+    return {
+        rid: Access(scope, Sensitivity(sens), RevisionStatus(status))
+        for rid, scope, sens, status in cur.fetchall()
+    }

@@ -42,14 +42,32 @@ class Target:
     key: FactKey | None
 
     @classmethod
-    def from_row(cls, *, type: str, scope: str, sensitivity: str, status: str,
-                 fact_subject: str | None, fact_predicate: str | None, fact_object: str | None,
-                 **rest: Any) -> Target:
+    def from_row(
+        cls,
+        *,
+        type: str,
+        scope: str,
+        sensitivity: str,
+        status: str,
+        fact_subject: str | None,
+        fact_predicate: str | None,
+        fact_object: str | None,
+        **rest: Any,
+    ) -> Target:
         """The row with its enums, and the fact key when the record is a fact."""
-        key = ((scope, fact_subject, fact_predicate or "", fact_object or "")
-               if fact_subject is not None else None)
-        return cls(type=MemoryType(type), scope=scope, sensitivity=Sensitivity(sensitivity),
-                   status=RevisionStatus(status), key=key, **rest)
+        key = (
+            (scope, fact_subject, fact_predicate or "", fact_object or "")
+            if fact_subject is not None
+            else None
+        )
+        return cls(
+            type=MemoryType(type),
+            scope=scope,
+            sensitivity=Sensitivity(sensitivity),
+            status=RevisionStatus(status),
+            key=key,
+            **rest,
+        )
 
 
 @dataclass(frozen=True)
@@ -63,8 +81,7 @@ class Tombstone:
     created_at: datetime
 
     @classmethod
-    def from_row(cls, *, scope: str, subject: str, predicate: str, object: str,
-                 **rest: Any) -> Tombstone:
+    def from_row(cls, *, scope: str, subject: str, predicate: str, object: str, **rest: Any) -> Tombstone:
         """The row with its key as one tuple."""
         return cls(key=(scope, subject, predicate, object), **rest)
 
@@ -87,8 +104,7 @@ class Retraction:
     at: datetime
 
     @classmethod
-    def from_row(cls, *, operation: str, successor: str | None, actor: str, at: datetime
-                 ) -> Retraction:
+    def from_row(cls, *, operation: str, successor: str | None, actor: str, at: datetime) -> Retraction:
         """The row with the successor's id parsed."""
         return cls(operation, uuid.UUID(successor) if successor else None, actor, at)
 
@@ -104,10 +120,15 @@ def lock_keys(conn: psycopg.Connection, keys: Iterable[FactKey]) -> None:
     uniq = sorted(set(keys))
     if not uniq:
         return
-    conn.execute(q("lock_fact_keys"), {
-        "scopes": [k[0] for k in uniq], "subjects": [k[1] for k in uniq],
-        "predicates": [k[2] for k in uniq], "objects": [k[3] for k in uniq],
-    })
+    conn.execute(
+        q("lock_fact_keys"),
+        {
+            "scopes": [k[0] for k in uniq],
+            "subjects": [k[1] for k in uniq],
+            "predicates": [k[2] for k in uniq],
+            "objects": [k[3] for k in uniq],
+        },
+    )
 
 
 def lock_targets(conn: psycopg.Connection, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Target]:
@@ -133,8 +154,9 @@ def mark_retracted(conn: psycopg.Connection, ids: Sequence[uuid.UUID], now: date
 
 def has_relation(conn: psycopg.Connection, source: uuid.UUID, predicate: str, target: uuid.UUID) -> bool:
     """RFC 5.2.5: whether ``source --predicate--> target`` exists already."""
-    row = conn.execute(q("revision_has_relation"),
-                       {"source": source, "predicate": predicate, "target": target}).fetchone()
+    row = conn.execute(
+        q("revision_has_relation"), {"source": source, "predicate": predicate, "target": target}
+    ).fetchone()
     return bool(row and row[0])
 
 
@@ -157,20 +179,28 @@ def set_salience(
 
 
 def insert_tombstones(
-    conn: psycopg.Connection, rows: Sequence[tuple[FactKey, uuid.UUID, str, str, int]],
+    conn: psycopg.Connection,
+    rows: Sequence[tuple[FactKey, uuid.UUID, str, str, int]],
     now: datetime,
 ) -> None:
     """RFC 5.4: tombstone ``(key, record_id, actor, rationale, level)`` rows, each binding the
     retracted record's level (RFC 3.4); existing ones are kept."""
     if not rows:
         return
-    conn.execute(q("revision_insert_tombstones"), {
-        "scopes": [r[0][0] for r in rows], "subjects": [r[0][1] for r in rows],
-        "predicates": [r[0][2] for r in rows], "objects": [r[0][3] for r in rows],
-        "record_ids": [r[1] for r in rows], "actors": [r[2] for r in rows],
-        "rationales": [r[3] for r in rows], "created": [now] * len(rows),
-        "ranks": [r[4] for r in rows],
-    })
+    conn.execute(
+        q("revision_insert_tombstones"),
+        {
+            "scopes": [r[0][0] for r in rows],
+            "subjects": [r[0][1] for r in rows],
+            "predicates": [r[0][2] for r in rows],
+            "objects": [r[0][3] for r in rows],
+            "record_ids": [r[1] for r in rows],
+            "actors": [r[2] for r in rows],
+            "rationales": [r[3] for r in rows],
+            "created": [now] * len(rows),
+            "ranks": [r[4] for r in rows],
+        },
+    )
 
 
 def clear_tombstones(conn: psycopg.Connection, keys: Iterable[tuple[FactKey, int]]) -> list[Tombstone]:
@@ -179,9 +209,14 @@ def clear_tombstones(conn: psycopg.Connection, keys: Iterable[tuple[FactKey, int
     uniq = sorted(set(keys))
     if not uniq:
         return []
-    cur = conn.cursor(row_factory=dict_row).execute(q("revision_clear_tombstones"), {
-        "scopes": [k[0][0] for k in uniq], "subjects": [k[0][1] for k in uniq],
-        "predicates": [k[0][2] for k in uniq], "objects": [k[0][3] for k in uniq],
-        "ranks": [k[1] for k in uniq],
-    })
+    cur = conn.cursor(row_factory=dict_row).execute(
+        q("revision_clear_tombstones"),
+        {
+            "scopes": [k[0][0] for k in uniq],
+            "subjects": [k[0][1] for k in uniq],
+            "predicates": [k[0][2] for k in uniq],
+            "objects": [k[0][3] for k in uniq],
+            "ranks": [k[1] for k in uniq],
+        },
+    )
     return [Tombstone.from_row(**r) for r in cur.fetchall()]

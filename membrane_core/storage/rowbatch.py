@@ -74,14 +74,34 @@ def _record_row(r: MemoryRecord, payload_json: str) -> tuple[Any, ...]:
     fact = r.payload if isinstance(r.payload, SemanticPayload) else None
     v = r.validity
     return (
-        r.id, r.type.value, r.scope, r.sensitivity.value, r.confidence, r.salience,
-        r.status.value, d.curve.value, d.half_life_seconds, d.min_salience, d.max_age_seconds,
-        d.reinforcement_gain, lc.base_salience, lc.reinforced_at, lc.pinned,
-        lc.deletion_policy.value, v.mode.value if v else None, v.valid_from if v else None,
-        v.valid_to if v else None, r.recorded_at, r.occurred_at, r.created_at, r.updated_at,
-        r.summary, _json(r.metadata),
-        *(fact_key(r.scope, fact.subject, fact.predicate, fact.object)[1:] if fact
-          else (None, None, None)), projected_bytes(r, payload_json), search_text(r),
+        r.id,
+        r.type.value,
+        r.scope,
+        r.sensitivity.value,
+        r.confidence,
+        r.salience,
+        r.status.value,
+        d.curve.value,
+        d.half_life_seconds,
+        d.min_salience,
+        d.max_age_seconds,
+        d.reinforcement_gain,
+        lc.base_salience,
+        lc.reinforced_at,
+        lc.pinned,
+        lc.deletion_policy.value,
+        v.mode.value if v else None,
+        v.valid_from if v else None,
+        v.valid_to if v else None,
+        r.recorded_at,
+        r.occurred_at,
+        r.created_at,
+        r.updated_at,
+        r.summary,
+        _json(r.metadata),
+        *(fact_key(r.scope, fact.subject, fact.predicate, fact.object)[1:] if fact else (None, None, None)),
+        projected_bytes(r, payload_json),
+        search_text(r),
     )
 
 
@@ -104,29 +124,39 @@ class RowBatch:
         self.payloads.append((r.id, r.payload.kind, payload_json))
         self.tags.extend((r.id, t) for t in dict.fromkeys(r.tags))
         self.provenance.extend(
-            (r.id, s.kind.value, s.ref, s.hash, s.created_by, s.timestamp, r.created_at)
-            for s in r.provenance
+            (r.id, s.kind.value, s.ref, s.hash, s.created_by, s.timestamp, r.created_at) for s in r.provenance
         )
         self.relations.extend(
             (r.id, rel.predicate, rel.target_id, rel.weight, r.created_at) for rel in r.relations
         )
-        self.audit_entry(r.id, r.scope, r.sensitivity.value, AuditAction.CREATE, actor,
-                         r.created_at, rationale)
+        self.audit_entry(
+            r.id, r.scope, r.sensitivity.value, AuditAction.CREATE, actor, r.created_at, rationale
+        )
 
-    def audit_entry(self, record_id: uuid.UUID, scope: str, sensitivity: str,
-                    action: AuditAction, actor: str, ts: datetime, rationale: str,
-                    details: dict[str, Any] | None = None) -> None:
+    def audit_entry(
+        self,
+        record_id: uuid.UUID,
+        scope: str,
+        sensitivity: str,
+        action: AuditAction,
+        actor: str,
+        ts: datetime,
+        rationale: str,
+        details: dict[str, Any] | None = None,
+    ) -> None:
         """Queue one audit entry (RFC 5.5)."""
-        self.audit.append((record_id, scope, sensitivity, action.value, actor, ts, rationale,
-                           _json(details)))
+        self.audit.append((record_id, scope, sensitivity, action.value, actor, ts, rationale, _json(details)))
 
     def flush(self, conn: psycopg.Connection) -> None:
         """Write every queued row: one COPY per table, one statement for work items."""
         cur = conn.cursor()
         for name, rows in (
-            ("copy_records", self.records), ("copy_payloads", self.payloads),
-            ("copy_tags", self.tags), ("copy_provenance", self.provenance),
-            ("copy_relations", self.relations), ("copy_audit", self.audit),
+            ("copy_records", self.records),
+            ("copy_payloads", self.payloads),
+            ("copy_tags", self.tags),
+            ("copy_provenance", self.provenance),
+            ("copy_relations", self.relations),
+            ("copy_audit", self.audit),
         ):
             if rows:
                 with cur.copy(q(name)) as copy:
@@ -149,5 +179,6 @@ class RowBatch:
                     copy.write_row((kind, target, due))
         if upsert:
             kinds, targets, dues = zip(*upsert, strict=True)
-            cur.execute(q("insert_work_items"),
-                        {"kinds": list(kinds), "targets": list(targets), "due": list(dues)})
+            cur.execute(
+                q("insert_work_items"), {"kinds": list(kinds), "targets": list(targets), "due": list(dues)}
+            )

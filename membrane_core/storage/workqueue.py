@@ -50,14 +50,27 @@ class WorkItem:
 
 
 def claim(
-    conn: psycopg.Connection, kind: WorkKind, *, owner: str, limit: int, now: datetime,
+    conn: psycopg.Connection,
+    kind: WorkKind,
+    *,
+    owner: str,
+    limit: int,
+    now: datetime,
     lease_seconds: int = 300,
 ) -> list[WorkItem]:
     """RFC 9.4: claim up to ``limit`` due items of ``kind`` for ``lease_seconds``."""
-    return fetch_all(conn, WorkItem, q("claim_work"), {
-        "owner": owner, "now": now, "lease_seconds": lease_seconds, "kind": kind.value,
-        "limit": limit,
-    })
+    return fetch_all(
+        conn,
+        WorkItem,
+        q("claim_work"),
+        {
+            "owner": owner,
+            "now": now,
+            "lease_seconds": lease_seconds,
+            "kind": kind.value,
+            "limit": limit,
+        },
+    )
 
 
 def hold(conn: psycopg.Connection, ids: Sequence[int], *, owner: str) -> dict[int, uuid.UUID]:
@@ -86,9 +99,15 @@ def reschedule(
     if not items:
         return 0
     ids, due, errs = zip(*items, strict=True)
-    return conn.execute(q("reschedule_work"), {
-        "ids": list(ids), "due": list(due), "errors": list(errs), "owner": owner,
-    }).rowcount
+    return conn.execute(
+        q("reschedule_work"),
+        {
+            "ids": list(ids),
+            "due": list(due),
+            "errors": list(errs),
+            "owner": owner,
+        },
+    ).rowcount
 
 
 def bury(conn: psycopg.Connection, items: Sequence[tuple[int, str]], *, owner: str) -> int:
@@ -96,8 +115,7 @@ def bury(conn: psycopg.Connection, items: Sequence[tuple[int, str]], *, owner: s
     if not items:
         return 0
     ids, errs = zip(*items, strict=True)
-    return conn.execute(q("bury_work"), {"ids": list(ids), "errors": list(errs),
-                                         "owner": owner}).rowcount
+    return conn.execute(q("bury_work"), {"ids": list(ids), "errors": list(errs), "owner": owner}).rowcount
 
 
 def reap(conn: psycopg.Connection, *, now: datetime) -> int:
@@ -131,15 +149,16 @@ class WorkQueue:
     def __init__(self, db: Database) -> None:
         self._db = db
 
-    def claim(self, kind: WorkKind, *, owner: str, limit: int, now: datetime,
-              lease_seconds: int) -> list[WorkItem]:
+    def claim(
+        self, kind: WorkKind, *, owner: str, limit: int, now: datetime, lease_seconds: int
+    ) -> list[WorkItem]:
         """RFC 9.4: claim up to ``limit`` due items of ``kind`` in a transaction of its own."""
         with self._db.transaction() as conn:
-            return claim(conn, kind, owner=owner, limit=limit, now=now,
-                         lease_seconds=lease_seconds)
+            return claim(conn, kind, owner=owner, limit=limit, now=now, lease_seconds=lease_seconds)
 
-    def apply(self, ids: Sequence[int], *, owner: str,
-              work: Callable[[Connection, dict[int, uuid.UUID]], D]) -> tuple[D, int]:
+    def apply(
+        self, ids: Sequence[int], *, owner: str, work: Callable[[Connection, dict[int, uuid.UUID]], D]
+    ) -> tuple[D, int]:
         """In one transaction: hold ``ids``, run ``work``, complete and release what it says."""
         with self._db.transaction() as conn:
             held = hold(conn, ids, owner=owner)
@@ -148,8 +167,9 @@ class WorkQueue:
             reschedule(conn, [(i, due, None) for i, due in out.later], owner=owner)
         return out, len(held)
 
-    def fail(self, again: Sequence[tuple[int, datetime, str]], dead: Sequence[tuple[int, str]],
-             *, owner: str) -> None:
+    def fail(
+        self, again: Sequence[tuple[int, datetime, str]], dead: Sequence[tuple[int, str]], *, owner: str
+    ) -> None:
         """RFC 9.4: release ``again`` with a due time and an error; bury ``dead``."""
         with self._db.transaction() as conn:
             reschedule(conn, list(again), owner=owner)

@@ -55,8 +55,12 @@ def test_writes_and_reads_beyond_the_policy_are_403(keyed: httpx.Client) -> None
 
 
 def test_each_key_reads_what_its_policy_allows(keyed: httpx.Client) -> None:
-    medium = keyed.post("/v1/captures", params={"wait": 5}, headers=bearer("writer-key"),
-                        json=dict(EVENT, sensitivity="medium", content={"text": "salary bands"}))
+    medium = keyed.post(
+        "/v1/captures",
+        params={"wait": 5},
+        headers=bearer("writer-key"),
+        json=dict(EVENT, sensitivity="medium", content={"text": "salary bands"}),
+    )
     plain = keyed.post("/v1/captures", params={"wait": 5}, headers=bearer("writer-key"), json=EVENT)
     assert medium.status_code == plain.status_code == 200
     medium_id, plain_id = medium.json()["record_ids"][0], plain.json()["record_ids"][0]
@@ -81,34 +85,70 @@ def test_operations_are_visible_to_their_submitter_and_operators_only(keyed: htt
 def test_revisions_answer_at_submission_as_they_would_when_run(keyed: httpx.Client) -> None:
     """RFC 5.2, 7.2, 9.1: a target seen redacted is 403 (a hidden or missing one 404), and a
     new record above the caller's level is 403, before anything is written."""
-    made = keyed.post("/v1/captures", params={"wait": 5}, headers=bearer("ops-key"), json={
-        "source_kind": "observation", "scope": "team-a", "sensitivity": "high",
-        "content": {"subject": "svc", "predicate": "runs_on", "object": "x"}})
+    made = keyed.post(
+        "/v1/captures",
+        params={"wait": 5},
+        headers=bearer("ops-key"),
+        json={
+            "source_kind": "observation",
+            "scope": "team-a",
+            "sensitivity": "high",
+            "content": {"subject": "svc", "predicate": "runs_on", "object": "x"},
+        },
+    )
     high = made.json()["record_ids"][1]
     assert keyed.get(f"/v1/records/{high}", headers=bearer("writer-key")).json()["redacted"]
     retract = {"rationale": "wrong"}
-    assert keyed.post(f"/v1/records/{uuid.uuid4()}/retract", json=retract,
-                      headers=bearer("writer-key")).status_code == 404  # control: missing
-    assert keyed.post(f"/v1/records/{high}/retract", json=retract,
-                      headers=bearer("writer-key")).status_code == 403
-    own = keyed.post("/v1/captures", params={"wait": 5}, headers=bearer("writer-key"), json={
-        "source_kind": "observation", "scope": "team-a",
-        "content": {"subject": "svc", "predicate": "runs_on", "object": "y"}}).json()["record_ids"][1]
-    up = {"record": {"sensitivity": "hyper"}, "rationale": "r",
-          "evidence": [{"kind": "observation", "ref": "said so"}]}
-    resp = keyed.post(f"/v1/records/{own}/supersede", json=up, headers=bearer("writer-key"),
-                      params={"wait": 5})
+    assert (
+        keyed.post(
+            f"/v1/records/{uuid.uuid4()}/retract", json=retract, headers=bearer("writer-key")
+        ).status_code
+        == 404
+    )  # control: missing
+    assert (
+        keyed.post(f"/v1/records/{high}/retract", json=retract, headers=bearer("writer-key")).status_code
+        == 403
+    )
+    own = keyed.post(
+        "/v1/captures",
+        params={"wait": 5},
+        headers=bearer("writer-key"),
+        json={
+            "source_kind": "observation",
+            "scope": "team-a",
+            "content": {"subject": "svc", "predicate": "runs_on", "object": "y"},
+        },
+    ).json()["record_ids"][1]
+    up = {
+        "record": {"sensitivity": "hyper"},
+        "rationale": "r",
+        "evidence": [{"kind": "observation", "ref": "said so"}],
+    }
+    resp = keyed.post(
+        f"/v1/records/{own}/supersede", json=up, headers=bearer("writer-key"), params={"wait": 5}
+    )
     assert resp.status_code == 403 and resp.json()["error"]["details"][0]["field"] == "record.sensitivity"
-    ok = keyed.post(f"/v1/records/{own}/supersede", headers=bearer("writer-key"), params={"wait": 5},
-                    json={**up, "record": {"sensitivity": "medium"}})
+    ok = keyed.post(
+        f"/v1/records/{own}/supersede",
+        headers=bearer("writer-key"),
+        params={"wait": 5},
+        json={**up, "record": {"sensitivity": "medium"}},
+    )
     assert ok.status_code == 200 and ok.json()["status"] == "succeeded"  # control
 
 
 def test_an_operator_is_cleared_for_every_level(serve: ServeFn) -> None:
     """RFC 9.1: an operation's record ids may name any level; reading another principal's
     operation needs every scope and every level."""
-    keys = {**KEYS, "ops-low": {"read_scopes": ["*"], "write_scopes": ["*"],
-                                "max_sensitivity": "low", "actor": "ops-low"}}
+    keys = {
+        **KEYS,
+        "ops-low": {
+            "read_scopes": ["*"],
+            "write_scopes": ["*"],
+            "max_sensitivity": "low",
+            "actor": "ops-low",
+        },
+    }
     c = serve(keys=keys)
     location = c.post("/v1/captures", json=EVENT, headers=bearer("writer-key")).headers["location"]
     assert c.get(location, headers=bearer("ops-key")).status_code == 200  # control

@@ -8,10 +8,17 @@ import httpx
 
 from tests.support.api import BrokenDispatcher, ServeFn
 
-EVENT = {"source_kind": "event", "scope": "project-a", "summary": "deploy started",
-         "content": {"text": "the deploy of build 41 started", "entities": ["build 41"]}}
-FACT = {"source_kind": "observation", "scope": "project-a",
-        "content": {"subject": "user", "predicate": "prefers", "object": "dark mode"}}
+EVENT = {
+    "source_kind": "event",
+    "scope": "project-a",
+    "summary": "deploy started",
+    "content": {"text": "the deploy of build 41 started", "entities": ["build 41"]},
+}
+FACT = {
+    "source_kind": "observation",
+    "scope": "project-a",
+    "content": {"subject": "user", "predicate": "prefers", "object": "dark mode"},
+}
 
 
 def test_capture_answers_202_with_location_then_the_operation_and_record(client: httpx.Client) -> None:
@@ -67,8 +74,7 @@ def test_broker_down_at_accept_still_answers_202_and_keeps_the_operation(serve: 
 
 def test_batch_with_one_bad_item_fails_only_that_item(client: httpx.Client) -> None:
     bad = {"source_kind": "observation", "scope": "project-a", "content": {"subject": "x"}}
-    resp = client.post("/v1/captures:batch", params={"wait": 5},
-                       json={"captures": [EVENT, bad, FACT]})
+    resp = client.post("/v1/captures:batch", params={"wait": 5}, json={"captures": [EVENT, bad, FACT]})
     assert resp.status_code == 200
     ops = resp.json()["operations"]
     assert [op["status"] for op in ops] == ["succeeded", "failed", "succeeded"]

@@ -18,15 +18,23 @@ from membrane_cli.stack import port_open, process_tree
 from tests.support import services
 from tests.support.services import EMBEDDING_DIM
 
-FACTS = [{"source_kind": "observation", "scope": "cli-test",
-          "content": {"subject": "user", "predicate": "prefers", "object": "dark mode"}},
-         {"source_kind": "event", "scope": "cli-test", "content": {"text": "opened the settings page"}}]
+FACTS = [
+    {
+        "source_kind": "observation",
+        "scope": "cli-test",
+        "content": {"subject": "user", "predicate": "prefers", "object": "dark mode"},
+    },
+    {"source_kind": "event", "scope": "cli-test", "content": {"text": "opened the settings page"}},
+]
 
 
 @pytest.fixture
 def env(database_url: str, tmp_path: Path) -> dict[str, str]:
-    return {"MEMBRANE_DATABASE_URL": database_url, "MEMBRANE_EMBEDDING_DIM": str(EMBEDDING_DIM),
-            "MEMBRANE_DATA_DIR": str(tmp_path)}
+    return {
+        "MEMBRANE_DATABASE_URL": database_url,
+        "MEMBRANE_EMBEDDING_DIM": str(EMBEDDING_DIM),
+        "MEMBRANE_DATA_DIR": str(tmp_path),
+    }
 
 
 def test_migrate_capture_retrieve(env: dict[str, str]) -> None:
@@ -69,13 +77,23 @@ def test_groups_list_their_commands() -> None:
 @pytest.mark.slow
 @pytest.mark.queue
 def test_run_starts_the_stack_runs_the_demo_and_stops_every_child_on_sigterm(
-        env: dict[str, str], redis_url: str, tmp_path: Path) -> None:
+    env: dict[str, str], redis_url: str, tmp_path: Path
+) -> None:
     api_port, flower_port = services.free_port(), services.free_port()
-    full_env = {**{k: v for k, v in os.environ.items() if not k.startswith("MEMBRANE_")}, **env,
-                "MEMBRANE_REDIS_URL": redis_url, "MEMBRANE_PORT": str(api_port), "COLUMNS": "200"}
+    full_env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("MEMBRANE_")},
+        **env,
+        "MEMBRANE_REDIS_URL": redis_url,
+        "MEMBRANE_PORT": str(api_port),
+        "COLUMNS": "200",
+    }
     proc = subprocess.Popen(
         [sys.executable, "-m", "membrane_cli.main", "run", "--demo", "--flower-port", str(flower_port)],
-        env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        env=full_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     lines: list[str] = []
     try:
         assert proc.stdout is not None
@@ -101,8 +119,11 @@ def test_run_starts_the_stack_runs_the_demo_and_stops_every_child_on_sigterm(
     assert proc.returncode == 0, rest
     assert "stopped." in rest
     time.sleep(0.5)
-    alive = [p for p in tree if Path(f"/proc/{p}").exists()
-             and "zombie" not in Path(f"/proc/{p}/status").read_text().lower()]
+    alive = [
+        p
+        for p in tree
+        if Path(f"/proc/{p}").exists() and "zombie" not in Path(f"/proc/{p}/status").read_text().lower()
+    ]
     assert alive == []
     assert not port_open("127.0.0.1", api_port)
     assert not port_open("127.0.0.1", flower_port)
@@ -110,7 +131,8 @@ def test_run_starts_the_stack_runs_the_demo_and_stops_every_child_on_sigterm(
 
 @pytest.mark.queue
 def test_redis_is_reused_when_reachable_else_started_else_explained(
-        redis_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    redis_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from membrane_cli.stack import Stack, StackError, StackOptions, redis_reachable
     from membrane_core import Settings
 

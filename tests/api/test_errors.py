@@ -27,8 +27,11 @@ def test_malformed_json_and_wrong_types_are_422(client: httpx.Client) -> None:
     resp = client.post("/v1/retrieve", json={"limit": 0, "as_of": "yesterday"})
     assert resp.status_code == 422
     assert {"limit", "as_of"} <= _fields(resp)
-    resp = client.post("/v1/captures", params={"wait": 31},
-                       json={"source_kind": "event", "scope": "a", "content": {"text": "x"}})
+    resp = client.post(
+        "/v1/captures",
+        params={"wait": 31},
+        json={"source_kind": "event", "scope": "a", "content": {"text": "x"}},
+    )
     assert resp.status_code == 422
     assert "query.wait" in _fields(resp)
 
@@ -54,8 +57,11 @@ def test_content_over_the_payload_budget_is_413_and_writes_nothing(client: httpx
     found = client.post("/v1/retrieve", json={"scopes": ["project-a"]})
     assert found.status_code == 200
     assert found.json()["records"] == []
-    ok = client.post("/v1/captures", params={"wait": 5},
-                     json={"source_kind": "event", "scope": "project-a", "content": {"text": "x" * 1000}})
+    ok = client.post(
+        "/v1/captures",
+        params={"wait": 5},
+        json={"source_kind": "event", "scope": "project-a", "content": {"text": "x" * 1000}},
+    )
     assert ok.status_code == 200  # positive control: a capture within budget is written
 
 
@@ -72,8 +78,11 @@ def test_body_over_the_request_byte_budget_is_413(serve: ServeFn) -> None:
             yield b"z" * 1000
         yield b'"}}'
 
-    resp = client.post("/v1/captures", content=chunks(),  # type: ignore[arg-type]
-                       headers={"content-type": "application/json"})
+    resp = client.post(
+        "/v1/captures",
+        content=chunks(),  # type: ignore[arg-type]
+        headers={"content-type": "application/json"},
+    )
     assert resp.status_code == 413
     assert resp.json()["error"]["code"] == "payload_too_large"
 
@@ -93,8 +102,9 @@ def test_unknown_route_and_method_use_the_error_shape(client: httpx.Client) -> N
 
 
 def test_content_shape_errors_name_the_content_and_the_missing_keys(client: httpx.Client) -> None:
-    resp = client.post("/v1/captures", json={"source_kind": "observation", "scope": "a",
-                                             "content": {"subject": "user"}})
+    resp = client.post(
+        "/v1/captures", json={"source_kind": "observation", "scope": "a", "content": {"subject": "user"}}
+    )
     assert resp.status_code == 422
     err = resp.json()["error"]
     assert err["details"][0]["field"] == "content"

@@ -44,9 +44,9 @@ def _get_all(membrane: Membrane, urls: list[str]) -> list[httpx.Response]:
 
 
 def test_non_loopback_address_is_refused_without_keys(membrane: Membrane) -> None:
-    loop, v6, public = _get_all(membrane, ["http://127.0.0.1/v1/retrieve",
-                                           "http://[::1]/v1/retrieve",
-                                           "http://10.1.2.3/v1/retrieve"])
+    loop, v6, public = _get_all(
+        membrane, ["http://127.0.0.1/v1/retrieve", "http://[::1]/v1/retrieve", "http://10.1.2.3/v1/retrieve"]
+    )
     assert loop.status_code == 200 and v6.status_code == 200  # positive controls
     assert public.status_code == 403
     assert "MEMBRANE_API_KEYS" in public.json()["error"]["message"]
@@ -66,10 +66,29 @@ def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """A self-signed certificate for 127.0.0.1 and its key."""
     folder = tmp_path_factory.mktemp("tls")
     cert, key = folder / "cert.pem", folder / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-                    "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
-                    "-keyout", str(key), "-out", str(cert)],
-                   check=True, capture_output=True, timeout=60)
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
     return cert, key
 
 
@@ -80,9 +99,14 @@ def _env(**extra: str) -> dict[str, str]:
 
 
 def _refused(host: str, **extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "api", "--host", host, "--port", str(services.free_port())],
-                          env=_env(MEMBRANE_DATABASE_URL=NOWHERE, **extra), cwd=ROOT,
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "api", "--host", host, "--port", str(services.free_port())],
+        env=_env(MEMBRANE_DATABASE_URL=NOWHERE, **extra),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 @contextlib.contextmanager
@@ -90,8 +114,13 @@ def _api(host: str, log: Path, **extra: str) -> Iterator[int]:
     """``python -m api`` on ``host``; yields its port once it runs."""
     port = services.free_port()
     with log.open("wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "api", "--host", host, "--port", str(port)],
-                                env=_env(**extra), cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "api", "--host", host, "--port", str(port)],
+            env=_env(**extra),
+            cwd=ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     try:
         deadline = time.monotonic() + 45
         while not port_open("127.0.0.1", port):
@@ -112,16 +141,22 @@ def test_keys_off_loopback_without_tls_are_refused_before_anything_connects() ->
 
 
 def test_keys_on_loopback_are_served_over_plain_http(database_url: str, tmp_path: Path) -> None:
-    with _api("127.0.0.1", tmp_path / "api.log", MEMBRANE_DATABASE_URL=database_url,
-              MEMBRANE_API_KEYS=KEYS) as port:
+    with _api(
+        "127.0.0.1", tmp_path / "api.log", MEMBRANE_DATABASE_URL=database_url, MEMBRANE_API_KEYS=KEYS
+    ) as port:
         assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5).status_code == 200
     assert "plain HTTP" not in (tmp_path / "api.log").read_text()
 
 
 def test_the_insecure_opt_in_starts_and_warns(database_url: str, tmp_path: Path) -> None:
     log = tmp_path / "api.log"
-    with _api("0.0.0.0", log, MEMBRANE_DATABASE_URL=database_url, MEMBRANE_API_KEYS=KEYS,
-              MEMBRANE_ALLOW_INSECURE_CREDENTIALS="true") as port:
+    with _api(
+        "0.0.0.0",
+        log,
+        MEMBRANE_DATABASE_URL=database_url,
+        MEMBRANE_API_KEYS=KEYS,
+        MEMBRANE_ALLOW_INSECURE_CREDENTIALS="true",
+    ) as port:
         assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5).status_code == 200
     text = log.read_text()
     assert "WARNING api.server serving API keys over plain HTTP on '0.0.0.0'" in text, text
@@ -129,8 +164,14 @@ def test_the_insecure_opt_in_starts_and_warns(database_url: str, tmp_path: Path)
 
 def test_tls_files_serve_https(database_url: str, tmp_path: Path, certificate: tuple[Path, Path]) -> None:
     cert, key = certificate
-    with _api("0.0.0.0", tmp_path / "api.log", MEMBRANE_DATABASE_URL=database_url,
-              MEMBRANE_API_KEYS=KEYS, MEMBRANE_TLS_CERTFILE=str(cert), MEMBRANE_TLS_KEYFILE=str(key)) as port:
+    with _api(
+        "0.0.0.0",
+        tmp_path / "api.log",
+        MEMBRANE_DATABASE_URL=database_url,
+        MEMBRANE_API_KEYS=KEYS,
+        MEMBRANE_TLS_CERTFILE=str(cert),
+        MEMBRANE_TLS_KEYFILE=str(key),
+    ) as port:
         trusted = ssl.create_default_context(cafile=str(cert))
         assert httpx.get(f"https://127.0.0.1:{port}/healthz", verify=trusted, timeout=5).status_code == 200
         assert httpx.get(f"https://127.0.0.1:{port}/healthz", verify=False, timeout=5).status_code == 200
@@ -164,8 +205,13 @@ def test_the_rules_in_one_function() -> None:
 
 
 def test_membrane_run_refuses_before_starting_anything(tmp_path: Path) -> None:
-    env = {"MEMBRANE_HOST": "0.0.0.0", "MEMBRANE_API_KEYS": KEYS, "MEMBRANE_DATA_DIR": str(tmp_path),
-           "MEMBRANE_DATABASE_URL": NOWHERE, "COLUMNS": "200"}
+    env = {
+        "MEMBRANE_HOST": "0.0.0.0",
+        "MEMBRANE_API_KEYS": KEYS,
+        "MEMBRANE_DATA_DIR": str(tmp_path),
+        "MEMBRANE_DATABASE_URL": NOWHERE,
+        "COLUMNS": "200",
+    }
     out = CliRunner().invoke(cli, ["run", "--no-flower"], env=env)
     assert out.exit_code == 2, out.output
     assert all(name in out.output for name in WAYS_OUT), out.output
@@ -174,16 +220,18 @@ def test_membrane_run_refuses_before_starting_anything(tmp_path: Path) -> None:
     assert out.exit_code == 2 and "MEMBRANE_ALLOW_INSECURE_CREDENTIALS" in out.output, out.output
 
     # Flower's generated basic auth follows the same rule, and so does the opt-in
-    stack = Stack(Settings(host="0.0.0.0", api_keys={"k": {}}, allow_insecure_credentials=True),
-                  StackOptions(data_dir=tmp_path, host="0.0.0.0"))
+    stack = Stack(
+        Settings(host="0.0.0.0", api_keys={"k": {}}, allow_insecure_credentials=True),
+        StackOptions(data_dir=tmp_path, host="0.0.0.0"),
+    )
     assert stack.preflight().scheme == "http"
     assert [w.split(" over")[0] for w in stack.warnings] == ["serving API keys", "serving Flower basic auth"]
     assert not (tmp_path / "logs").exists()
 
 
 def test_flower_basic_auth_off_loopback_needs_tls_or_the_opt_in(
-        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
-        certificate: tuple[Path, Path]) -> None:
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], certificate: tuple[Path, Path]
+) -> None:
     for name in list(os.environ):
         if name.startswith(("MEMBRANE_", "FLOWER_")):
             monkeypatch.delenv(name)
@@ -214,16 +262,26 @@ def test_flower_basic_auth_off_loopback_needs_tls_or_the_opt_in(
 
 
 @pytest.mark.queue
-def test_flower_serves_https_with_the_tls_files(redis_url: str, tmp_path: Path,
-                                                certificate: tuple[Path, Path]) -> None:
+def test_flower_serves_https_with_the_tls_files(
+    redis_url: str, tmp_path: Path, certificate: tuple[Path, Path]
+) -> None:
     cert, key = certificate
     port = services.free_port()
-    env = _env(MEMBRANE_REDIS_URL=redis_url, MEMBRANE_FLOWER_BASIC_AUTH="admin:secret",
-               MEMBRANE_TLS_CERTFILE=str(cert), MEMBRANE_TLS_KEYFILE=str(key))
+    env = _env(
+        MEMBRANE_REDIS_URL=redis_url,
+        MEMBRANE_FLOWER_BASIC_AUTH="admin:secret",
+        MEMBRANE_TLS_CERTFILE=str(cert),
+        MEMBRANE_TLS_KEYFILE=str(key),
+    )
     log = tmp_path / "flower.log"
     with log.open("wb") as out:
-        proc = subprocess.Popen(flower_argv(Settings(), address="127.0.0.1", port=port), env=env,
-                                cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            flower_argv(Settings(), address="127.0.0.1", port=port),
+            env=env,
+            cwd=ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     try:
         deadline = time.monotonic() + 45
         while not port_open("127.0.0.1", port):

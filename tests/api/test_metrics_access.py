@@ -10,8 +10,7 @@ from tests.support.api import ServeFn
 KEYS = {
     "tenant-key": {"read_scopes": ["t1"], "write_scopes": ["t1"], "max_sensitivity": "low"},
     "wide-key": {"read_scopes": ["*"], "write_scopes": ["*"], "max_sensitivity": "hyper"},
-    "ops-key": {"read_scopes": ["*"], "write_scopes": ["*"], "max_sensitivity": "hyper",
-                "operator": True},
+    "ops-key": {"read_scopes": ["*"], "write_scopes": ["*"], "max_sensitivity": "hyper", "operator": True},
 }
 
 
@@ -22,8 +21,11 @@ def _bearer(key: str) -> dict[str, str]:
 def test_inbox_and_backlog_only_for_an_operator(serve: ServeFn) -> None:
     client = serve(keys=KEYS)
     # another tenant's activity: a capture that stays queued is visible in the inbox figures
-    other = client.post("/v1/captures", headers=_bearer("wide-key"),
-                        json={"source_kind": "event", "scope": "t2", "content": {"text": "x"}})
+    other = client.post(
+        "/v1/captures",
+        headers=_bearer("wide-key"),
+        json={"source_kind": "event", "scope": "t2", "content": {"text": "x"}},
+    )
     assert other.status_code in (200, 202)
     for key in ("tenant-key", "wide-key"):
         m = client.get("/v1/metrics", headers=_bearer(key))

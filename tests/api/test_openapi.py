@@ -14,8 +14,7 @@ JSON = "application/json"
 
 
 def _operations() -> list[tuple[str, str, dict[str, Any]]]:
-    return [(method.upper(), path, op) for path, ops in SPEC["paths"].items()
-            for method, op in ops.items()]
+    return [(method.upper(), path, op) for path, ops in SPEC["paths"].items() for method, op in ops.items()]
 
 
 def _ref(content: dict[str, Any]) -> str:
@@ -23,11 +22,16 @@ def _ref(content: dict[str, Any]) -> str:
 
 
 def test_every_success_and_request_body_is_a_named_model() -> None:
-    named = {"POST /v1/captures": "OperationView", "POST /v1/captures:batch": "OperationBatch",
-             "GET /v1/records/{record_id}": "RecordView", "POST /v1/retrieve": "RetrieveResult",
-             "GET /v1/records/{record_id}/audit": "AuditHistory", "GET /v1/metrics": "Metrics",
-             "GET /v1/operations/{operation_id}": "OperationView",
-             "POST /v1/records/{record_id}/supersede": "OperationView"}
+    named = {
+        "POST /v1/captures": "OperationView",
+        "POST /v1/captures:batch": "OperationBatch",
+        "GET /v1/records/{record_id}": "RecordView",
+        "POST /v1/retrieve": "RetrieveResult",
+        "GET /v1/records/{record_id}/audit": "AuditHistory",
+        "GET /v1/metrics": "Metrics",
+        "GET /v1/operations/{operation_id}": "OperationView",
+        "POST /v1/records/{record_id}/supersede": "OperationView",
+    }
     seen = 0
     for method, path, op in _operations():
         for status, answer in op["responses"].items():
@@ -41,11 +45,24 @@ def test_every_success_and_request_body_is_a_named_model() -> None:
             ok = op["responses"]["202" if "202" in op["responses"] else "200"]
             assert _ref(ok["content"]) == f"#/components/schemas/{want}", (method, path)
     assert seen >= 20  # positive control: the walk found the answers
-    bodies = {_ref(op["requestBody"]["content"]).rsplit("/", 1)[-1]
-              for _, _, op in _operations() if "requestBody" in op}
-    assert {"CaptureRequest", "CaptureBatch", "RetrieveRequest", "SupersedeBody", "ForkBody",
-            "MergeBody", "RetractBody", "ContestBody", "ReinforceBody", "PenalizeBody",
-            "MaintenanceRun"} <= bodies
+    bodies = {
+        _ref(op["requestBody"]["content"]).rsplit("/", 1)[-1]
+        for _, _, op in _operations()
+        if "requestBody" in op
+    }
+    assert {
+        "CaptureRequest",
+        "CaptureBatch",
+        "RetrieveRequest",
+        "SupersedeBody",
+        "ForkBody",
+        "MergeBody",
+        "RetractBody",
+        "ContestBody",
+        "ReinforceBody",
+        "PenalizeBody",
+        "MaintenanceRun",
+    } <= bodies
 
 
 def test_every_error_answer_is_the_error_shape_and_none_is_fastapis_default() -> None:
@@ -59,8 +76,10 @@ def test_every_error_answer_is_the_error_shape_and_none_is_fastapis_default() ->
             if "requestBody" in op or op.get("parameters"):
                 assert "422" in errors, (method, path)
         for status, answer in errors.items():
-            assert _ref(answer["content"]) in ("#/components/schemas/ErrorBody",
-                                               "#/components/schemas/NotReady"), (method, path, status)
+            assert _ref(answer["content"]) in (
+                "#/components/schemas/ErrorBody",
+                "#/components/schemas/NotReady",
+            ), (method, path, status)
 
 
 def test_bearer_auth_is_a_security_scheme_of_every_v1_route() -> None:

@@ -30,8 +30,12 @@ def test_readyz_checks_the_real_broker_and_writes_survive_its_absence(serve: Ser
     ready = up.get("/readyz")
     assert ready.status_code == 200
     assert ready.json()["checks"] == {"postgres": "ok", "broker": "ok"}
-    assert up.post("/v1/captures", json={"source_kind": "event", "scope": "a",
-                                         "content": {"text": "x"}}).status_code == 202
+    assert (
+        up.post(
+            "/v1/captures", json={"source_kind": "event", "scope": "a", "content": {"text": "x"}}
+        ).status_code
+        == 202
+    )
 
     down = serve(broker_url=f"redis://127.0.0.1:{services.free_port()}/0")
     ready = down.get("/readyz")
@@ -39,7 +43,8 @@ def test_readyz_checks_the_real_broker_and_writes_survive_its_absence(serve: Ser
     assert ready.json()["checks"] == {"postgres": "ok", "broker": "unavailable"}
     # the driver's text (hosts, ports) goes to the log, not to an unauthenticated caller
     assert ready.json()["error"]["details"] == [
-        {"field": "broker", "message": "broker unreachable", "type": "unavailable"}]
+        {"field": "broker", "message": "broker unreachable", "type": "unavailable"}
+    ]
     resp = down.post("/v1/captures", json={"source_kind": "event", "scope": "a", "content": {"text": "y"}})
     assert resp.status_code == 202  # the inbox row is committed; beat re-dispatches it
     assert down.get(resp.headers["location"]).json()["status"] == "queued"
@@ -57,18 +62,29 @@ def test_prometheus_metrics_count_requests_by_route_and_accepted_operations(clie
 
 def test_openapi_and_docs_are_served(client: httpx.Client) -> None:
     spec = client.get("/openapi.json").json()
-    for path in ("/v1/captures", "/v1/captures:batch", "/v1/operations/{operation_id}",
-                 "/v1/records/{record_id}", "/v1/records/{record_id}/audit", "/v1/retrieve",
-                 "/v1/records/{record_id}/supersede", "/v1/records:merge", "/v1/maintenance/run",
-                 "/v1/metrics", "/healthz", "/readyz"):
+    for path in (
+        "/v1/captures",
+        "/v1/captures:batch",
+        "/v1/operations/{operation_id}",
+        "/v1/records/{record_id}",
+        "/v1/records/{record_id}/audit",
+        "/v1/retrieve",
+        "/v1/records/{record_id}/supersede",
+        "/v1/records:merge",
+        "/v1/maintenance/run",
+        "/v1/metrics",
+        "/healthz",
+        "/readyz",
+    ):
         assert path in spec["paths"], path
     docs = client.get("/docs")
     assert docs.status_code == 200
     assert "swagger" in docs.text.lower()
 
 
-def test_postgres_down_is_503_with_a_clear_message(serve: ServeFn, database_url: str,
-                                                   pg_admin_url: str) -> None:
+def test_postgres_down_is_503_with_a_clear_message(
+    serve: ServeFn, database_url: str, pg_admin_url: str
+) -> None:
     client = serve()
     assert client.get("/readyz").status_code == 200
     name = psycopg.conninfo.conninfo_to_dict(database_url)["dbname"]
@@ -95,7 +111,12 @@ def test_loopback_detection() -> None:
 def test_entry_point_refuses_a_public_host_without_keys(database_url: str) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMBRANE_")}
     env["MEMBRANE_DATABASE_URL"] = database_url
-    proc = subprocess.run([sys.executable, "-m", "api", "--host", "0.0.0.0", "--port", "1"],
-                          env=env, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "api", "--host", "0.0.0.0", "--port", "1"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode != 0
     assert "refusing to listen on '0.0.0.0' without API keys" in proc.stderr

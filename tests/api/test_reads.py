@@ -15,10 +15,18 @@ def _capture(client: httpx.Client, **body: object) -> list[str]:
 
 
 def test_retrieve_returns_captured_records_in_scope_only(client: httpx.Client) -> None:
-    _capture(client, source_kind="observation", scope="project-a",
-             content={"subject": "billing service", "predicate": "runs_on", "object": "Python 3.12"})
-    _capture(client, source_kind="event", scope="project-b",
-             content={"text": "billing service incident in another project"})
+    _capture(
+        client,
+        source_kind="observation",
+        scope="project-a",
+        content={"subject": "billing service", "predicate": "runs_on", "object": "Python 3.12"},
+    )
+    _capture(
+        client,
+        source_kind="event",
+        scope="project-b",
+        content={"text": "billing service incident in another project"},
+    )
     resp = client.post("/v1/retrieve", json={"query": "billing service", "scopes": ["project-a"]})
     assert resp.status_code == 200
     body = resp.json()

@@ -6,8 +6,11 @@ import uuid
 
 import httpx
 
-FACT = {"source_kind": "observation", "scope": "project-a",
-        "content": {"subject": "acme-api", "predicate": "runs_on", "object": "Python 3.12"}}
+FACT = {
+    "source_kind": "observation",
+    "scope": "project-a",
+    "content": {"subject": "acme-api", "predicate": "runs_on", "object": "Python 3.12"},
+}
 
 
 def _fact(client: httpx.Client) -> str:
@@ -17,8 +20,10 @@ def _fact(client: httpx.Client) -> str:
 
 
 def _objects(client: httpx.Client) -> list[str]:
-    resp = client.post("/v1/retrieve", json={"query": "acme-api runs on", "scopes": ["project-a"],
-                                              "memory_types": ["semantic"]})
+    resp = client.post(
+        "/v1/retrieve",
+        json={"query": "acme-api runs on", "scopes": ["project-a"], "memory_types": ["semantic"]},
+    )
     assert resp.status_code == 200
     return [r["payload"]["object"] for r in resp.json()["records"]]
 
@@ -26,9 +31,15 @@ def _objects(client: httpx.Client) -> list[str]:
 def test_supersede_through_http_replaces_the_fact(client: httpx.Client) -> None:
     old = _fact(client)
     assert _objects(client) == ["Python 3.12"]
-    resp = client.post(f"/v1/records/{old}/supersede", params={"wait": 5}, json={
-        "record": {"subject": "acme-api", "predicate": "runs_on", "object": "Python 3.13"},
-        "rationale": "the Dockerfile moved to 3.13", "evidence": [{"kind": "artifact", "ref": "Dockerfile"}]})
+    resp = client.post(
+        f"/v1/records/{old}/supersede",
+        params={"wait": 5},
+        json={
+            "record": {"subject": "acme-api", "predicate": "runs_on", "object": "Python 3.13"},
+            "rationale": "the Dockerfile moved to 3.13",
+            "evidence": [{"kind": "artifact", "ref": "Dockerfile"}],
+        },
+    )
     assert resp.status_code == 200, resp.text
     op = resp.json()
     assert op["status"] == "succeeded", op["error"]

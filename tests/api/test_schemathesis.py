@@ -28,17 +28,28 @@ from api.app import create_app
 from tests.support.api import ServeFn
 
 EXAMPLES = int(os.environ.get("MEMBRANE_FUZZ_EXAMPLES", "25"))
-CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
-          response_headers_conformance, response_schema_conformance]
+CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    content_type_conformance,
+    response_headers_conformance,
+    response_schema_conformance,
+]
 
 
 @pytest.fixture
 def live(serve: ServeFn) -> httpx.Client:
     """A live server with a record to aim at, so that by-id routes reach their handlers too."""
     client = serve()
-    resp = client.post("/v1/captures", params={"wait": 5}, json={
-        "source_kind": "observation", "scope": "fuzz",
-        "content": {"subject": "fuzz", "predicate": "is", "object": "running"}})
+    resp = client.post(
+        "/v1/captures",
+        params={"wait": 5},
+        json={
+            "source_kind": "observation",
+            "scope": "fuzz",
+            "content": {"subject": "fuzz", "predicate": "is", "object": "running"},
+        },
+    )
     assert resp.status_code == 200 and resp.json()["status"] == "succeeded"
     return client
 
@@ -55,8 +66,7 @@ schema = schemathesis.openapi.from_dict(SPEC)
 
 @schema.parametrize()
 @seed(20261201)
-@settings(max_examples=EXAMPLES, deadline=None, derandomize=False,
-          suppress_health_check=list(HealthCheck))
+@settings(max_examples=EXAMPLES, deadline=None, derandomize=False, suppress_health_check=list(HealthCheck))
 def test_no_input_gets_a_server_error(case: schemathesis.Case, live: httpx.Client) -> None:
     # 503 is the one 5xx the contract allows (an outage); nothing here is down
     response = case.call(base_url=str(live.base_url), timeout=30)

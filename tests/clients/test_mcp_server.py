@@ -32,12 +32,16 @@ def _url(serve: ServeFn, **kwargs: Any) -> str:
     return str(serve(**kwargs).base_url).rstrip("/")
 
 
-def _run(url: str, tmp_path: Path, scenario: Scenario, *flags: str,
-         env: dict[str, str] | None = None) -> None:
+def _run(
+    url: str, tmp_path: Path, scenario: Scenario, *flags: str, env: dict[str, str] | None = None
+) -> None:
     """Start ``membrane-mcp --url URL *flags`` over stdio and run ``scenario`` on a client of it."""
-    params = StdioServerParameters(command=sys.executable,
-                                   args=["-m", "membrane_client.mcp_server", "--url", url, *flags],
-                                   cwd=str(tmp_path), env=env)
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "membrane_client.mcp_server", "--url", url, *flags],
+        cwd=str(tmp_path),
+        env=env,
+    )
     errlog = tmp_path / f"mcp-server{'-'.join(('', *flags))}.stderr"
 
     async def main() -> None:
@@ -74,25 +78,38 @@ def test_remember_recall_supersede_over_stdio(serve: ServeFn, tmp_path: Path) ->
         assert set(schemas["supersede_memory"]["required"]) == {"record_id", "rationale", "evidence"}
         assert "scope" in schemas["remember"]["required"]  # no --scope default was given
 
-        said = await _call(client, "remember", kind="fact", scope="acme", subject="acme-api",
-                           predicate="runs_on", object="Python 3.12")
+        said = await _call(
+            client,
+            "remember",
+            kind="fact",
+            scope="acme",
+            subject="acme-api",
+            predicate="runs_on",
+            object="Python 3.12",
+        )
         old = _id(r"Remembered fact " + ID, said)
         first = await _call(client, "recall", query="acme-api runs_on Python", scopes=["acme"])
         # positive control for the absence below: before the correction the old value is recalled
         assert f"[{old}] (semantic, active" in first and "acme-api runs_on Python 3.12" in first
 
-        fixed = await _call(client, "supersede_memory", record_id=old, object="Python 3.13",
-                            rationale=RATIONALE, evidence=["pyproject.toml:3"])
+        fixed = await _call(
+            client,
+            "supersede_memory",
+            record_id=old,
+            object="Python 3.13",
+            rationale=RATIONALE,
+            evidence=["pyproject.toml:3"],
+        )
         new = _id(r"with " + ID, fixed)
         assert new != old and "acme-api runs_on Python 3.13" in fixed
 
-        after = await _call(client, "recall", query="acme-api runs_on Python", scopes=["acme"],
-                            expand=True)
+        after = await _call(client, "recall", query="acme-api runs_on Python", scopes=["acme"], expand=True)
         assert f"[{new}] (semantic, active" in after and "Python 3.13" in after
         assert "Python 3.12" not in after and old not in after
         # the raw observation is immutable history: shown only when asked for, as an observation
-        raw = await _call(client, "recall", query="acme-api runs_on Python", scopes=["acme"],
-                          include_observations=True)
+        raw = await _call(
+            client, "recall", query="acme-api runs_on Python", scopes=["acme"], include_observations=True
+        )
         assert "(episodic, active" in raw and "observation: acme-api runs_on Python 3.12" in raw
 
         shown = await _call(client, "get_memory", record_id=old)
@@ -104,16 +121,29 @@ def test_remember_recall_supersede_over_stdio(serve: ServeFn, tmp_path: Path) ->
 
         # a refusal is an error result the model can read, naming the current version; the
         # server stays up for the next call
-        refused = await _call(client, "supersede_memory", error=True, record_id=old, object="Python 3.14",
-                              rationale="try again", evidence=["ci log"])
+        refused = await _call(
+            client,
+            "supersede_memory",
+            error=True,
+            record_id=old,
+            object="Python 3.14",
+            rationale="try again",
+            evidence=["ci log"],
+        )
         assert "revision_refused" in refused and new in refused
-        missing = await _call(client, "retract_memory", error=True,
-                              record_id="00000000-0000-4000-8000-000000000000", rationale="gone")
+        missing = await _call(
+            client,
+            "retract_memory",
+            error=True,
+            record_id="00000000-0000-4000-8000-000000000000",
+            rationale="gone",
+        )
         assert "not_found" in missing
         assert "Python 3.13" in await _call(client, "get_memory", record_id=new)
 
-        assert f"Reinforced [{new}]" in await _call(client, "reinforce_memory", record_id=new,
-                                                    rationale="the build used it", evidence=["ci run 41"])
+        assert f"Reinforced [{new}]" in await _call(
+            client, "reinforce_memory", record_id=new, rationale="the build used it", evidence=["ci run 41"]
+        )
         await _call(client, "contest_memory", record_id=new, rationale="a teammate reports 3.12 in prod")
         flagged = await _call(client, "recall", query="acme-api runs_on Python", scopes=["acme"])
         assert f"[{new}] (semantic, CONTESTED" in flagged and "CONTESTED memories are disputed" in flagged

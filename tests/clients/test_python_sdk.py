@@ -50,8 +50,11 @@ from tests.support.api import ServeFn
 from tests.support.processes import Spawn
 from tests.support.sql import scalar
 
-FACT: dict[str, Any] = {"source_kind": "observation", "scope": "project-a",
-        "content": {"subject": "acme-api", "predicate": "runs_on", "object": "Python 3.12"}}
+FACT: dict[str, Any] = {
+    "source_kind": "observation",
+    "scope": "project-a",
+    "content": {"subject": "acme-api", "predicate": "runs_on", "object": "Python 3.12"},
+}
 KEYS = {
     "writer-key": {"read_scopes": ["team-a"], "write_scopes": ["team-a"], "max_sensitivity": "medium"},
     "reader-key": {"read_scopes": ["team-a"], "write_scopes": [], "max_sensitivity": "low"},
@@ -64,8 +67,10 @@ def event(i: int, scope: str = "bulk") -> dict[str, Any]:
 
 def count(url: str, text: str | None = None) -> int:
     """Episodic records in Postgres, all or those whose payload text is ``text``."""
-    sql = ("SELECT count(*) FROM memory_records r JOIN record_payloads p ON p.record_id = r.id "
-           "WHERE r.type = 'episodic'")
+    sql = (
+        "SELECT count(*) FROM memory_records r JOIN record_payloads p ON p.record_id = r.id "
+        "WHERE r.type = 'episodic'"
+    )
     if text is None:
         return scalar(url, sql)
     return scalar(url, sql + " AND p.body->>'text' = %s", text)
@@ -86,9 +91,13 @@ def test_capture_retrieve_supersede_retrieve(sdk: Client) -> None:
     assert sdk.get(fact).type == "semantic" and sdk.get(episode).type == "episodic"
     assert _objects(sdk) == [(str(fact), "Python 3.12")]
 
-    new = sdk.supersede(fact, {"subject": "acme-api", "predicate": "runs_on", "object": "Python 3.13"},
-                        "the Dockerfile moved to 3.13",
-                        evidence=[EvidenceRef(kind="artifact", ref="Dockerfile")], wait=5)
+    new = sdk.supersede(
+        fact,
+        {"subject": "acme-api", "predicate": "runs_on", "object": "Python 3.13"},
+        "the Dockerfile moved to 3.13",
+        evidence=[EvidenceRef(kind="artifact", ref="Dockerfile")],
+        wait=5,
+    )
     assert new.status == "succeeded", new.error
     replacement = new.record_ids[0]
     assert _objects(sdk) == [(str(replacement), "Python 3.13")]  # only the replacement comes back
@@ -102,8 +111,9 @@ def test_capture_retrieve_supersede_retrieve(sdk: Client) -> None:
 
 def test_other_revisions_and_operator_endpoints(sdk: Client) -> None:
     fact = sdk.capture(FACT, wait=5).record_ids[1]
-    other = sdk.capture({**FACT, "content": {**FACT["content"], "object": "Python 3.11"}},
-                        wait=5).record_ids[1]
+    other = sdk.capture({**FACT, "content": {**FACT["content"], "object": "Python 3.11"}}, wait=5).record_ids[
+        1
+    ]
     assert sdk.reinforce(fact, wait=5).succeeded
     assert sdk.penalize(fact, 0.05, "less sure", wait=5).succeeded
     contested = sdk.contest(fact, "the CI says otherwise", contesting_record_id=other, wait=5)
@@ -114,8 +124,14 @@ def test_other_revisions_and_operator_endpoints(sdk: Client) -> None:
     with pytest.raises(RevisionRefused):
         refused.raise_for_error()
     assert sdk.retract(other, "wrong service", wait=5).raise_for_error().succeeded
-    assert sdk.retrieve("acme-api runs on", scopes=["project-a"], include_retracted=True,
-                        memory_types=["semantic"], limit=5, expand=1).records
+    assert sdk.retrieve(
+        "acme-api runs on",
+        scopes=["project-a"],
+        include_retracted=True,
+        memory_types=["semantic"],
+        limit=5,
+        expand=1,
+    ).records
     run = sdk.run_maintenance(["decay", "prune"], wait=10)
     assert run.kind == "maintenance" and run.succeeded, run.error
     metrics = sdk.metrics()
@@ -174,8 +190,15 @@ def test_capture_many_derives_the_chunk_key(sdk: Client, database_url: str) -> N
     assert [o.status for o in ops] == ["succeeded", "succeeded", "failed", "succeeded"]
     assert ops[2].error is not None and ops[2].error.code == "invalid_input"
     assert ops[2].error.details[0].field == "scope"
-    keys = [scalar(database_url, "SELECT count(*) FROM operations WHERE id = %s AND idempotency_key = %s",
-                   o.operation_id, f"many:0#{i}") for i, o in enumerate(ops)]
+    keys = [
+        scalar(
+            database_url,
+            "SELECT count(*) FROM operations WHERE id = %s AND idempotency_key = %s",
+            o.operation_id,
+            f"many:0#{i}",
+        )
+        for i, o in enumerate(ops)
+    ]
     assert keys == [1, 1, 1, 1]
     replay = sdk.capture_many(batch, idempotency_key="many")
     assert [o.operation_id for o in replay] == [o.operation_id for o in ops]
@@ -220,19 +243,32 @@ def _answer(status: int, code: str | None, **headers: str) -> httpx.Response:
     return httpx.Response(status, json=body, headers=headers)
 
 
-@pytest.mark.parametrize(("status", "code", "expected"), [
-    (400, "bad_request", "BadRequest"), (422, "invalid_input", "InvalidInput"),
-    (413, "payload_too_large", "PayloadTooLarge"), (413, "record_too_large", "RecordTooLarge"),
-    (401, "unauthorized", "Unauthorized"), (403, "forbidden", "Forbidden"),
-    (404, "not_found", "NotFound"), (409, "conflict", "Conflict"),
-    (409, "idempotency_conflict", "IdempotencyConflict"), (409, "revision_refused", "RevisionRefused"),
-    (409, "tombstoned_fact", "TombstonedFact"), (429, "too_many_requests", "RateLimited"),
-    (503, "unavailable", "Unavailable"), (500, "internal", "ServerError"),
-    (502, None, "ServerError"), (404, "some_new_code", "NotFound"), (418, None, "MembraneError"),
-])
+@pytest.mark.parametrize(
+    ("status", "code", "expected"),
+    [
+        (400, "bad_request", "BadRequest"),
+        (422, "invalid_input", "InvalidInput"),
+        (413, "payload_too_large", "PayloadTooLarge"),
+        (413, "record_too_large", "RecordTooLarge"),
+        (401, "unauthorized", "Unauthorized"),
+        (403, "forbidden", "Forbidden"),
+        (404, "not_found", "NotFound"),
+        (409, "conflict", "Conflict"),
+        (409, "idempotency_conflict", "IdempotencyConflict"),
+        (409, "revision_refused", "RevisionRefused"),
+        (409, "tombstoned_fact", "TombstonedFact"),
+        (429, "too_many_requests", "RateLimited"),
+        (503, "unavailable", "Unavailable"),
+        (500, "internal", "ServerError"),
+        (502, None, "ServerError"),
+        (404, "some_new_code", "NotFound"),
+        (418, None, "MembraneError"),
+    ],
+)
 def test_error_class_by_code_then_status(status: int, code: str | None, expected: str) -> None:
-    with Client("http://127.0.0.1:9", max_retries=0,
-                transport=httpx.MockTransport(lambda _: _answer(status, code))) as client:
+    with Client(
+        "http://127.0.0.1:9", max_retries=0, transport=httpx.MockTransport(lambda _: _answer(status, code))
+    ) as client:
         with pytest.raises(MembraneError) as raised:
             client.get(uuid.uuid4())
     assert type(raised.value).__name__ == expected
@@ -243,29 +279,42 @@ def test_error_class_by_code_then_status(status: int, code: str | None, expected
 def test_the_code_outranks_the_status() -> None:
     # a 409 is a Conflict, but its code names which one
     for code, cls in (("tombstoned_fact", TombstonedFact), ("revision_refused", RevisionRefused)):
-        with Client("http://127.0.0.1:9", transport=httpx.MockTransport(
-                lambda _, c=code: _answer(409, c))) as client, pytest.raises(cls):
+        with (
+            Client(
+                "http://127.0.0.1:9", transport=httpx.MockTransport(lambda _, c=code: _answer(409, c))
+            ) as client,
+            pytest.raises(cls),
+        ):
             client.retract(uuid.uuid4(), "x")
-    with Client("http://127.0.0.1:9", transport=httpx.MockTransport(
-            lambda _: _answer(413, "record_too_large"))) as client, pytest.raises(RecordTooLarge):
+    with (
+        Client(
+            "http://127.0.0.1:9", transport=httpx.MockTransport(lambda _: _answer(413, "record_too_large"))
+        ) as client,
+        pytest.raises(RecordTooLarge),
+    ):
         client.retrieve("x")
     assert not issubclass(RecordTooLarge, PayloadTooLarge) and issubclass(ServerError, MembraneError)
 
 
 def test_an_unexpected_answer_is_a_membrane_error() -> None:
-    with Client("http://127.0.0.1:9", transport=httpx.MockTransport(
-            lambda _: httpx.Response(200, text="<html>captive portal</html>"))) as client:
+    with Client(
+        "http://127.0.0.1:9",
+        transport=httpx.MockTransport(lambda _: httpx.Response(200, text="<html>captive portal</html>")),
+    ) as client:
         with pytest.raises(MembraneError) as raised:
             client.metrics()
     assert raised.value.code == "bad_answer" and raised.value.status == 200
 
 
 def test_the_sdk_imports_nothing_of_the_server() -> None:
-    code = ("import sys, membrane_client; "
-            "print(sorted({m.split('.')[0] for m in sys.modules} & {'membrane_core', 'api', 'workers', "
-            "'membrane_cli', 'fastapi', 'psycopg', 'celery'}))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         cwd=tempfile.gettempdir())
+    code = (
+        "import sys, membrane_client; "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'membrane_core', 'api', 'workers', "
+        "'membrane_cli', 'fastapi', 'psycopg', 'celery'}))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=tempfile.gettempdir()
+    )
     assert out.stdout.strip() == "[]"
 
 
@@ -288,8 +337,11 @@ class Scripted:
                 status, headers, body = owner.script[min(len(owner.seen), len(owner.script)) - 1]
                 data = json.dumps(body).encode()
                 self.send_response(status)
-                for name, value in {**headers, "Content-Type": "application/json",
-                                    "Content-Length": str(len(data))}.items():
+                for name, value in {
+                    **headers,
+                    "Content-Type": "application/json",
+                    "Content-Length": str(len(data)),
+                }.items():
                     self.send_header(name, value)
                 self.end_headers()
                 self.wfile.write(data)
@@ -313,16 +365,23 @@ class Scripted:
 
 
 def _op(status: str = "succeeded") -> dict[str, Any]:
-    return {"operation_id": str(uuid.uuid4()), "kind": "capture", "status": status, "record_ids": [],
-            "created_at": datetime.now(UTC).isoformat()}
+    return {
+        "operation_id": str(uuid.uuid4()),
+        "kind": "capture",
+        "status": status,
+        "record_ids": [],
+        "created_at": datetime.now(UTC).isoformat(),
+    }
 
 
 UNAVAILABLE = {"error": {"code": "unavailable", "message": "postgres unavailable", "details": []}}
 
 
 def test_503_is_retried_after_retry_after_with_the_same_key() -> None:
-    with Scripted([(503, {"Retry-After": "1"}, UNAVAILABLE), (202, {}, _op("queued"))]) as server, \
-            Client(server.url, backoff=0.01) as client:
+    with (
+        Scripted([(503, {"Retry-After": "1"}, UNAVAILABLE), (202, {}, _op("queued"))]) as server,
+        Client(server.url, backoff=0.01) as client,
+    ):
         op = client.capture(event(0))
     assert op.status == "queued"
     (t0, _, first), (t1, _, second) = server.seen
@@ -334,13 +393,18 @@ def test_503_is_retried_after_retry_after_with_the_same_key() -> None:
 
 def test_429_is_retried_but_other_4xx_are_not() -> None:
     limited = {"error": {"code": "too_many_requests", "message": "slow down", "details": []}}
-    with Scripted([(429, {"Retry-After": "0"}, limited), (200, {}, _op())]) as server, \
-            Client(server.url, backoff=0.01) as client:
+    with (
+        Scripted([(429, {"Retry-After": "0"}, limited), (200, {}, _op())]) as server,
+        Client(server.url, backoff=0.01) as client,
+    ):
         assert client.operation(uuid.uuid4()).succeeded
     assert len(server.seen) == 2
     gone = {"error": {"code": "not_found", "message": "no such record", "details": []}}
-    with Scripted([(404, {}, gone), (200, {}, _op())]) as server, \
-            Client(server.url, backoff=0.01) as client, pytest.raises(NotFound):
+    with (
+        Scripted([(404, {}, gone), (200, {}, _op())]) as server,
+        Client(server.url, backoff=0.01) as client,
+        pytest.raises(NotFound),
+    ):
         client.get(uuid.uuid4())
     assert len(server.seen) == 1
 
@@ -352,8 +416,12 @@ def test_retries_are_bounded_and_connection_errors_retried() -> None:
         calls.append(request)
         return _answer(503, "unavailable", **{"Retry-After": "0"})
 
-    with Client("http://127.0.0.1:9", max_retries=3, backoff=0.001,
-                transport=httpx.MockTransport(always_503)) as client, pytest.raises(Unavailable) as exc:
+    with (
+        Client(
+            "http://127.0.0.1:9", max_retries=3, backoff=0.001, transport=httpx.MockTransport(always_503)
+        ) as client,
+        pytest.raises(Unavailable) as exc,
+    ):
         client.reinforce(uuid.uuid4())
     assert len(calls) == 4 and exc.value.retry_after == 0
     assert len({r.headers["Idempotency-Key"] for r in calls}) == 1
@@ -370,12 +438,25 @@ def test_retries_are_bounded_and_connection_errors_retried() -> None:
         assert client.capture(event(0), idempotency_key="mine").status == "queued"
     assert attempts == ["mine"] * 3
 
-    with Client("http://127.0.0.1:9", max_retries=2, backoff=0.001, transport=httpx.MockTransport(
-            lambda _: (_ for _ in ()).throw(httpx.ConnectError("down")))) as client, \
-            pytest.raises(ConnectionFailed):
+    with (
+        Client(
+            "http://127.0.0.1:9",
+            max_retries=2,
+            backoff=0.001,
+            transport=httpx.MockTransport(lambda _: (_ for _ in ()).throw(httpx.ConnectError("down"))),
+        ) as client,
+        pytest.raises(ConnectionFailed),
+    ):
         client.metrics()
-    with Client("http://127.0.0.1:9", max_retries=1, backoff=0.001, transport=httpx.MockTransport(
-            lambda _: _answer(429, "rate_limited"))) as client, pytest.raises(RateLimited):
+    with (
+        Client(
+            "http://127.0.0.1:9",
+            max_retries=1,
+            backoff=0.001,
+            transport=httpx.MockTransport(lambda _: _answer(429, "rate_limited")),
+        ) as client,
+        pytest.raises(RateLimited),
+    ):
         client.metrics()
 
 
@@ -390,8 +471,9 @@ def test_wait_polls_until_the_operation_finishes(serve: ServeFn, api_membrane: M
         with pytest.raises(OperationTimeout) as late:
             client.wait(op, timeout=0.3)
         assert late.value.operation is not None and late.value.operation.status == "queued"
-        worker = threading.Timer(0.3, api_membrane.inbox_worker.process_captures, [[op.operation_id]],
-                                 {"worker": "test"})
+        worker = threading.Timer(
+            0.3, api_membrane.inbox_worker.process_captures, [[op.operation_id]], {"worker": "test"}
+        )
         worker.start()
         try:
             done = client.wait(op.operation_id, timeout=10)
@@ -403,8 +485,10 @@ def test_wait_polls_until_the_operation_finishes(serve: ServeFn, api_membrane: M
 # -- ingest ---------------------------------------------------------------------------------
 
 
-def _batch_handler(delay: float = 0.0, status_for: dict[str, int] | None = None,
-                   ) -> tuple[Any, dict[str, Any]]:
+def _batch_handler(
+    delay: float = 0.0,
+    status_for: dict[str, int] | None = None,
+) -> tuple[Any, dict[str, Any]]:
     state: dict[str, Any] = {"active": 0, "peak": 0, "keys": [], "lock": threading.Lock()}
 
     def handler(request: httpx.Request) -> httpx.Response:
@@ -444,8 +528,9 @@ def test_ingest_reads_lazily_with_bounded_chunks_in_flight() -> None:
 
     started = time.monotonic()
     with Client("http://127.0.0.1:9", transport=httpx.MockTransport(handler)) as client:
-        result = client.ingest(source(), batch=batch, concurrency=concurrency, on_progress=progress,
-                               idempotency_key="lazy")
+        result = client.ingest(
+            source(), batch=batch, concurrency=concurrency, on_progress=progress, idempotency_key="lazy"
+        )
     elapsed = time.monotonic() - started
     assert result.total == n and result.succeeded == n and result.failed == 0
     assert [i.index for i in result.items] == list(range(n))
@@ -457,10 +542,12 @@ def test_ingest_reads_lazily_with_bounded_chunks_in_flight() -> None:
 
 def test_ingest_reports_the_items_of_a_chunk_that_failed_after_every_retry() -> None:
     handler, state = _batch_handler(status_for={":1": 503, ":3": 413})
-    with Client("http://127.0.0.1:9", max_retries=2, backoff=0.001,
-                transport=httpx.MockTransport(handler)) as client:
-        result = client.ingest((event(i) for i in range(450)), batch=100, concurrency=2,
-                               idempotency_key="job")
+    with Client(
+        "http://127.0.0.1:9", max_retries=2, backoff=0.001, transport=httpx.MockTransport(handler)
+    ) as client:
+        result = client.ingest(
+            (event(i) for i in range(450)), batch=100, concurrency=2, idempotency_key="job"
+        )
     failed = {i.index: i for i in result.failures}
     assert sorted(failed) == list(range(100, 200)) + list(range(300, 400))
     codes = {i: item.error.code if item.error else None for i, item in failed.items()}
@@ -475,8 +562,7 @@ def test_ingest_reports_the_items_of_a_chunk_that_failed_after_every_retry() -> 
 
 
 @pytest.mark.queue
-def test_ingest_through_real_workers(serve: ServeFn, spawn: Spawn, redis_url: str,
-                                     database_url: str) -> None:
+def test_ingest_through_real_workers(serve: ServeFn, spawn: Spawn, redis_url: str, database_url: str) -> None:
     """2,500 captures, four of them invalid, through redis and real Celery workers."""
     worker = spawn("worker", "ingest,revision", concurrency=2)
     url = str(serve(broker_url=redis_url).base_url)
@@ -484,8 +570,10 @@ def test_ingest_through_real_workers(serve: ServeFn, spawn: Spawn, redis_url: st
     bad: dict[int, tuple[dict[str, Any], str]] = {
         7: ({"source_kind": "event", "scope": "", "content": {"text": "x"}}, "scope"),
         1000: ({"source_kind": "bogus", "scope": "bulk", "content": {}}, "source_kind"),
-        1999: ({"source_kind": "observation", "scope": "bulk",
-                "content": {"subject": "a", "predicate": "b"}}, "content"),
+        1999: (
+            {"source_kind": "observation", "scope": "bulk", "content": {"subject": "a", "predicate": "b"}},
+            "content",
+        ),
         2499: ({"source_kind": "event", "scope": "bulk"}, "content"),
     }
     n = 2500
@@ -496,8 +584,9 @@ def test_ingest_through_real_workers(serve: ServeFn, spawn: Spawn, redis_url: st
 
     seen: list[IngestProgress] = []
     with Client(url, timeout=30.0) as client:
-        result = client.ingest(source(), batch=500, concurrency=3, wait=60, on_progress=seen.append,
-                               idempotency_key="bulk-1")
+        result = client.ingest(
+            source(), batch=500, concurrency=3, wait=60, on_progress=seen.append, idempotency_key="bulk-1"
+        )
         assert sorted(i.index for i in result.failures) == sorted(bad)
         for item in result.failures:
             assert item.error is not None and item.error.code == "invalid_input"
@@ -506,8 +595,14 @@ def test_ingest_through_real_workers(serve: ServeFn, spawn: Spawn, redis_url: st
         assert seen[-1].items == n and len(seen) == 5
         valid = n - len(bad)
         assert count(database_url) == valid
-        assert scalar(database_url, "SELECT count(DISTINCT p.body->>'text') FROM record_payloads p "
-                      "JOIN memory_records r ON r.id = p.record_id WHERE r.type = 'episodic'") == valid
+        assert (
+            scalar(
+                database_url,
+                "SELECT count(DISTINCT p.body->>'text') FROM record_payloads p "
+                "JOIN memory_records r ON r.id = p.record_id WHERE r.type = 'episodic'",
+            )
+            == valid
+        )
 
         # the same ingest again under its key: the same operations, nothing written twice
         again = client.ingest(source(), batch=500, concurrency=3, idempotency_key="bulk-1")
@@ -516,8 +611,13 @@ def test_ingest_through_real_workers(serve: ServeFn, spawn: Spawn, redis_url: st
 
         # the revision queue too: supersede through a worker
         fact = client.capture(FACT, wait=20).raise_for_error().record_ids[1]
-        new = client.supersede(fact, {"object": "Python 3.13"}, "upgraded",
-                               evidence=[{"kind": "artifact", "ref": "Dockerfile"}], wait=20)
+        new = client.supersede(
+            fact,
+            {"object": "Python 3.13"},
+            "upgraded",
+            evidence=[{"kind": "artifact", "ref": "Dockerfile"}],
+            wait=20,
+        )
         assert new.raise_for_error().kind == "supersede"
         assert client.get(fact).status == "retracted"
         assert _objects(client) == [(str(new.record_ids[0]), "Python 3.13")]
@@ -527,9 +627,17 @@ def test_ingest_through_real_workers(serve: ServeFn, spawn: Spawn, redis_url: st
 
 
 def test_ingest_with_the_live_server_in_process(sdk: Client, database_url: str) -> None:
-    result = sdk.ingest(({"source_kind": "event", "scope": "bulk", "content": {"text": f"t{i}"}}
-                         if i != 5 else {"source_kind": "event"} for i in range(30)),
-                        batch=8, concurrency=2, wait=True)
+    result = sdk.ingest(
+        (
+            {"source_kind": "event", "scope": "bulk", "content": {"text": f"t{i}"}}
+            if i != 5
+            else {"source_kind": "event"}
+            for i in range(30)
+        ),
+        batch=8,
+        concurrency=2,
+        wait=True,
+    )
     assert [i.index for i in result.failures] == [5]
     assert result.succeeded == 29
     assert count(database_url) == 29
@@ -582,14 +690,16 @@ def test_async_client_retries_and_reports_chunks_like_the_sync_one() -> None:
         return httpx.Response(202, json=_op("queued"))
 
     async def main() -> None:
-        async with AsyncClient("http://127.0.0.1:9", max_retries=2, backoff=0.001,
-                               transport=httpx.MockTransport(handler)) as client:
+        async with AsyncClient(
+            "http://127.0.0.1:9", max_retries=2, backoff=0.001, transport=httpx.MockTransport(handler)
+        ) as client:
             assert (await client.capture(event(0), idempotency_key="once")).status == "queued"
             result = await client.ingest([event(i) for i in range(25)], batch=10, idempotency_key="a")
             assert [i.index for i in result.failures] == list(range(10, 20))
             assert result.succeeded == 15
-        async with AsyncClient("http://127.0.0.1:9", transport=httpx.MockTransport(
-                lambda _: _answer(404, "not_found"))) as gone:
+        async with AsyncClient(
+            "http://127.0.0.1:9", transport=httpx.MockTransport(lambda _: _answer(404, "not_found"))
+        ) as gone:
             with pytest.raises(NotFound):
                 await gone.get(uuid.uuid4())
 

@@ -27,10 +27,21 @@ TOOLS = ("tsc", "openapi-typescript")
 
 
 def _run(args: list[str], timeout: float, **env: str) -> subprocess.CompletedProcess[str]:
-    quiet = {"npm_config_update_notifier": "false", "npm_config_fund": "false",
-             "npm_config_audit": "false", "NO_COLOR": "1"}
-    return subprocess.run(args, cwd=CLIENT, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, **quiet, **env}, check=False)
+    quiet = {
+        "npm_config_update_notifier": "false",
+        "npm_config_fund": "false",
+        "npm_config_audit": "false",
+        "NO_COLOR": "1",
+    }
+    return subprocess.run(
+        args,
+        cwd=CLIENT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **quiet, **env},
+        check=False,
+    )
 
 
 def _output(result: subprocess.CompletedProcess[str]) -> str:
@@ -50,8 +61,11 @@ def npm() -> str:
     """npm, with the client's node_modules installed from the lockfile."""
     node, npm = shutil.which("node"), shutil.which("npm")
     if node is None or npm is None:
-        pytest.fail(f"node and npm are needed for {CLIENT.name} client tests: install Node.js "
-                    f"{NODE_MAJOR} or newer (Debian: apt-get install -y nodejs npm)", pytrace=False)
+        pytest.fail(
+            f"node and npm are needed for {CLIENT.name} client tests: install Node.js "
+            f"{NODE_MAJOR} or newer (Debian: apt-get install -y nodejs npm)",
+            pytrace=False,
+        )
     version = _run([node, "--version"], 10).stdout.strip()
     major = re.match(r"v(\d+)\.", version)
     if major is None or int(major.group(1)) < NODE_MAJOR:
@@ -79,10 +93,12 @@ def _passed(output: str, name: str) -> bool:
     return line is not None and "SKIP" not in line.group(1) and "skipped" not in line.group(1)
 
 
-MUST_PASS = ("capture, retrieve, supersede: only the replacement comes back",
-        "a write retried after a lost answer returns the same operation",
-        "a 422 is an InvalidInputError naming the field; a 404 a NotFoundError",
-        "a 503 is retried after its Retry-After, with the same Idempotency-Key")
+MUST_PASS = (
+    "capture, retrieve, supersede: only the replacement comes back",
+    "a write retried after a lost answer returns the same operation",
+    "a 422 is an InvalidInputError naming the field; a 404 a NotFoundError",
+    "a 503 is retried after its Retry-After, with the same Idempotency-Key",
+)
 
 
 def test_node_suite_passes_against_the_live_api(npm: str, serve: ServeFn) -> None:
@@ -109,7 +125,8 @@ def test_committed_schema_is_what_the_server_openapi_generates(npm: str, tmp_pat
     current = _run([npm, "run", "check-schema", "--", str(_openapi(tmp_path / "openapi.json", document))], 60)
     assert current.returncode == 0, (
         "clients/typescript/src/schema.ts is stale: regenerate it (clients/typescript/README.md)\n"
-        + _output(current))
+        + _output(current)
+    )
 
     # control: a server whose OpenAPI moved on is caught
     drifted = json.loads(json.dumps(document))

@@ -52,9 +52,17 @@ agent_loop = _load()
 
 def call(name: str, **arguments: Any) -> dict[str, Any]:
     """An assistant message calling one tool."""
-    return {"role": "assistant", "content": None, "tool_calls": [
-        {"id": f"call_{uuid.uuid4().hex[:12]}", "type": "function",
-         "function": {"name": name, "arguments": json.dumps(arguments)}}]}
+    return {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": f"call_{uuid.uuid4().hex[:12]}",
+                "type": "function",
+                "function": {"name": name, "arguments": json.dumps(arguments)},
+            }
+        ],
+    }
 
 
 def say(text: str) -> dict[str, Any]:
@@ -73,13 +81,14 @@ def memories(request: dict[str, Any]) -> str:
     """The retrieved memories of a request's system message (what follows the instructions)."""
     text = system(request)
     assert text.startswith(agent_loop.INSTRUCTIONS), text
-    return text[len(agent_loop.INSTRUCTIONS):]
+    return text[len(agent_loop.INSTRUCTIONS) :]
 
 
 def fact_id(request: dict[str, Any], fact: str) -> str:
     """The id of the active fact ``fact`` in the memories of ``request``."""
-    found = re.search(rf"\[({UUID_RE})\] \(semantic, active, [^)]*\) {re.escape(fact)}$",
-                      memories(request), re.MULTILINE)
+    found = re.search(
+        rf"\[({UUID_RE})\] \(semantic, active, [^)]*\) {re.escape(fact)}$", memories(request), re.MULTILINE
+    )
     assert found, f"no active fact {fact!r} in:\n{memories(request)}"
     return found.group(1)
 
@@ -102,9 +111,13 @@ def fact_args(obj: str) -> dict[str, str]:
 
 SCRIPT_TURNS: dict[int, Step] = {
     # turn 1: the user states a wrong fact; the model remembers it
-    1: lambda req, n: (call("remember", **fact_args("Python 3.11")) if n == 0
-                       else say("Noted.") if "Remembered fact" in last_tool_result(req)
-                       else say(f"unexpected: {last_tool_result(req)}")),
+    1: lambda req, n: (
+        call("remember", **fact_args("Python 3.11"))
+        if n == 0
+        else say("Noted.")
+        if "Remembered fact" in last_tool_result(req)
+        else say(f"unexpected: {last_tool_result(req)}")
+    ),
     # turn 2: the user corrects it; the model retracts the fact whose id it reads in its memories,
     # then remembers the right value
     2: lambda req, n: [
@@ -126,11 +139,14 @@ USER = [
 
 
 def test_a_correction_keeps_the_wrong_fact_out_of_later_turns(
-        scripted_model: StartModel, sdk: Client, membrane_url: str) -> None:
+    scripted_model: StartModel, sdk: Client, membrane_url: str
+) -> None:
     model = scripted_model(SCRIPT_TURNS)
     logged: list[str] = []
-    with agent_loop.ChatModel(model.base_url, "scripted-1", api_key="chat-key") as chat, \
-            Client(membrane_url, timeout=30.0) as memory:
+    with (
+        agent_loop.ChatModel(model.base_url, "scripted-1", api_key="chat-key") as chat,
+        Client(membrane_url, timeout=30.0) as memory,
+    ):
         agent = agent_loop.Agent(chat, memory, SCOPE, log=logged.append)
         turns = [agent.turn(text) for text in USER]
     assert not model.errors, model.errors
@@ -201,15 +217,26 @@ def test_a_correction_keeps_the_wrong_fact_out_of_later_turns(
 
 
 def test_a_turn_stops_after_max_rounds_and_refusals_reach_the_model(
-        scripted_model: StartModel, sdk: Client) -> None:
+    scripted_model: StartModel, sdk: Client
+) -> None:
     missing = "00000000-0000-4000-8000-000000000000"
-    steps = [call("contest_memory", record_id="not-an-id", rationale="unsure"),
-             call("retract_memory", record_id=missing, rationale="gone"),
-             call("forget_everything"),
-             {"role": "assistant", "content": "", "tool_calls": [  # arguments that are not JSON
-                 {"id": "call_bad", "type": "function",
-                  "function": {"name": "remember", "arguments": '{"subject": '}}]},
-             call("retract_memory", record_id=missing, rationale="again")]
+    steps = [
+        call("contest_memory", record_id="not-an-id", rationale="unsure"),
+        call("retract_memory", record_id=missing, rationale="gone"),
+        call("forget_everything"),
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [  # arguments that are not JSON
+                {
+                    "id": "call_bad",
+                    "type": "function",
+                    "function": {"name": "remember", "arguments": '{"subject": '},
+                }
+            ],
+        },
+        call("retract_memory", record_id=missing, rationale="again"),
+    ]
     model = scripted_model({1: lambda req, n: steps[n]})
     with agent_loop.ChatModel(model.base_url, "scripted-1") as chat:
         agent = agent_loop.Agent(chat, sdk, SCOPE, max_rounds=4, log=lambda _: None)
@@ -233,14 +260,28 @@ def test_a_turn_stops_after_max_rounds_and_refusals_reach_the_model(
 
 
 def test_the_script_reads_its_settings_from_the_environment(
-        scripted_model: StartModel, membrane_url: str, sdk: Client) -> None:
-    model = scripted_model({1: lambda req, n: say(f"hello from {req['model']}"),
-                            2: lambda req, n: say("bye")})
-    env = {**os.environ, "OPENAI_BASE_URL": model.base_url, "OPENAI_MODEL": "env-model",
-           "OPENAI_API_KEY": "env-key", "MEMBRANE_URL": membrane_url}
+    scripted_model: StartModel, membrane_url: str, sdk: Client
+) -> None:
+    model = scripted_model(
+        {1: lambda req, n: say(f"hello from {req['model']}"), 2: lambda req, n: say("bye")}
+    )
+    env = {
+        **os.environ,
+        "OPENAI_BASE_URL": model.base_url,
+        "OPENAI_MODEL": "env-model",
+        "OPENAI_API_KEY": "env-key",
+        "MEMBRANE_URL": membrane_url,
+    }
     env.pop("MEMBRANE_API_KEY", None)
-    done = subprocess.run([sys.executable, str(SCRIPT), "--scope", "cli"], input="hi\n\nhow are you\n",
-                          env=env, capture_output=True, text=True, timeout=60, cwd=ROOT)
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--scope", "cli"],
+        input="hi\n\nhow are you\n",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["hello from env-model", "bye"]
     assert [h["authorization"] for h in model.headers] == ["Bearer env-key"] * 2
@@ -251,11 +292,18 @@ def test_the_script_reads_its_settings_from_the_environment(
 
 def test_help_and_missing_settings() -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
-    shown = subprocess.run([sys.executable, str(SCRIPT), "--help"], env=env, capture_output=True, text=True,
-                           timeout=60, cwd=ROOT)
+    shown = subprocess.run(
+        [sys.executable, str(SCRIPT), "--help"], env=env, capture_output=True, text=True, timeout=60, cwd=ROOT
+    )
     assert shown.returncode == 0, shown.stderr
     for option in ("--base-url", "--model", "--api-key", "--membrane-url", "--membrane-key", "--scope"):
         assert option in shown.stdout
-    refused = subprocess.run([sys.executable, str(SCRIPT), "-m", "hi"], env=env, capture_output=True,
-                             text=True, timeout=60, cwd=ROOT)
+    refused = subprocess.run(
+        [sys.executable, str(SCRIPT), "-m", "hi"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
     assert refused.returncode == 2 and "--base-url (or OPENAI_BASE_URL) is required" in refused.stderr

@@ -64,8 +64,9 @@ def _settled(database: Database) -> None:
 
 
 def test_a_pool_short_of_connections_under_load_is_no_outage(database_url: str) -> None:
-    database = Database(database_url, embedding_dim=EMBEDDING_DIM, run_migrations=False,
-                        min_size=1, max_size=1, timeout=0.2)
+    database = Database(
+        database_url, embedding_dim=EMBEDDING_DIM, run_migrations=False, min_size=1, max_size=1, timeout=0.2
+    )
     try:
         held, release = threading.Event(), threading.Event()
 
@@ -90,8 +91,9 @@ def test_a_pool_short_of_connections_under_load_is_no_outage(database_url: str) 
 
 
 def test_a_killed_backend_is_no_outage(database_url: str) -> None:
-    database = Database(database_url, embedding_dim=EMBEDDING_DIM, run_migrations=False,
-                        min_size=1, max_size=1, timeout=2)
+    database = Database(
+        database_url, embedding_dim=EMBEDDING_DIM, run_migrations=False, min_size=1, max_size=1, timeout=2
+    )
     try:
         with database.reader() as conn:
             pid = conn.info.backend_pid

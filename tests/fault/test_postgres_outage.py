@@ -22,10 +22,10 @@ CLIENT_TIMEOUT = 2.0
 
 
 def test_postgres_outage_answers_503_at_once_and_recovers_without_a_restart(
-    private_postgres: PrivatePostgres, tmp_path: Path,
+    private_postgres: PrivatePostgres,
+    tmp_path: Path,
 ) -> None:
-    settings = Settings(database_url=private_postgres.dsn, data_dir=tmp_path,
-                        embedding_dim=EMBEDDING_DIM)
+    settings = Settings(database_url=private_postgres.dsn, data_dir=tmp_path, embedding_dim=EMBEDDING_DIM)
     membrane = Membrane(settings)  # the pools and circuit an API process builds (RFC 10.5)
     app = create_app(settings, membrane=membrane, dispatcher=InlineDispatcher(membrane.inbox_worker))
     try:
@@ -42,24 +42,26 @@ def test_postgres_outage_answers_503_at_once_and_recovers_without_a_restart(
             up = time.monotonic()
             private_postgres.start()
             # recovery without restarting the app: the first trial after the server is back
-            load.wait_for(lambda: any(o.status == 202 for o in load.since(up)), 15,
-                          "a capture accepted after the restart")
+            load.wait_for(
+                lambda: any(o.status == 202 for o in load.since(up)),
+                15,
+                "a capture accepted after the restart",
+            )
             back = len(load.accepted)
             load.wait_for(lambda: len(load.accepted) >= back + 10, 15, "more captures accepted")
 
         # every request was answered within the client's timeout: none is an exception
-        assert all(o.status is not None for o in load.outcomes), \
-            [o.error for o in load.outcomes if o.status is None][:3]
+        assert all(o.status is not None for o in load.outcomes), [
+            o.error for o in load.outcomes if o.status is None
+        ][:3]
         assert ready.status_code == 503 and "Retry-After" in ready.headers
         assert ready.json()["checks"]["postgres"] == "unavailable"
-        assert len(outage) >= 20 and all(o.status == 503 for o in outage), \
-            [o.status for o in outage]
+        assert len(outage) >= 20 and all(o.status == 503 for o in outage), [o.status for o in outage]
         for o in outage:
             assert o.body["error"]["code"] == "unavailable"
             assert int(o.headers["retry-after"]) >= 1
             assert "socket" not in o.body["error"]["message"]  # the driver's text stays in the log
-        assert {o.status for o in load.outcomes} <= {200, 202, 503}, \
-            sorted({o.status for o in load.outcomes})
+        assert {o.status for o in load.outcomes} <= {200, 202, 503}, sorted({o.status for o in load.outcomes})
 
         # the inbox after recovery: process what is queued, then count
         while membrane.inbox_worker.process_captures(drain=10_000, worker="test")["claimed"]:

@@ -14,8 +14,11 @@ from membrane_core.revision import history
 from membrane_core.storage import audit
 from membrane_core.trust import TrustPolicy
 
-OBS = {"source_kind": "observation", "scope": "proj",
-       "content": {"subject": "user", "predicate": "prefers", "object": "tea"}}
+OBS = {
+    "source_kind": "observation",
+    "scope": "proj",
+    "content": {"subject": "user", "predicate": "prefers", "object": "tea"},
+}
 
 
 def fact_with_history(m: Membrane) -> uuid.UUID:
@@ -31,7 +34,9 @@ def test_history_in_order_with_valid_chain(membrane: Membrane) -> None:
     assert h.record_id == fact and h.chain_valid is True
     assert [(e.action, e.actor, e.rationale) for e in h.entries] == [
         ("create", "development", "derived from observation"),
-        ("reinforce", "a", "seen again"), ("revise", "b", "doubt")]
+        ("reinforce", "a", "seen again"),
+        ("revise", "b", "doubt"),
+    ]
     with pytest.raises(errors.NotFound):
         membrane.audit(uuid.uuid4())
 
@@ -46,8 +51,12 @@ def test_python_hash_matches_the_trigger(membrane: Membrane, database_url: str) 
                 (r.prev_hash, r.record_id, r.action, r.actor, r.ts, r.rationale, r.details_text),
             ).fetchone()
             assert db_hash is not None and bytes(db_hash[0]) == r.hash
-            assert history.entry_hash(r.prev_hash, r.record_id, r.action, r.actor, r.ts,
-                                        r.rationale, r.details_text) == r.hash
+            assert (
+                history.entry_hash(
+                    r.prev_hash, r.record_id, r.action, r.actor, r.ts, r.rationale, r.details_text
+                )
+                == r.hash
+            )
     assert len(rows) == 3
 
 
@@ -74,8 +83,10 @@ def test_tampering_in_the_database_is_detected(membrane: Membrane, database_url:
             conn.execute("TRUNCATE audit_log")
         # as superuser, switch the guard off to play the attacker
         conn.execute("ALTER TABLE audit_log DISABLE TRIGGER audit_log_append_only")
-        conn.execute("UPDATE audit_log SET rationale = 'nothing to see' WHERE record_id = %s "
-                     "AND action = 'reinforce'", (fact,))
+        conn.execute(
+            "UPDATE audit_log SET rationale = 'nothing to see' WHERE record_id = %s AND action = 'reinforce'",
+            (fact,),
+        )
         conn.execute("ALTER TABLE audit_log ENABLE TRIGGER audit_log_append_only")
     h = membrane.audit(fact)
     assert h.chain_valid is False
@@ -84,8 +95,9 @@ def test_tampering_in_the_database_is_detected(membrane: Membrane, database_url:
 
 def test_delete_keeps_history_and_checks_trust(membrane: Membrane, database_url: str) -> None:
     fact = fact_with_history(membrane)
-    episode = membrane.capture({"source_kind": "event", "scope": "proj",
-                                "content": {"text": "x"}}).record_ids[0]
+    episode = membrane.capture(
+        {"source_kind": "event", "scope": "proj", "content": {"text": "x"}}
+    ).record_ids[0]
     outsider = TrustPolicy(read_scopes=frozenset({"other"}), write_scopes=frozenset({"other"}))
     reader = TrustPolicy(read_scopes=frozenset({"proj"}), write_scopes=frozenset({"other"}))
     with pytest.raises(errors.NotFound):
@@ -98,17 +110,19 @@ def test_delete_keeps_history_and_checks_trust(membrane: Membrane, database_url:
     assert membrane.get(episode).id == episode  # positive control: only the fact went
     h = membrane.audit(fact)
     assert h.chain_valid is True
-    assert [(e.action, e.actor, e.rationale) for e in h.entries][-1] == (
-        "delete", "ops", "gdpr request")
+    assert [(e.action, e.actor, e.rationale) for e in h.entries][-1] == ("delete", "ops", "gdpr request")
     assert len(h.entries) == 4
     # trust is checked against the scope stored on the entries
     with pytest.raises(errors.NotFound):
         membrane.audit(fact, outsider)
     assert membrane.audit(fact, reader).entries[-1].action == "delete"
     with psycopg.connect(database_url) as conn:
-        left = conn.execute("SELECT (SELECT count(*) FROM work_items WHERE target_id = %s),"
-                            " (SELECT count(*) FROM relations WHERE source_id = %s"
-                            "  OR target_id = %s)", (fact, fact, fact)).fetchone()
+        left = conn.execute(
+            "SELECT (SELECT count(*) FROM work_items WHERE target_id = %s),"
+            " (SELECT count(*) FROM relations WHERE source_id = %s"
+            "  OR target_id = %s)",
+            (fact, fact, fact),
+        ).fetchone()
     assert left == (0, 0)
     with pytest.raises(errors.NotFound):
         membrane.delete(fact, TrustPolicy(), "twice")

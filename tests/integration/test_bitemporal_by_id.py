@@ -14,16 +14,29 @@ from membrane_core.trust import DEVELOPMENT_POLICY
 def test_get_as_of_and_valid_at(membrane: Membrane, clock: FakeClock) -> None:
     before_capture = clock()
     clock.advance(minutes=1)
-    obs = {"source_kind": "observation", "scope": "p",
-           "content": {"subject": "ann", "predicate": "lives in", "object": "paris",
-                       "valid_from": "2020-01-01T00:00:00Z", "valid_to": "2024-01-01T00:00:00Z"}}
+    obs = {
+        "source_kind": "observation",
+        "scope": "p",
+        "content": {
+            "subject": "ann",
+            "predicate": "lives in",
+            "object": "paris",
+            "valid_from": "2020-01-01T00:00:00Z",
+            "valid_to": "2024-01-01T00:00:00Z",
+        },
+    }
     old_id = membrane.capture(obs).record_ids[1]
     believed = clock.advance(minutes=1)
     clock.advance(minutes=1)
-    new_id = membrane.revisions.supersede(old_id, {
-        "record": {"subject": "ann", "predicate": "lives in", "object": "berlin"},
-        "rationale": "moved", "evidence": [{"kind": "observation", "ref": "letter"}]},
-        DEVELOPMENT_POLICY)
+    new_id = membrane.revisions.supersede(
+        old_id,
+        {
+            "record": {"subject": "ann", "predicate": "lives in", "object": "berlin"},
+            "rationale": "moved",
+            "evidence": [{"kind": "observation", "ref": "letter"}],
+        },
+        DEVELOPMENT_POLICY,
+    )
     # now: the old fact is retracted (shown as such), the new one active
     assert membrane.get(old_id).status.value == "retracted"
     assert membrane.get(new_id).status.value == "active"

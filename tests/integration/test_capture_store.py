@@ -7,8 +7,11 @@ from membrane_core import Membrane, errors
 from membrane_core.enums import Sensitivity
 from membrane_core.trust import TrustPolicy
 
-OBS = {"source_kind": "observation", "scope": "proj",
-       "content": {"subject": "user", "predicate": "prefers", "object": "dark mode"}}
+OBS = {
+    "source_kind": "observation",
+    "scope": "proj",
+    "content": {"subject": "user", "predicate": "prefers", "object": "dark mode"},
+}
 
 
 def count(url: str, table: str) -> int:
@@ -36,8 +39,9 @@ def test_capture_get_retrieve(membrane: Membrane, database_url: str) -> None:
 def test_same_fact_reinforces_instead_of_duplicating(membrane: Membrane, clock) -> None:
     first = membrane.capture(OBS)
     clock.advance(days=30)
-    again = membrane.capture({**OBS, "content": {"subject": "User", "predicate": "prefers",
-                                                  "object": "dark   mode"}})
+    again = membrane.capture(
+        {**OBS, "content": {"subject": "User", "predicate": "prefers", "object": "dark   mode"}}
+    )
     assert again.fact == "reinforced" and again.record_ids[1] == first.record_ids[1]
     fact = membrane.get(first.record_ids[1])
     # decayed to 0.5 after one half-life, plus the default gain 0.1
@@ -59,10 +63,12 @@ def test_invalid_batch_writes_nothing(membrane: Membrane, database_url: str) -> 
 def test_retrieve_filters_scope_sensitivity_type_status(membrane: Membrane) -> None:
     keep = membrane.capture({"source_kind": "event", "scope": "a", "content": {"text": "alpha one"}})
     other = membrane.capture({"source_kind": "event", "scope": "b", "content": {"text": "alpha two"}})
-    high = membrane.capture({"source_kind": "event", "scope": "a", "sensitivity": "high",
-                             "content": {"text": "alpha three"}})
-    medium = membrane.capture({"source_kind": "event", "scope": "a", "sensitivity": "medium",
-                               "content": {"text": "alpha four"}})
+    high = membrane.capture(
+        {"source_kind": "event", "scope": "a", "sensitivity": "high", "content": {"text": "alpha three"}}
+    )
+    medium = membrane.capture(
+        {"source_kind": "event", "scope": "a", "sensitivity": "medium", "content": {"text": "alpha four"}}
+    )
     caller = TrustPolicy(read_scopes=frozenset({"a"}), max_sensitivity=Sensitivity.LOW)
     got = membrane.retrieve({"query": "alpha", "limit": 10}, caller)
     by_id = {r.id: r for r in got.records}
@@ -77,8 +83,12 @@ def test_retrieve_filters_scope_sensitivity_type_status(membrane: Membrane) -> N
 
 
 def test_retrieve_bounded_by_rows_and_bytes(membrane: Membrane) -> None:
-    membrane.capture_many([{"source_kind": "event", "scope": "a",
-                            "content": {"text": f"beta {i} " + "z" * 2000}} for i in range(20)])
+    membrane.capture_many(
+        [
+            {"source_kind": "event", "scope": "a", "content": {"text": f"beta {i} " + "z" * 2000}}
+            for i in range(20)
+        ]
+    )
     rows = membrane.retrieve({"query": "beta", "limit": 5})
     assert len(rows.records) == 5
     small = membrane.retrieve({"query": "beta", "limit": 20, "max_bytes": 8 * 1024})

@@ -87,19 +87,29 @@ PREDICATES = ("works at", "lives in")
 OBJECTS = ("Paris", "Berlin")
 TRIPLES = list(product(SUBJECTS, PREDICATES, OBJECTS))
 # spellings that normalise to the same key (RFC 3.4); the lower-case one is not entity-like
-SPELLINGS: tuple[Callable[[str], str], ...] = (
-    lambda w: w, str.upper, str.lower, lambda w: f"  {w}  ")
+SPELLINGS: tuple[Callable[[str], str], ...] = (lambda w: w, str.upper, str.lower, lambda w: f"  {w}  ")
 PREDICATE_SPELLINGS = ("{}", "{}", "  {}  ")
 SIGNATURES = {"short": ("search", "fetch"), "long": ("search", "fetch", "summarise")}
 
 # RFC 3.2 defaults (half-lives, salience floors, reinforcement gain), but for working
 # records' half-life, set to two hours so that they reach their floor within a run
 WORKING_HALF_LIFE = 2 * 3600
-HALF_LIFE = {"episodic": 3600.0, "working": float(WORKING_HALF_LIFE),
-             "semantic": 30 * 86400.0, "competence": 30 * 86400.0, "plan_graph": 30 * 86400.0,
-             "entity": 90 * 86400.0}
-FLOOR = {"episodic": 0.01, "working": 0.01, "semantic": 0.05, "competence": 0.05,
-         "plan_graph": 0.05, "entity": 0.05}
+HALF_LIFE = {
+    "episodic": 3600.0,
+    "working": float(WORKING_HALF_LIFE),
+    "semantic": 30 * 86400.0,
+    "competence": 30 * 86400.0,
+    "plan_graph": 30 * 86400.0,
+    "entity": 90 * 86400.0,
+}
+FLOOR = {
+    "episodic": 0.01,
+    "working": 0.01,
+    "semantic": 0.05,
+    "competence": 0.05,
+    "plan_graph": 0.05,
+    "entity": 0.05,
+}
 GAIN = 0.1
 PRUNE_EPSILON = 0.001  # RFC 6.3: at or below max(floor, 0.001)
 COMPRESS_AGE = timedelta(hours=24)  # RFC 6.4.1: an episode this old is compressed ...
@@ -120,49 +130,124 @@ SCOPE = st.sampled_from(["alpha", "alpha", "alpha", "beta"])
 REUSE = st.one_of(st.none(), IDX)
 RETARGET = st.sampled_from([False, False, True])
 ARGS: dict[str, dict[str, st.SearchStrategy[Any]]] = {
-    "capture_observations": {"items": st.lists(
-        st.tuples(SCOPE, TRIPLE, st.integers(0, len(SPELLINGS) - 1),
-                  st.integers(0, len(PREDICATE_SPELLINGS) - 1), REUSE), min_size=1, max_size=2)},
+    "capture_observations": {
+        "items": st.lists(
+            st.tuples(
+                SCOPE,
+                TRIPLE,
+                st.integers(0, len(SPELLINGS) - 1),
+                st.integers(0, len(PREDICATE_SPELLINGS) - 1),
+                REUSE,
+            ),
+            min_size=1,
+            max_size=2,
+        )
+    },
     "capture_fact_event": {
         "scope": SCOPE,
         "triples": st.lists(TRIPLE, min_size=1, max_size=2, unique=True),
         "spelling": st.integers(0, len(SPELLINGS) - 1),
-        "outcome": st.sampled_from(["success", "success", "failure"]), "reuse": REUSE},
+        "outcome": st.sampled_from(["success", "success", "failure"]),
+        "reuse": REUSE,
+    },
     "capture_working": {"scope": SCOPE, "thread": st.integers(0, 2)},
     "capture_tool_episode": {
-        "scope": SCOPE, "signature": st.sampled_from(sorted(SIGNATURES)),
+        "scope": SCOPE,
+        "signature": st.sampled_from(sorted(SIGNATURES)),
         # a batch of one or two: a competence record needs two successes (RFC 4.4)
-        "outcomes": st.lists(st.sampled_from(["success", "success", "failure", "partial"]),
-                             min_size=1, max_size=2)},
-    "supersede": {"i": IDX, "aim": st.sampled_from(["fact", "fact", "fact", "episode"]),
-                  "t": TRIPLE, "mask": st.integers(0, 7), "retarget": RETARGET},
-    "fork": {"i": IDX, "aim": st.sampled_from(["fact", "fact", "fact", "episode"]),
-             "t": TRIPLE, "mask": st.integers(0, 7), "retarget": RETARGET},
-    "merge": {"i": IDX, "j": IDX, "t": st.one_of(st.none(), TRIPLE), "retarget": RETARGET,
-              "across": st.sampled_from([False, False, False, True])},
+        "outcomes": st.lists(
+            st.sampled_from(["success", "success", "failure", "partial"]), min_size=1, max_size=2
+        ),
+    },
+    "supersede": {
+        "i": IDX,
+        "aim": st.sampled_from(["fact", "fact", "fact", "episode"]),
+        "t": TRIPLE,
+        "mask": st.integers(0, 7),
+        "retarget": RETARGET,
+    },
+    "fork": {
+        "i": IDX,
+        "aim": st.sampled_from(["fact", "fact", "fact", "episode"]),
+        "t": TRIPLE,
+        "mask": st.integers(0, 7),
+        "retarget": RETARGET,
+    },
+    "merge": {
+        "i": IDX,
+        "j": IDX,
+        "t": st.one_of(st.none(), TRIPLE),
+        "retarget": RETARGET,
+        "across": st.sampled_from([False, False, False, True]),
+    },
     "retract": {"i": IDX, "aim": TARGET},
     "contest": {"i": IDX, "j": st.one_of(st.none(), IDX), "aim": TARGET},
-    "reinforce": {"i": IDX, "aim": st.sampled_from(["fact", "fact", "procedure", "working",
-                                                    "episode", "entity"])},
-    "penalize": {"i": IDX, "amount": st.sampled_from([0.1, 0.35, 1.0]),
-                 "aim": st.sampled_from(["fact", "procedure", "working", "episode", "entity"])},
-    "advance": {"delta": st.sampled_from([timedelta(seconds=30), timedelta(hours=1),
-                                          timedelta(hours=7), timedelta(hours=25),
-                                          timedelta(days=3), timedelta(days=31)])},
-    "decay": {}, "decay_and_prune": {
+    "reinforce": {
+        "i": IDX,
+        "aim": st.sampled_from(["fact", "fact", "procedure", "working", "episode", "entity"]),
+    },
+    "penalize": {
+        "i": IDX,
+        "amount": st.sampled_from([0.1, 0.35, 1.0]),
+        "aim": st.sampled_from(["fact", "procedure", "working", "episode", "entity"]),
+    },
+    "advance": {
+        "delta": st.sampled_from(
+            [
+                timedelta(seconds=30),
+                timedelta(hours=1),
+                timedelta(hours=7),
+                timedelta(hours=25),
+                timedelta(days=3),
+                timedelta(days=31),
+            ]
+        )
+    },
+    "decay": {},
+    "decay_and_prune": {
         "stale": st.sampled_from([False, True, True]),
-        "wait": st.sampled_from([timedelta(0), timedelta(days=1)])}, "consolidate": {},
-    "as_of_read": {"scope": st.sampled_from(SCOPES), "i": IDX,
-                   "offset": st.sampled_from([timedelta(0), timedelta(milliseconds=-500)]),
-                   "subject": st.sampled_from(SUBJECTS)},
+        "wait": st.sampled_from([timedelta(0), timedelta(days=1)]),
+    },
+    "consolidate": {},
+    "as_of_read": {
+        "scope": st.sampled_from(SCOPES),
+        "i": IDX,
+        "offset": st.sampled_from([timedelta(0), timedelta(milliseconds=-500)]),
+        "subject": st.sampled_from(SUBJECTS),
+    },
     "sweep": {},
 }
-CAPTURES = ["capture_observations", "capture_observations", "capture_fact_event",
-            "capture_fact_event", "capture_tool_episode", "capture_working", "capture_working"]
-REVISIONS = ["supersede", "supersede", "fork", "merge", "retract", "retract", "contest",
-             "reinforce", "penalize"]
-MAINTENANCE = ["consolidate", "consolidate", "decay_and_prune", "decay_and_prune", "decay",
-               "advance", "advance", "as_of_read", "sweep"]
+CAPTURES = [
+    "capture_observations",
+    "capture_observations",
+    "capture_fact_event",
+    "capture_fact_event",
+    "capture_tool_episode",
+    "capture_working",
+    "capture_working",
+]
+REVISIONS = [
+    "supersede",
+    "supersede",
+    "fork",
+    "merge",
+    "retract",
+    "retract",
+    "contest",
+    "reinforce",
+    "penalize",
+]
+MAINTENANCE = [
+    "consolidate",
+    "consolidate",
+    "decay_and_prune",
+    "decay_and_prune",
+    "decay",
+    "advance",
+    "advance",
+    "as_of_read",
+    "sweep",
+]
 OPERATIONS = CAPTURES * 2 + REVISIONS + MAINTENANCE
 
 
@@ -265,13 +350,18 @@ class CorrectionMachine(RuleBasedStateMachine):
         super().__init__()
         self._stack = contextlib.ExitStack()
         url = self._stack.enter_context(services.fresh_database(self.admin_url))
-        self.db = Database(url, embedding_dim=EMBEDDING_DIM, run_migrations=False,
-                           min_size=1, max_size=4)
+        self.db = Database(url, embedding_dim=EMBEDDING_DIM, run_migrations=False, min_size=1, max_size=4)
         self._stack.callback(self.db.close)
         self.clock = FakeClock()
-        self.m = Membrane(Settings(data_dir=self.data_dir, embedding_dim=EMBEDDING_DIM,
-                                   half_life_working_seconds=WORKING_HALF_LIFE),
-                          database=self.db, clock=self.clock)
+        self.m = Membrane(
+            Settings(
+                data_dir=self.data_dir,
+                embedding_dim=EMBEDDING_DIM,
+                half_life_working_seconds=WORKING_HALF_LIFE,
+            ),
+            database=self.db,
+            clock=self.clock,
+        )
         self.sql = self._stack.enter_context(psycopg.connect(url, autocommit=True))
         self.recs: dict[uuid.UUID, Rec] = {}
         self.edges: dict[tuple[uuid.UUID, str, uuid.UUID], datetime] = {}
@@ -350,8 +440,9 @@ class CorrectionMachine(RuleBasedStateMachine):
         """RFC 5.4: a revision whose new record has a tombstoned key clears its tombstone."""
         return key is not None and self.tombstones.pop(key, None) is not None
 
-    def revisable(self, rec: Rec, *, episodic: bool = False, retracted: bool = False
-                  ) -> type[Exception] | None:
+    def revisable(
+        self, rec: Rec, *, episodic: bool = False, retracted: bool = False
+    ) -> type[Exception] | None:
         """RFC 5.2: the error a revision of ``rec`` must answer with, in the order checked."""
         if rec.deleted:
             return errors.NotFound
@@ -378,8 +469,9 @@ class CorrectionMachine(RuleBasedStateMachine):
             op = "capture_observations"  # nothing to correct yet
         if op == "as_of_read" and not self.moments:
             op = "sweep"
-        getattr(self, op)(**{name: data.draw(strategy, label=f"{op}.{name}")
-                             for name, strategy in ARGS[op].items()})
+        getattr(self, op)(
+            **{name: data.draw(strategy, label=f"{op}.{name}") for name, strategy in ARGS[op].items()}
+        )
 
     # -- captures (RFC 3.3, 3.4) -----------------------------------------------------
 
@@ -401,8 +493,11 @@ class CorrectionMachine(RuleBasedStateMachine):
             scope, t = self.known(reuse, scope_drawn, t_drawn)
             s, p, o = TRIPLES[t]
             spell = SPELLINGS[sp]
-            content = {"subject": spell(s), "predicate": PREDICATE_SPELLINGS[pp].format(p),
-                       "object": spell(o)}
+            content = {
+                "subject": spell(s),
+                "predicate": PREDICATE_SPELLINGS[pp].format(p),
+                "object": spell(o),
+            }
             bodies.append({"source_kind": "observation", "scope": scope, "content": content})
             keys.append(fact_key(scope, s, p, o))
         # every key of the batch is matched against the store as it was before it (RFC 3.6)
@@ -412,8 +507,16 @@ class CorrectionMachine(RuleBasedStateMachine):
         reinforced: dict[uuid.UUID, int] = {}
         for body, key, res in zip(bodies, keys, results, strict=True):
             scope = body["scope"]
-            episode = self.add(Rec(res.record_ids[0], "episodic", scope, now, subject=key[1],
-                                   entity_like=body["content"]["subject"].strip()[:1].isupper()))
+            episode = self.add(
+                Rec(
+                    res.record_ids[0],
+                    "episodic",
+                    scope,
+                    now,
+                    subject=key[1],
+                    entity_like=body["content"]["subject"].strip()[:1].isupper(),
+                )
+            )
             state, live = before[key]
             assert res.fact == state, (key, res, state)
             if state in ("contested", "tombstoned"):
@@ -437,43 +540,85 @@ class CorrectionMachine(RuleBasedStateMachine):
             self.dirty.add(fid)
         self.mark()
 
-    def capture_fact_event(self, scope: str, triples: list[int], spelling: int, outcome: str,
-                           reuse: int | None) -> None:
+    def capture_fact_event(
+        self, scope: str, triples: list[int], spelling: int, outcome: str, reuse: int | None
+    ) -> None:
         """A successful event's facts are promoted by consolidation later (RFC 6.4.2)."""
         now = self.tick()
         scope, first = self.known(reuse, scope, triples[0])
         triples = list(dict.fromkeys([first, *triples[1:]]))
         spell = SPELLINGS[spelling]
-        facts = [{"subject": spell(TRIPLES[t][0]), "predicate": TRIPLES[t][1],
-                  "object": spell(TRIPLES[t][2])} for t in triples]
-        res = self.m.capture({"source_kind": "event", "scope": scope, "content": {
-            "text": "status report", "outcome": outcome, "facts": facts}})
+        facts = [
+            {"subject": spell(TRIPLES[t][0]), "predicate": TRIPLES[t][1], "object": spell(TRIPLES[t][2])}
+            for t in triples
+        ]
+        res = self.m.capture(
+            {
+                "source_kind": "event",
+                "scope": scope,
+                "content": {"text": "status report", "outcome": outcome, "facts": facts},
+            }
+        )
         assert res.fact is None and len(res.record_ids) == 1, res
-        self.add(Rec(res.record_ids[0], "episodic", scope, now, outcome=outcome,
-                     pending=outcome == "success",
-                     facts=[(fact_key(scope, *TRIPLES[t]), norm(TRIPLES[t][0])) for t in triples]))
+        self.add(
+            Rec(
+                res.record_ids[0],
+                "episodic",
+                scope,
+                now,
+                outcome=outcome,
+                pending=outcome == "success",
+                facts=[(fact_key(scope, *TRIPLES[t]), norm(TRIPLES[t][0])) for t in triples],
+            )
+        )
         self.mark()
 
     def capture_tool_episode(self, scope: str, signature: str, outcomes: list[str]) -> None:
         """Episodes with tool calls feed competence records and plan graphs (RFC 6.4.3)."""
         now = self.tick()
-        calls = [{"tool": tool, "args": {"step": i + 2}, "result": {"status": "done"}}
-                 for i, tool in enumerate(SIGNATURES[signature])]
-        results = self.m.capture_many([{"source_kind": "event", "scope": scope, "content": {
-            "text": "ran the tools", "outcome": outcome, "tool_calls": calls}}
-            for outcome in outcomes])
+        calls = [
+            {"tool": tool, "args": {"step": i + 2}, "result": {"status": "done"}}
+            for i, tool in enumerate(SIGNATURES[signature])
+        ]
+        results = self.m.capture_many(
+            [
+                {
+                    "source_kind": "event",
+                    "scope": scope,
+                    "content": {"text": "ran the tools", "outcome": outcome, "tool_calls": calls},
+                }
+                for outcome in outcomes
+            ]
+        )
         for outcome, res in zip(outcomes, results, strict=True):
-            self.add(Rec(res.record_ids[0], "episodic", scope, now, outcome=outcome, pending=True,
-                         signature=SIGNATURES[signature]))
+            self.add(
+                Rec(
+                    res.record_ids[0],
+                    "episodic",
+                    scope,
+                    now,
+                    outcome=outcome,
+                    pending=True,
+                    signature=SIGNATURES[signature],
+                )
+            )
         self.mark()
 
     def capture_working(self, scope: str, thread: int) -> None:
         """Working records are auto_prune and revisable: prune must spare the retracted and
         contested ones at their floor (RFC 4.2, 5.3, 6.3)."""
         now = self.tick()
-        res = self.m.capture({"source_kind": "working_state", "scope": scope, "content": {
-            "thread_id": f"thread {thread}", "task_state": "executing",
-            "context_summary": "halfway through the task"}})
+        res = self.m.capture(
+            {
+                "source_kind": "working_state",
+                "scope": scope,
+                "content": {
+                    "thread_id": f"thread {thread}",
+                    "task_state": "executing",
+                    "context_summary": "halfway through the task",
+                },
+            }
+        )
         assert res.fact is None and len(res.record_ids) == 1, res
         self.add(Rec(res.record_ids[0], "working", scope, now))
         self.mark()
@@ -497,8 +642,11 @@ class CorrectionMachine(RuleBasedStateMachine):
     def revised(t: int, mask: int) -> dict[str, str]:
         """The ``record`` of a revision: the fields of ``TRIPLES[t]`` that ``mask`` selects."""
         s, p, o = TRIPLES[t]
-        return {name: value for bit, (name, value) in enumerate(
-            (("subject", s), ("predicate", p), ("object", o))) if mask & (1 << bit)}
+        return {
+            name: value
+            for bit, (name, value) in enumerate((("subject", s), ("predicate", p), ("object", o)))
+            if mask & (1 << bit)
+        }
 
     def supersede(self, i: int, aim: str, t: int, mask: int, retarget: bool) -> None:
         """RFC 5.2.1: the target is retracted and linked; its key tombstoned unless kept."""
@@ -513,8 +661,12 @@ class CorrectionMachine(RuleBasedStateMachine):
             return
         assert old.key is not None
         scope, s, p, o = old.key
-        key = (scope, norm(record.get("subject", s)), norm_predicate(record.get("predicate", p)),
-               norm(record.get("object", o)))
+        key = (
+            scope,
+            norm(record.get("subject", s)),
+            norm_predicate(record.get("predicate", p)),
+            norm(record.get("object", o)),
+        )
         new_id = self.m.revisions.supersede(old.id, body, ME)
         # RFC 5.4: a tombstoned new key is re-asserted, the target's own included (a retracted
         # same-key fork tombstones it while the target stays active)
@@ -534,15 +686,18 @@ class CorrectionMachine(RuleBasedStateMachine):
         now = self.tick()
         target = self.content_target(i, aim)
         record = self.revised(*self.retargeted(target.scope, t, mask, retarget))
-        body = {"record": record, "condition": "in summer", "rationale": "varies",
-                "evidence": EVIDENCE}
+        body = {"record": record, "condition": "in summer", "rationale": "varies", "evidence": EVIDENCE}
         err = self.revisable(target)
         new_id = expect(err, lambda: self.m.revisions.fork(target.id, body, ME))
         if err is None:
             assert target.key is not None
             scope, s, p, o = target.key
-            key = (scope, norm(record.get("subject", s)),
-                   norm_predicate(record.get("predicate", p)), norm(record.get("object", o)))
+            key = (
+                scope,
+                norm(record.get("subject", s)),
+                norm_predicate(record.get("predicate", p)),
+                norm(record.get("object", o)),
+            )
             reasserted = self.reassert(key)
             self.add(Rec(new_id, "semantic", target.scope, now, key=key, subject=key[1]))
             self.link(new_id, "derived_from", target.id)
@@ -563,8 +718,12 @@ class CorrectionMachine(RuleBasedStateMachine):
         if t is not None or retarget:
             t, _ = self.retargeted(a.scope, t or 0, 7, retarget)
         record = self.revised(t, 7) if t is not None else {}
-        body = {"record_ids": [str(a.id), str(b.id)], "record": record, "rationale": "same",
-                "evidence": EVIDENCE}
+        body = {
+            "record_ids": [str(a.id), str(b.id)],
+            "record": record,
+            "rationale": "same",
+            "evidence": EVIDENCE,
+        }
         err = self.revisable(a) or self.revisable(b)
         if err is None and a.scope != b.scope:
             err = errors.RevisionRefused
@@ -681,10 +840,15 @@ class CorrectionMachine(RuleBasedStateMachine):
         if stale:
             self.sql.execute(
                 "INSERT INTO work_items (kind, target_id, due_at) SELECT 'prune', unnest(%s::uuid[]), "
-                "%s ON CONFLICT DO NOTHING", ([r.id for r in self.existing()], now))
-        due = {r[0] for r in self.sql.execute(
-            "SELECT target_id FROM work_items WHERE kind = 'prune' AND due_at <= %s AND NOT dead",
-            (now,)).fetchall()}
+                "%s ON CONFLICT DO NOTHING",
+                ([r.id for r in self.existing()], now),
+            )
+        due = {
+            r[0]
+            for r in self.sql.execute(
+                "SELECT target_id FROM work_items WHERE kind = 'prune' AND due_at <= %s AND NOT dead", (now,)
+            ).fetchall()
+        }
         eligible, unsure = set(), set()
         for rid in due:
             rec = self.recs.get(rid)
@@ -701,11 +865,14 @@ class CorrectionMachine(RuleBasedStateMachine):
         out = self.m.maintenance.run("prune")
         assert not out.get("failed"), out
         ids = [r.id for r in self.existing()]
-        left = {r[0] for r in self.sql.execute(
-            "SELECT id FROM memory_records WHERE id = ANY(%s)", (ids,)).fetchall()}
+        left = {
+            r[0]
+            for r in self.sql.execute("SELECT id FROM memory_records WHERE id = ANY(%s)", (ids,)).fetchall()
+        }
         gone = set(ids) - left
         assert eligible <= gone <= eligible | unsure, (
-            f"pruned {gone}, expected {eligible} (RFC 6.3: never a protected record)")
+            f"pruned {gone}, expected {eligible} (RFC 6.3: never a protected record)"
+        )
         assert out.get("deleted", 0) == len(gone), out
         for rid in gone:
             self.recs[rid].deleted = True
@@ -716,8 +883,7 @@ class CorrectionMachine(RuleBasedStateMachine):
     def consolidate(self) -> None:
         """RFC 6.4.1-6.4.3: compression, then promotion and procedures of the pending episodes."""
         now = self.tick()
-        compress = [r for r in self.existing("episodic")
-                    if not r.compressed and r.at + COMPRESS_AGE <= now]
+        compress = [r for r in self.existing("episodic") if not r.compressed and r.at + COMPRESS_AGE <= now]
         batch = sorted((r for r in self.existing("episodic") if r.pending), key=lambda r: r.at)
         # promotion: every key of the batch's successful episodes, matched before the batch
         sources: dict[Key, list[Rec]] = {}
@@ -744,20 +910,29 @@ class CorrectionMachine(RuleBasedStateMachine):
         self._procedures(now, batch, known_procedures, stats)
         self.mark()
 
-    def _promoted(self, now: datetime, batch: list[Rec], sources: dict[Key, list[Rec]],
-                  subjects: dict[Key, str], plan: dict[Key, tuple[str, list[Rec]]],
-                  stats: dict[str, Any]) -> None:
+    def _promoted(
+        self,
+        now: datetime,
+        batch: list[Rec],
+        sources: dict[Key, list[Rec]],
+        subjects: dict[Key, str],
+        plan: dict[Key, tuple[str, list[Rec]]],
+        stats: dict[str, Any],
+    ) -> None:
         """RFC 6.4.2, 5.4: the facts consolidation created and reinforced are the model's."""
         known = [r.id for r in self.recs.values() if r.type == "semantic"]
         new = self.sql.execute(
             "SELECT id, scope, fact_subject, fact_predicate, fact_object FROM memory_records "
-            "WHERE type = 'semantic' AND NOT (id = ANY(%s))", (known,)).fetchall()
+            "WHERE type = 'semantic' AND NOT (id = ANY(%s))",
+            (known,),
+        ).fetchall()
         created = {(s, su, p, o): rid for rid, s, su, p, o in new}
         assert len(created) == len(new), "two new facts of one key in one batch"
         expected = {k for k, (state, _) in plan.items() if state == "created"}
         # RFC 5.4: a tombstoned key, or one whose facts are all retracted, is never re-created
-        assert set(created) == expected, (f"consolidation created {sorted(created)}, "
-                                          f"expected {sorted(expected)}")
+        assert set(created) == expected, (
+            f"consolidation created {sorted(created)}, expected {sorted(expected)}"
+        )
         assert stats.get("facts_created", 0) == len(expected), stats
         for key, rid in created.items():
             self.add(Rec(rid, "semantic", key[0], now, key=key, subject=subjects[key]))
@@ -766,7 +941,9 @@ class CorrectionMachine(RuleBasedStateMachine):
         links = self.sql.execute(
             "SELECT l.source_id, l.target_id FROM relations l JOIN memory_records r "
             "ON r.id = l.source_id WHERE l.predicate = 'derived_from' AND r.type = 'semantic' "
-            "AND l.target_id = ANY(%s)", ([ep.id for ep in batch],)).fetchall()
+            "AND l.target_id = ANY(%s)",
+            ([ep.id for ep in batch],),
+        ).fetchall()
         counts: dict[uuid.UUID, int] = {}
         for fid, eid in links:
             fact = self.recs[fid]
@@ -786,8 +963,9 @@ class CorrectionMachine(RuleBasedStateMachine):
             self.recs[fid].reinforce(now, n)
             self.dirty.add(fid)
 
-    def _procedures(self, now: datetime, batch: list[Rec], known: set[uuid.UUID],
-                    stats: dict[str, Any]) -> None:
+    def _procedures(
+        self, now: datetime, batch: list[Rec], known: set[uuid.UUID], stats: dict[str, Any]
+    ) -> None:
         """RFC 6.4.3, 4.4: competence at two successes, a plan graph for three calls or more;
         a retracted one is never re-created; only active ones are reinforced."""
         groups: dict[tuple[str, tuple[str, ...]], list[Rec]] = {}
@@ -813,11 +991,12 @@ class CorrectionMachine(RuleBasedStateMachine):
         rows = self.sql.execute(
             "SELECT r.id, r.type, r.scope, p.body FROM memory_records r JOIN record_payloads p "
             "ON p.record_id = r.id WHERE r.type IN ('competence', 'plan_graph') "
-            "AND NOT (r.id = ANY(%s))", (list(known),)).fetchall()
+            "AND NOT (r.id = ANY(%s))",
+            (list(known),),
+        ).fetchall()
         got = {}
         for rid, kind, scope, body in rows:
-            sig = tuple(body["signature"]) if kind == "competence" else tuple(
-                n["op"] for n in body["nodes"])
+            sig = tuple(body["signature"]) if kind == "competence" else tuple(n["op"] for n in body["nodes"])
             assert (kind, scope, sig) not in got, "two records for one signature"
             got[(kind, scope, sig)] = rid
         assert set(got) == set(want), (sorted(got), sorted(want))
@@ -837,16 +1016,14 @@ class CorrectionMachine(RuleBasedStateMachine):
         t = self.moments[i % len(self.moments)] + offset
         here = [r for r in self.existing() if r.scope == scope]
         then = {r.id: r.status_as_of(t) for r in here if r.at <= t}
-        wide = self.m.retrieve({"scopes": [scope], "limit": 200, "as_of": t,
-                                "include_retracted": True})
+        wide = self.m.retrieve({"scopes": [scope], "limit": 200, "as_of": t, "include_retracted": True})
         assert {v.id: v.status.value for v in wide.records} == then, f"as of {t}"
         live = {rid for rid, s in then.items() if s != "retracted"}
         narrow = self.m.retrieve({"scopes": [scope], "limit": 200, "as_of": t})
         assert {v.id for v in narrow.records} == live, f"as of {t}"
         self.check_query(scope, norm(subject), as_of=t, include_contested=True)
         # an audit view as of T: every fact of the subject then, each with its status then
-        self.check_query(scope, norm(subject), as_of=t, include_contested=True,
-                         include_retracted=True)
+        self.check_query(scope, norm(subject), as_of=t, include_contested=True, include_retracted=True)
         for r in here:
             if r.at > t:
                 expect(errors.NotFound, partial(self.m.get, r.id, as_of=t))
@@ -877,15 +1054,15 @@ class CorrectionMachine(RuleBasedStateMachine):
     def check_salience(self, v: RecordView, rec: Rec) -> None:
         expected = rec.salience(self.now())
         assert v.salience == pytest.approx(expected, rel=1e-9, abs=1e-12), (
-            f"{rec.type} {rec.id}: salience {v.salience}, closed form {expected} (RFC 6.1)")
+            f"{rec.type} {rec.id}: salience {v.salience}, closed form {expected} (RFC 6.1)"
+        )
 
     def learn(self, v: RecordView) -> Rec:
         """Entities appear as captures resolve mentions (RFC 3.5); the model learns them as
         the listing shows them. Any other record the model did not predict is a failure."""
         assert v.type.value == "entity", f"a {v.type.value} record the model did not predict: {v}"
         assert v.payload is not None
-        return self.add(Rec(v.id, "entity", v.scope, v.recorded_at,
-                            name=norm(v.payload["canonical_name"])))
+        return self.add(Rec(v.id, "entity", v.scope, v.recorded_at, name=norm(v.payload["canonical_name"])))
 
     @invariant()
     def model_holds(self) -> None:
@@ -920,13 +1097,17 @@ class CorrectionMachine(RuleBasedStateMachine):
     def decay_inputs_equal_the_model(self) -> None:
         """RFC 6.1, 5.3: ``base`` and ``reinforced_at`` change only by reinforcement, penalty
         and compression, to the model's values; corrections never write them."""
-        rows = self.sql.execute("SELECT id, base_salience, reinforced_at FROM memory_records "
-                                "WHERE id = ANY(%s)", ([r.id for r in self.existing()],)).fetchall()
+        rows = self.sql.execute(
+            "SELECT id, base_salience, reinforced_at FROM memory_records WHERE id = ANY(%s)",
+            ([r.id for r in self.existing()],),
+        ).fetchall()
         assert len(rows) == len(self.existing()), "a record the model keeps is gone"
         for rid, base, reinforced_at in rows:
             rec = self.recs[rid]
-            assert (base, reinforced_at) == (pytest.approx(rec.base, rel=1e-9, abs=1e-12),
-                                             rec.reinforced_at), (rec.type, rid)
+            assert (base, reinforced_at) == (
+                pytest.approx(rec.base, rel=1e-9, abs=1e-12),
+                rec.reinforced_at,
+            ), (rec.type, rid)
 
     def check_ranking(self, result: RetrieveResult) -> None:
         """RFC 5.1, 8.2: every active record ranks above every contested one."""
@@ -939,24 +1120,38 @@ class CorrectionMachine(RuleBasedStateMachine):
     def subject_queries_hide_corrected_facts(self) -> None:
         """Roots, neighbours, edges and the entity arm of a query per subject (RFC 5.1, 8.4)."""
         for scope, subject in product(SCOPES, SUBJECTS):
-            self.check_query(scope, norm(subject), as_of=None,
-                             include_contested=self.steps % 2 == 0)
+            self.check_query(scope, norm(subject), as_of=None, include_contested=self.steps % 2 == 0)
 
-    def check_query(self, scope: str, subject: str, *, as_of: datetime | None,
-                    include_contested: bool, include_retracted: bool = False) -> None:
+    def check_query(
+        self,
+        scope: str,
+        subject: str,
+        *,
+        as_of: datetime | None,
+        include_contested: bool,
+        include_retracted: bool = False,
+    ) -> None:
         t = as_of or self.now()
 
         def shown(rec: Rec) -> bool:
             s = rec.status_as_of(t) if as_of is not None else rec.status
-            return s == "active" or (s == "contested" and include_contested) or (
-                s == "retracted" and include_retracted)
+            return (
+                s == "active"
+                or (s == "contested" and include_contested)
+                or (s == "retracted" and include_retracted)
+            )
 
         here = [r for r in self.existing() if r.scope == scope and r.at <= t]
         if not any(r.subject == subject for r in here):
             return  # nothing to find: no positive control, so no query
-        request: dict[str, Any] = {"query": subject.title(), "scopes": [scope], "limit": 200,
-                                   "expand": EXPAND, "include_contested": include_contested,
-                                   "include_retracted": include_retracted}
+        request: dict[str, Any] = {
+            "query": subject.title(),
+            "scopes": [scope],
+            "limit": 200,
+            "expand": EXPAND,
+            "include_contested": include_contested,
+            "include_retracted": include_retracted,
+        }
         if as_of is not None:
             request["as_of"] = as_of
         got = self.m.retrieve(request)
@@ -972,15 +1167,20 @@ class CorrectionMachine(RuleBasedStateMachine):
             assert e.source_id in returned and e.target_id in returned, e
         # positive control: every shown fact of the subject is a root
         facts = {r.id for r in here if r.type == "semantic" and r.subject == subject and shown(r)}
-        assert facts <= set(roots), (f"{subject!r} in {scope} as of {as_of}: roots miss "
-                                     f"{facts - set(roots)}")
+        assert facts <= set(roots), f"{subject!r} in {scope} as of {as_of}: roots miss {facts - set(roots)}"
         self.check_neighbours(scope, set(roots), set(returned), t, shown)
         if as_of is None:
             self.check_ranking(got)
         self.check_entity(got, subject, here)
 
-    def check_neighbours(self, scope: str, roots: set[uuid.UUID], returned: set[uuid.UUID],
-                         t: datetime, shown: Callable[[Rec], bool]) -> None:
+    def check_neighbours(
+        self,
+        scope: str,
+        roots: set[uuid.UUID],
+        returned: set[uuid.UUID],
+        t: datetime,
+        shown: Callable[[Rec], bool],
+    ) -> None:
         """RFC 5.1, 8.4: every shown record of the scope asked for one model edge (made by T)
         from a root is returned, as a root or a neighbour; a retracted one, a superseded one
         included, never is (a contest may link records of two scopes)."""
@@ -998,13 +1198,15 @@ class CorrectionMachine(RuleBasedStateMachine):
     def check_entity(self, got: RetrieveResult, subject: str, here: list[Rec]) -> None:
         """RFC 8.1.3: the entity the query names is a root, reached through the entity arm
         unless it is linked to so many records that the arm ignores it."""
-        mentions = [r for r in here if r.type == "episodic" and r.subject == subject
-                    and r.entity_like]
+        mentions = [r for r in here if r.type == "episodic" and r.subject == subject and r.entity_like]
         if not mentions:
             return
-        assert any(v.type.value == "entity" and v.payload is not None
-                   and norm(v.payload["canonical_name"]) == subject
-                   for v in got.records), f"no entity {subject!r} among the roots"
+        assert any(
+            v.type.value == "entity"
+            and v.payload is not None
+            and norm(v.payload["canonical_name"]) == subject
+            for v in got.records
+        ), f"no entity {subject!r} among the roots"
         # its links: the episodes that mention it and at most one edge per predicate and object
         if len(mentions) + len(PREDICATES) * len(OBJECTS) <= 25:
             assert got.diagnostics["arms"]["entity"] > 0, got.diagnostics
@@ -1015,14 +1217,17 @@ class CorrectionMachine(RuleBasedStateMachine):
             procs = [r for r in self.existing("competence", "plan_graph") if r.scope == scope]
             if not procs:
                 continue
-            got = self.m.retrieve({"scopes": [scope], "limit": 200,
-                                   "memory_types": ["competence", "plan_graph"]})
+            got = self.m.retrieve(
+                {"scopes": [scope], "limit": 200, "memory_types": ["competence", "plan_graph"]}
+            )
             live = {r.id for r in procs if r.status != "retracted"}
             assert {v.id for v in got.records} == live, (got.records, live)
             active = {r.id for r in procs if r.status == "active"}
             if active:
                 assert got.selection is not None and got.selection.record_id in active, (
-                    got.selection, active)
+                    got.selection,
+                    active,
+                )
             else:
                 assert got.selection is None, got.selection
 
@@ -1031,8 +1236,9 @@ class CorrectionMachine(RuleBasedStateMachine):
         for rid in sorted(self.dirty):
             self.check_by_id(self.recs[rid])
         self.dirty.clear()
-        grown = self.sql.execute("SELECT record_id, max(id) FROM audit_log WHERE id > %s "
-                                 "GROUP BY record_id", (self.audit_seen,)).fetchall()
+        grown = self.sql.execute(
+            "SELECT record_id, max(id) FROM audit_log WHERE id > %s GROUP BY record_id", (self.audit_seen,)
+        ).fetchall()
         for rid, last in grown:
             assert rid in self.recs, f"audit entries for a record the model does not know: {rid}"
             history = self.m.audit(rid)
@@ -1042,48 +1248,60 @@ class CorrectionMachine(RuleBasedStateMachine):
     def tombstones_equal_the_model(self) -> None:
         """RFC 5.4: one tombstone per retracted key not carried on, its first author kept."""
         rows = self.sql.execute(
-            "SELECT scope, subject, predicate, object, record_id FROM fact_tombstones").fetchall()
+            "SELECT scope, subject, predicate, object, record_id FROM fact_tombstones"
+        ).fetchall()
         stored = {(s, su, p, o): rid for s, su, p, o, rid in rows}
-        assert stored == self.tombstones, (f"fact_tombstones {sorted(stored.items())}, "
-                                           f"model {sorted(self.tombstones.items())}")
+        assert stored == self.tombstones, (
+            f"fact_tombstones {sorted(stored.items())}, model {sorted(self.tombstones.items())}"
+        )
 
 
 def run_machine(admin_url: str, data_dir: Path, *, examples: int, steps: int) -> None:
-    machine = type("Correction", (CorrectionMachine,), {"admin_url": admin_url,
-                                                         "data_dir": data_dir})
-    run_state_machine_as_test(machine, settings=settings(
-        max_examples=examples, stateful_step_count=steps, deadline=None,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much]))
+    machine = type("Correction", (CorrectionMachine,), {"admin_url": admin_url, "data_dir": data_dir})
+    run_state_machine_as_test(
+        machine,
+        settings=settings(
+            max_examples=examples,
+            stateful_step_count=steps,
+            deadline=None,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+        ),
+    )
 
 
 # a failure is shrunk for up to five minutes (hypothesis' own bound), each replay on a fresh
 # database; the timeout leaves room for that beside the run itself
 @pytest.mark.timeout(600 + EXAMPLES * STEPS // 5)
-def test_correction_invariants_hold_under_random_corrections(pg_admin_url: str,
-                                                            tmp_path: Path) -> None:
+def test_correction_invariants_hold_under_random_corrections(pg_admin_url: str, tmp_path: Path) -> None:
     run_machine(pg_admin_url, tmp_path, examples=EXAMPLES, steps=STEPS)
 
 
 # -- three minimal sequences ---------------------------------------------------------------
 
 
-def test_same_key_supersede_under_a_tombstone_reasserts(membrane: Membrane, clock: FakeClock,
-                                                        database_url: str) -> None:
+def test_same_key_supersede_under_a_tombstone_reasserts(
+    membrane: Membrane, clock: FakeClock, database_url: str
+) -> None:
     """RFC 5.4: a supersede that keeps its target's key re-asserts the key when a retracted
     same-key fork has tombstoned it; the backstop trigger would refuse it otherwise."""
-    obs = {"source_kind": "observation", "scope": "alpha",
-           "content": {"subject": "ada", "predicate": "works at", "object": "paris"}}
+    obs = {
+        "source_kind": "observation",
+        "scope": "alpha",
+        "content": {"subject": "ada", "predicate": "works at", "object": "paris"},
+    }
     fact = membrane.capture(obs).record_ids[1]
     clock.advance(seconds=1)
     # a variant that keeps the key, then retracted: the key is tombstoned (RFC 5.2.4) while
     # the original fact with the same key stays active
-    twin = membrane.revisions.fork(fact, {"rationale": "summer", "condition": "in summer",
-                                          "evidence": EVIDENCE}, ME)
+    twin = membrane.revisions.fork(
+        fact, {"rationale": "summer", "condition": "in summer", "evidence": EVIDENCE}, ME
+    )
     clock.advance(seconds=1)
     membrane.revisions.retract(twin, {"rationale": "no such variant"}, ME)
     clock.advance(seconds=1)
-    new = membrane.revisions.supersede(fact, {"record": {}, "rationale": "restated",
-                                              "evidence": EVIDENCE}, ME)
+    new = membrane.revisions.supersede(
+        fact, {"record": {}, "rationale": "restated", "evidence": EVIDENCE}, ME
+    )
     assert membrane.get(new).status.value == "active"
     assert membrane.get(fact).status.value == "retracted"
     assert membrane.audit(new).entries[0].details["reasserted"] is True
@@ -1094,16 +1312,20 @@ def test_same_key_supersede_under_a_tombstone_reasserts(membrane: Membrane, cloc
 def test_contesting_twice_with_the_same_record(membrane: Membrane, clock: FakeClock) -> None:
     """RFC 5.2.5, 2.5: a repeated contest by the same record adds its entry, not the edges
     (relations are unique per source, predicate and target)."""
+
     def observe(obj: str) -> Any:
-        return membrane.capture({"source_kind": "observation", "scope": "alpha", "content": {
-            "subject": "ada", "predicate": "works at", "object": obj}}).record_ids[1]
+        return membrane.capture(
+            {
+                "source_kind": "observation",
+                "scope": "alpha",
+                "content": {"subject": "ada", "predicate": "works at", "object": obj},
+            }
+        ).record_ids[1]
 
     fact, other = observe("paris"), observe("rome")
-    membrane.revisions.contest(fact, {"rationale": "saw rome",
-                                      "contesting_record_id": str(other)}, ME)
+    membrane.revisions.contest(fact, {"rationale": "saw rome", "contesting_record_id": str(other)}, ME)
     clock.advance(seconds=1)
-    membrane.revisions.contest(fact, {"rationale": "saw rome again",
-                                      "contesting_record_id": str(other)}, ME)
+    membrane.revisions.contest(fact, {"rationale": "saw rome again", "contesting_record_id": str(other)}, ME)
     view = membrane.get(fact)
     assert view.status.value == "contested"
     assert [(r.predicate, r.target_id) for r in view.relations].count(("contested_by", other)) == 1
@@ -1116,12 +1338,18 @@ def test_as_of_query_finds_a_record_retracted_since(membrane: Membrane, clock: F
     """RFC 5.6, 8.1.2: document frequencies count what the read reads, so a word that only a
     since-retracted record holds still finds it as of a moment before the retraction, and
     with include_retracted."""
-    old = membrane.capture({"source_kind": "observation", "scope": "alpha", "content": {
-        "subject": "grace", "predicate": "works at", "object": "paris"}}).record_ids[1]
+    old = membrane.capture(
+        {
+            "source_kind": "observation",
+            "scope": "alpha",
+            "content": {"subject": "grace", "predicate": "works at", "object": "paris"},
+        }
+    ).record_ids[1]
     clock.advance(seconds=1)
     # the only record whose text holds "ada" is the replacement
-    new = membrane.revisions.supersede(old, {"record": {"subject": "ada"}, "rationale": "who",
-                                             "evidence": EVIDENCE}, ME)
+    new = membrane.revisions.supersede(
+        old, {"record": {"subject": "ada"}, "rationale": "who", "evidence": EVIDENCE}, ME
+    )
     then = clock.now
     clock.advance(seconds=1)
     query = {"query": "ada", "scopes": ["alpha"], "as_of": then}

@@ -34,7 +34,9 @@ def snapshot(url: str, ids: list[uuid.UUID]) -> dict[uuid.UUID, tuple]:
     with psycopg.connect(url) as conn:
         found = conn.execute(
             "SELECT id, salience, base_salience, reinforced_at, half_life_seconds, min_salience,"
-            " pinned FROM memory_records WHERE id = ANY(%s)", (ids,)).fetchall()
+            " pinned FROM memory_records WHERE id = ANY(%s)",
+            (ids,),
+        ).fetchall()
     return {r[0]: r[1:] for r in found}
 
 
@@ -44,24 +46,36 @@ def closed_form(row: tuple, at: datetime) -> float:
     return decay.salience_at(base, reinforced_at, profile, at, pinned=pinned)
 
 
-@settings(max_examples=30, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(steps=st.lists(STEP, min_size=1, max_size=8),
-       kinds=st.lists(st.sampled_from(["event", "observation", "working_state"]),
-                      min_size=1, max_size=4))
+@settings(
+    max_examples=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    steps=st.lists(STEP, min_size=1, max_size=8),
+    kinds=st.lists(st.sampled_from(["event", "observation", "working_state"]), min_size=1, max_size=4),
+)
 def test_any_sequence_of_decay_batches_gives_closed_form(
-    membrane: Membrane, clock, database_url: str, steps: list[tuple[int, bool, int]],
+    membrane: Membrane,
+    clock,
+    database_url: str,
+    steps: list[tuple[int, bool, int]],
     kinds: list[str],
 ) -> None:
     scope = f"p{uuid.uuid4().hex[:12]}"
-    obs = {"source_kind": "observation", "scope": scope,
-           "content": {"subject": scope, "predicate": "is", "object": "decaying"}}
+    obs = {
+        "source_kind": "observation",
+        "scope": scope,
+        "content": {"subject": scope, "predicate": "is", "object": "decaying"},
+    }
     bodies = {
         "event": {"source_kind": "event", "scope": scope, "content": {"text": "e"}},
         "observation": obs,
-        "working_state": {"source_kind": "working_state", "scope": scope,
-                          "content": {"thread_id": "t", "task_state": "executing",
-                                      "context_summary": "c"}},
+        "working_state": {
+            "source_kind": "working_state",
+            "scope": scope,
+            "content": {"thread_id": "t", "task_state": "executing", "context_summary": "c"},
+        },
     }
     results = [membrane.capture(bodies[kind]) for kind in kinds]
     ids = [rid for res in results for rid in res.record_ids]
@@ -79,14 +93,18 @@ def test_any_sequence_of_decay_batches_gives_closed_form(
         # every stored checkpoint is the closed form at one of the moments something ran
         rows = snapshot(database_url, ids)
         for row in rows.values():
-            assert any(row[0] == pytest.approx(closed_form(row, t), rel=1e-9, abs=1e-12)
-                       for t in times if t >= row[2]), row
+            assert any(
+                row[0] == pytest.approx(closed_form(row, t), rel=1e-9, abs=1e-12)
+                for t in times
+                if t >= row[2]
+            ), row
         for rid in untouched:
             assert rows[rid][1:3] == (1.0, captured_at), rows[rid]
     # force every checkpoint of this example due, run batches until none is left
     with psycopg.connect(database_url) as conn:
-        conn.execute("UPDATE work_items SET due_at = %s WHERE kind = 'decay' AND target_id = ANY(%s)",
-                     (clock(), ids))
+        conn.execute(
+            "UPDATE work_items SET due_at = %s WHERE kind = 'decay' AND target_id = ANY(%s)", (clock(), ids)
+        )
     while membrane.maintenance.run("decay", limit=50)["claimed"]:
         pass
     now = clock()
@@ -94,9 +112,11 @@ def test_any_sequence_of_decay_batches_gives_closed_form(
         assert row[0] == pytest.approx(closed_form(row, now), rel=1e-9, abs=1e-12)
 
 
-@given(base=st.floats(min_value=0.02, max_value=1.0),
-       half_life=st.integers(min_value=60, max_value=90 * 86400),
-       elapsed=st.integers(min_value=0, max_value=30 * 86400))
+@given(
+    base=st.floats(min_value=0.02, max_value=1.0),
+    half_life=st.integers(min_value=60, max_value=90 * 86400),
+    elapsed=st.integers(min_value=0, max_value=30 * 86400),
+)
 def test_next_checkpoint_never_overshoots_the_floor(base: float, half_life: int, elapsed: int) -> None:
     """The next checkpoint is at most one half-life away and no later than the floor crossing."""
     t0 = datetime(2026, 1, 1)
@@ -114,15 +134,17 @@ def test_next_checkpoint_never_overshoots_the_floor(base: float, half_life: int,
         assert due <= max(floor_at, now + timedelta(seconds=1))
 
 
-def test_salience_past_a_thousand_half_lives_is_the_floor(membrane: Membrane, clock,
-                                                         database_url: str) -> None:
+def test_salience_past_a_thousand_half_lives_is_the_floor(
+    membrane: Membrane, clock, database_url: str
+) -> None:
     """RFC 6.1: a record thousands of half-lives old reads as its floor; Postgres' power()
     underflowed there and failed the decay batch and every retrieval that read it."""
     old = membrane.capture({"source_kind": "event", "scope": "u", "content": {"text": "x"}})
     rid = old.record_ids[0]
     with psycopg.connect(database_url) as conn:
-        conn.execute("UPDATE memory_records SET half_life_seconds = 60, min_salience = 0.02"
-                     " WHERE id = %s", (rid,))
+        conn.execute(
+            "UPDATE memory_records SET half_life_seconds = 60, min_salience = 0.02 WHERE id = %s", (rid,)
+        )
         conn.execute("UPDATE work_items SET due_at = %s", (clock(),))
         conn.commit()
     clock.advance(days=60)  # 86,400 half-lives

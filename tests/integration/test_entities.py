@@ -22,14 +22,17 @@ def entities_named(url: str, scope: str, term: str) -> list[uuid.UUID]:
     with psycopg.connect(url) as conn:
         rows = conn.execute(
             "SELECT DISTINCT t.record_id FROM entity_terms t JOIN memory_records r ON r.id = t.record_id"
-            " WHERE r.type = 'entity' AND t.scope = %s AND t.term = %s", (scope, term)).fetchall()
+            " WHERE r.type = 'entity' AND t.scope = %s AND t.term = %s",
+            (scope, term),
+        ).fetchall()
     return [r[0] for r in rows]
 
 
 def mentioned(url: str, episode_id: uuid.UUID) -> set[uuid.UUID]:
     with psycopg.connect(url) as conn:
-        rows = conn.execute("SELECT target_id FROM relations WHERE source_id = %s AND predicate = 'mentions'",
-                            (episode_id,)).fetchall()
+        rows = conn.execute(
+            "SELECT target_id FROM relations WHERE source_id = %s AND predicate = 'mentions'", (episode_id,)
+        ).fetchall()
     return {r[0] for r in rows}
 
 
@@ -39,9 +42,7 @@ def write(db: Database, membrane: Membrane, *bodies: dict) -> list[records.Captu
         return records.write_captures(conn, plans, now=membrane.clock(), opts=membrane.work)
 
 
-def test_same_mention_in_two_captures_resolves_to_one_entity(
-    membrane: Membrane, database_url: str
-) -> None:
+def test_same_mention_in_two_captures_resolves_to_one_entity(membrane: Membrane, database_url: str) -> None:
     first = membrane.capture(ev("proj", "Yesterday I paired with Ada Lovelace on the parser."))
     second = membrane.capture(ev("proj", "Then she reviewed it.", entities=["ada  LOVELACE"]))
     (entity_id,) = entities_named(database_url, "proj", "ada lovelace")
@@ -83,11 +84,20 @@ def test_batch_dedupes_new_entities_and_reports_budget_truncation(
     db: Database, membrane: Membrane, database_url: str
 ) -> None:
     many = [f"Thing{i}" for i in range(mentions.MAX_MENTIONS_PER_CAPTURE + 3)]
-    out = write(db, membrane, ev("proj", entities=many), ev("proj", "About Thing0 and Thing1."),
-                ev("proj", "Nothing capitalised here."))
-    assert out[0].entities == {"mentions": mentions.MAX_MENTIONS_PER_CAPTURE, "linked": 0,
-                               "created": mentions.MAX_MENTIONS_PER_CAPTURE, "relations": 0,
-                               "truncated": {"mentions": 3}}
+    out = write(
+        db,
+        membrane,
+        ev("proj", entities=many),
+        ev("proj", "About Thing0 and Thing1."),
+        ev("proj", "Nothing capitalised here."),
+    )
+    assert out[0].entities == {
+        "mentions": mentions.MAX_MENTIONS_PER_CAPTURE,
+        "linked": 0,
+        "created": mentions.MAX_MENTIONS_PER_CAPTURE,
+        "relations": 0,
+        "truncated": {"mentions": 3},
+    }
     # the second capture of the same batch links to entities the first one created
     assert out[1].entities == {"mentions": 2, "linked": 2, "created": 0, "relations": 0}
     assert out[2].entities == {"mentions": 0, "linked": 0, "created": 0, "relations": 0}
@@ -96,28 +106,50 @@ def test_batch_dedupes_new_entities_and_reports_budget_truncation(
     assert entities_named(database_url, "proj", "thing16") == []  # dropped by the budget
     with psycopg.connect(database_url) as conn:
         row = conn.execute("SELECT count(*) FROM memory_records WHERE type = 'entity'").fetchone()
-        audit = conn.execute("SELECT count(*) FROM audit_log a JOIN memory_records r ON r.id = a.record_id"
-                             " WHERE r.type = 'entity' AND a.action = 'create'").fetchone()
+        audit = conn.execute(
+            "SELECT count(*) FROM audit_log a JOIN memory_records r ON r.id = a.record_id"
+            " WHERE r.type = 'entity' AND a.action = 'create'"
+        ).fetchone()
     assert row == (mentions.MAX_MENTIONS_PER_CAPTURE,) and audit == row
 
 
 def test_observation_links_subject_and_object_entities(membrane: Membrane, database_url: str) -> None:
-    res = membrane.capture({"source_kind": "observation", "scope": "proj",
-                            "content": {"subject": "Alice Jones", "predicate": "works at",
-                                        "object": "Acme Corp"}})
+    res = membrane.capture(
+        {
+            "source_kind": "observation",
+            "scope": "proj",
+            "content": {"subject": "Alice Jones", "predicate": "works at", "object": "Acme Corp"},
+        }
+    )
     (alice,) = entities_named(database_url, "proj", "alice jones")
     (acme,) = entities_named(database_url, "proj", "acme corp")
     assert mentioned(database_url, res.record_ids[0]) == {alice, acme}
-    again = membrane.capture({"source_kind": "observation", "scope": "proj",
-                              "content": {"subject": "alice jones", "predicate": "Works at",
-                                          "object": "Acme Corp", "entities": ["alice jones"]}})
+    again = membrane.capture(
+        {
+            "source_kind": "observation",
+            "scope": "proj",
+            "content": {
+                "subject": "alice jones",
+                "predicate": "Works at",
+                "object": "Acme Corp",
+                "entities": ["alice jones"],
+            },
+        }
+    )
     assert mentioned(database_url, again.record_ids[0]) == {alice, acme}
     with psycopg.connect(database_url) as conn:
-        edges = conn.execute("SELECT source_id, predicate, target_id FROM relations"
-                             " WHERE source_id = ANY(%s)", ([alice, acme],)).fetchall()
+        edges = conn.execute(
+            "SELECT source_id, predicate, target_id FROM relations WHERE source_id = ANY(%s)",
+            ([alice, acme],),
+        ).fetchall()
     assert edges == [(alice, "works_at", acme)]  # asserted twice, stored once
-    plain = membrane.capture({"source_kind": "observation", "scope": "proj",
-                              "content": {"subject": "user", "predicate": "prefers", "object": "dark mode"}})
+    plain = membrane.capture(
+        {
+            "source_kind": "observation",
+            "scope": "proj",
+            "content": {"subject": "user", "predicate": "prefers", "object": "dark mode"},
+        }
+    )
     assert mentioned(database_url, plain.record_ids[0]) == set()
 
 
@@ -141,8 +173,10 @@ def test_name_match_respects_sensitivity_and_status(membrane: Membrane, database
     assert mentioned(database_url, tagged.record_ids[0]) == mentioned(database_url, by_ident.record_ids[0])
     assert mentioned(database_url, by_ident.record_ids[0]) == {jira}
     with psycopg.connect(database_url) as conn:
-        conn.execute("UPDATE memory_records SET status = 'retracted', retracted_at = now() WHERE id = %s",
-                     (low_entity,))
+        conn.execute(
+            "UPDATE memory_records SET status = 'retracted', retracted_at = now() WHERE id = %s",
+            (low_entity,),
+        )
     after = membrane.capture(ev("proj", "Notes on Project Nightingale."))
     (fresh,) = set(entities_named(database_url, "proj", "project nightingale")) - {high, low_entity}
     assert mentioned(database_url, after.record_ids[0]) == {fresh}
@@ -158,8 +192,7 @@ def test_concurrent_captures_create_one_entity(db: Database, membrane: Membrane,
         try:
             plans = [membrane.plan(ev("proj", f"{name}: met Barbara Liskov today."))]
             with db.transaction() as conn:
-                outcomes[name] = records.write_captures(conn, plans, now=membrane.clock(),
-                                                        opts=membrane.work)
+                outcomes[name] = records.write_captures(conn, plans, now=membrane.clock(), opts=membrane.work)
                 if hold:
                     first_written.set()
                     assert release.wait(60)
@@ -174,8 +207,9 @@ def test_concurrent_captures_create_one_entity(db: Database, membrane: Membrane,
     b.start()
     with psycopg.connect(database_url, autocommit=True) as conn:
         for _ in range(600):  # until B waits on A's advisory lock
-            row = conn.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"
-                               " AND NOT granted").fetchone()
+            row = conn.execute(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+            ).fetchone()
             if row and row[0] > 0:
                 break
             threading.Event().wait(0.05)

@@ -17,15 +17,26 @@ from membrane_core.enums import Sensitivity
 from membrane_core.results import CaptureResult
 from membrane_core.trust import DEVELOPMENT_POLICY, TrustPolicy
 
-LOW = TrustPolicy(read_scopes=frozenset({"a"}), write_scopes=frozenset({"a"}),
-                  max_sensitivity=Sensitivity.LOW, actor="low-writer")
+LOW = TrustPolicy(
+    read_scopes=frozenset({"a"}),
+    write_scopes=frozenset({"a"}),
+    max_sensitivity=Sensitivity.LOW,
+    actor="low-writer",
+)
 
 
-def observe(m: Membrane, obj: str, sensitivity: str,
-            trust: TrustPolicy = DEVELOPMENT_POLICY) -> CaptureResult:
-    return m.capture({"source_kind": "observation", "scope": "a", "sensitivity": sensitivity,
-                      "content": {"subject": "alice", "predicate": "diagnosed with",
-                                  "object": obj}}, trust)
+def observe(
+    m: Membrane, obj: str, sensitivity: str, trust: TrustPolicy = DEVELOPMENT_POLICY
+) -> CaptureResult:
+    return m.capture(
+        {
+            "source_kind": "observation",
+            "scope": "a",
+            "sensitivity": sensitivity,
+            "content": {"subject": "alice", "predicate": "diagnosed with", "object": obj},
+        },
+        trust,
+    )
 
 
 def retract(m: Membrane, fact: uuid.UUID) -> None:
@@ -67,34 +78,40 @@ def test_revisions_across_levels(membrane: Membrane, database_url: str) -> None:
     evidence = [{"kind": "observation", "ref": "user said so"}]
 
     def merge(ids: list[uuid.UUID], obj: str) -> uuid.UUID:
-        return membrane.revisions.merge({"record_ids": ids, "record": {"object": obj},
-                                         "rationale": "one", "evidence": evidence},
-                                        DEVELOPMENT_POLICY)
+        return membrane.revisions.merge(
+            {"record_ids": ids, "record": {"object": obj}, "rationale": "one", "evidence": evidence},
+            DEVELOPMENT_POLICY,
+        )
 
     # two records of one key merged into another key: one tombstone a level
     low, high = observe(membrane, "q", "low").record_ids[1], observe(membrane, "q", "hyper").record_ids[1]
     assert low != high
     merge([low, high], "q corrected")
     first = observe(membrane, "r", "low").record_ids[1]
-    variant = membrane.revisions.fork(first, {"record": {}, "condition": "paid plan",
-                                              "rationale": "differs", "evidence": evidence},
-                                      DEVELOPMENT_POLICY)
+    variant = membrane.revisions.fork(
+        first,
+        {"record": {}, "condition": "paid plan", "rationale": "differs", "evidence": evidence},
+        DEVELOPMENT_POLICY,
+    )
     merge([first, variant], "s")
     with psycopg.connect(database_url) as conn:
-        rows = conn.execute("SELECT object, sensitivity_rank FROM fact_tombstones"
-                            " WHERE object IN ('q', 'r') ORDER BY 1, 2").fetchall()
+        rows = conn.execute(
+            "SELECT object, sensitivity_rank FROM fact_tombstones WHERE object IN ('q', 'r') ORDER BY 1, 2"
+        ).fetchall()
     assert rows == [("q", 1), ("q", 4), ("r", 1)]
     # a live hyper fact is revised under the low level's tombstone of its key
     hyper = observe(membrane, "t", "hyper").record_ids[1]
     retract(membrane, observe(membrane, "t", "low", LOW).record_ids[1])
-    assert membrane.revisions.supersede(hyper, {"record": {"confidence": 0.8},
-                                                "rationale": "fix", "evidence": evidence},
-                                        DEVELOPMENT_POLICY)
+    assert membrane.revisions.supersede(
+        hyper, {"record": {"confidence": 0.8}, "rationale": "fix", "evidence": evidence}, DEVELOPMENT_POLICY
+    )
+
     # a low writer re-asserting a key does not clear, nor hear of, a hyper retraction
     def reassert(obj: str) -> bool:
         mine = observe(membrane, f"from {obj}", "low", LOW).record_ids[1]
-        new = membrane.revisions.supersede(mine, {"record": {"object": obj}, "rationale": "r",
-                                                  "evidence": evidence}, LOW)
+        new = membrane.revisions.supersede(
+            mine, {"record": {"object": obj}, "rationale": "r", "evidence": evidence}, LOW
+        )
         return bool(membrane.audit(new, LOW).entries[0].details["reasserted"])
 
     retract(membrane, observe(membrane, "w", "low", LOW).record_ids[1])

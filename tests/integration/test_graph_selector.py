@@ -28,8 +28,7 @@ LOW_A = TrustPolicy(read_scopes=frozenset({"a"}), max_sensitivity=Sensitivity.LO
 
 
 def ev(text: str, scope: str = "a", sensitivity: str = "low") -> dict[str, object]:
-    return {"source_kind": "event", "scope": scope, "sensitivity": sensitivity,
-            "content": {"text": text}}
+    return {"source_kind": "event", "scope": scope, "sensitivity": sensitivity, "content": {"text": text}}
 
 
 def put(m: Membrane, text: str, scope: str = "a", sensitivity: str = "low") -> uuid.UUID:
@@ -38,21 +37,35 @@ def put(m: Membrane, text: str, scope: str = "a", sensitivity: str = "low") -> u
 
 def link(url: str, *edges: tuple[uuid.UUID, str, uuid.UUID]) -> None:
     with psycopg.connect(url) as conn, conn.cursor() as cur:
-        cur.executemany("INSERT INTO relations (source_id, predicate, target_id) VALUES (%s, %s, %s)",
-                        edges)
+        cur.executemany("INSERT INTO relations (source_id, predicate, target_id) VALUES (%s, %s, %s)", edges)
 
 
 def test_superseded_fact_is_not_a_neighbour(membrane: Membrane, database_url: str) -> None:
-    _, old = membrane.capture({"source_kind": "observation", "scope": "a", "content": {
-        "subject": "db", "predicate": "runs on", "object": "postgres 15"}}).record_ids
-    new = membrane.revisions.supersede(old, {
-        "record": {"subject": "db", "predicate": "runs on", "object": "postgres 18"},
-        "rationale": "upgraded", "evidence": [{"kind": "observation", "ref": "ticket-1"}],
-    }, DEVELOPMENT_POLICY)
+    _, old = membrane.capture(
+        {
+            "source_kind": "observation",
+            "scope": "a",
+            "content": {"subject": "db", "predicate": "runs on", "object": "postgres 15"},
+        }
+    ).record_ids
+    new = membrane.revisions.supersede(
+        old,
+        {
+            "record": {"subject": "db", "predicate": "runs on", "object": "postgres 18"},
+            "rationale": "upgraded",
+            "evidence": [{"kind": "observation", "ref": "ticket-1"}],
+        },
+        DEVELOPMENT_POLICY,
+    )
     note = put(membrane, "upgrade runbook")
     link(database_url, (new, "derived_from", note))
-    q = {"query": "postgres 18", "scopes": ["a"], "memory_types": ["semantic"], "limit": 1,
-         "expand": {"hops": 2}}
+    q = {
+        "query": "postgres 18",
+        "scopes": ["a"],
+        "memory_types": ["semantic"],
+        "limit": 1,
+        "expand": {"hops": 2},
+    }
     got = membrane.retrieve(q)
     assert [r.id for r in got.records] == [new]
     neighbours = {r.id for r in got.neighbors}
@@ -68,8 +81,13 @@ def test_hop_node_and_edge_limits(membrane: Membrane, database_url: str) -> None
     root = put(membrane, "hub record zeta")
     chain = [put(membrane, f"chain {i}") for i in range(3)]
     star = [put(membrane, f"spoke {i}") for i in range(6)]
-    link(database_url, (root, "next", chain[0]), (chain[0], "next", chain[1]),
-         (chain[1], "next", chain[2]), *[(s, "points_to", root) for s in star])
+    link(
+        database_url,
+        (root, "next", chain[0]),
+        (chain[0], "next", chain[1]),
+        (chain[1], "next", chain[2]),
+        *[(s, "points_to", root) for s in star],
+    )
     q = {"query": "zeta", "scopes": ["a"], "limit": 1}
     two = membrane.retrieve({**q, "expand": {"hops": 2, "max_nodes": 50, "max_edges": 50}})
     got = {r.id for r in two.neighbors}
@@ -85,8 +103,7 @@ def test_hop_node_and_edge_limits(membrane: Membrane, database_url: str) -> None
     assert none.neighbors == [] and none.edges == []
 
 
-def test_trust_at_every_hop_and_no_expansion_from_redacted(membrane: Membrane,
-                                                          database_url: str) -> None:
+def test_trust_at_every_hop_and_no_expansion_from_redacted(membrane: Membrane, database_url: str) -> None:
     root = put(membrane, "anchor kappa")
     visible = put(membrane, "plain neighbour")
     redacted = put(membrane, "medium neighbour", sensitivity="medium")
@@ -94,9 +111,15 @@ def test_trust_at_every_hop_and_no_expansion_from_redacted(membrane: Membrane,
     hidden_scope = put(membrane, "other scope neighbour", scope="b")
     hidden_sens = put(membrane, "high neighbour", sensitivity="high")
     behind_visible = put(membrane, "two hops through a visible one")
-    link(database_url, (root, "rel", visible), (root, "rel", redacted),
-         (redacted, "rel", behind_redacted), (root, "rel", hidden_scope),
-         (hidden_sens, "rel", root), (visible, "rel", behind_visible))
+    link(
+        database_url,
+        (root, "rel", visible),
+        (root, "rel", redacted),
+        (redacted, "rel", behind_redacted),
+        (root, "rel", hidden_scope),
+        (hidden_sens, "rel", root),
+        (visible, "rel", behind_visible),
+    )
     got = membrane.retrieve({"query": "kappa", "limit": 1, "expand": {"hops": 2}}, LOW_A)
     by_id = {r.id: r for r in got.neighbors}
     assert visible in by_id and behind_visible in by_id  # positive controls
@@ -124,12 +147,14 @@ def test_edges_touch_only_records_shown_in_full(membrane: Membrane, database_url
     friend = put(membrane, "plain neighbour")
     red_in = put(membrane, "medium incoming", sensitivity="medium")
     red_out = put(membrane, "medium outgoing", sensitivity="medium")
-    link(database_url, (root, "supports", friend), (red_in, "contradicts", root),
-         (root, "mentions", red_out))
+    link(database_url, (root, "supports", friend), (red_in, "contradicts", root), (root, "mentions", red_out))
     query = {"query": "zebracorn", "limit": 1, "expand": {"hops": 1}}
     full = membrane.retrieve(query)
     assert {(e.source_id, e.target_id) for e in full.edges} == {
-        (root, friend), (red_in, root), (root, red_out)}  # control: all three for a wider caller
+        (root, friend),
+        (red_in, root),
+        (root, red_out),
+    }  # control: all three for a wider caller
     got = membrane.retrieve(query, LOW_A)
     assert [r.id for r in got.records] == [root]
     assert [(e.source_id, e.predicate, e.target_id) for e in got.edges] == [(root, "supports", friend)]
@@ -141,8 +166,7 @@ def test_neighbours_share_the_byte_budget(membrane: Membrane, database_url: str)
     root = put(membrane, "budget root mu")
     fat = [put(membrane, "fat " + "y" * 3000 + f" {i}") for i in range(5)]
     link(database_url, *[(root, "rel", f) for f in fat])
-    got = membrane.retrieve({"query": "mu", "limit": 1, "max_bytes": 9000,
-                             "expand": {"hops": 1}})
+    got = membrane.retrieve({"query": "mu", "limit": 1, "max_bytes": 9000, "expand": {"hops": 1}})
     assert [r.id for r in got.records] == [root]
     assert 1 <= len(got.neighbors) < 5
     assert got.diagnostics["bytes"] <= 9000
@@ -150,16 +174,24 @@ def test_neighbours_share_the_byte_budget(membrane: Membrane, database_url: str)
     assert all(e.target_id in kept for e in got.edges) and len(got.edges) == len(got.neighbors)
 
 
-def _skill(name: str, success: int, failure: int, *, age_days: float, now: object,
-           scope: str = "a") -> MemoryRecord:
+def _skill(
+    name: str, success: int, failure: int, *, age_days: float, now: object, scope: str = "a"
+) -> MemoryRecord:
     reinforced = now - timedelta(days=age_days)  # type: ignore[operator]
     return MemoryRecord(
-        id=uuid.uuid4(), type=MemoryType.COMPETENCE, scope=scope, confidence=0.8, salience=1.0,
-        lifecycle=Lifecycle(decay=DecayProfile(half_life_seconds=30 * 86400),
-                            reinforced_at=reinforced),
-        payload=CompetencePayload(skill_name=name, performance=PerformanceStats(
-            success_count=success, failure_count=failure)),
-        summary=name, created_at=now, updated_at=now, recorded_at=now,  # type: ignore[arg-type]
+        id=uuid.uuid4(),
+        type=MemoryType.COMPETENCE,
+        scope=scope,
+        confidence=0.8,
+        salience=1.0,
+        lifecycle=Lifecycle(decay=DecayProfile(half_life_seconds=30 * 86400), reinforced_at=reinforced),
+        payload=CompetencePayload(
+            skill_name=name, performance=PerformanceStats(success_count=success, failure_count=failure)
+        ),
+        summary=name,
+        created_at=now,
+        updated_at=now,
+        recorded_at=now,  # type: ignore[arg-type]
     )
 
 
@@ -197,8 +229,9 @@ def count_calls(monkeypatch: pytest.MonkeyPatch, name: str) -> list[int]:
     return calls
 
 
-def test_hops_hydrate_what_they_find(membrane: Membrane, database_url: str,
-                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_hops_hydrate_what_they_find(
+    membrane: Membrane, database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """RFC 8.4, 8.3: a hop hydrates the neighbours it discovers; a neighbour it did not
     hydrate is hydrated afterwards, so the result is the same either way."""
     root = put(membrane, "orbit root nu")
@@ -210,12 +243,22 @@ def test_hops_hydrate_what_they_find(membrane: Membrane, database_url: str,
     assert [r.id for r in got.records] == [root]
     assert {r.id for r in got.neighbors} == set(moons) and calls == []  # no statement of its own
     # the hop's own cut: the first max_new unknown neighbours in discovery order
-    f = retriever.read_filter(RetrieveRequest(scopes=["a"]), DEVELOPMENT_POLICY.narrow(["a"], None),
-                              membrane.retriever.clock())
+    f = retriever.read_filter(
+        RetrieveRequest(scopes=["a"]), DEVELOPMENT_POLICY.narrow(["a"], None), membrane.retriever.clock()
+    )
     with membrane.retriever.db.reader() as conn:
-        hop = retrieval.graph_hop(conn, f, [root], expanded=[], known=[root, moons[0]], max_rows=201,
-                              max_edges=100, max_new=2, max_bytes=1 << 20,
-                              target_visible=lambda scope, sens: True)
+        hop = retrieval.graph_hop(
+            conn,
+            f,
+            [root],
+            expanded=[],
+            known=[root, moons[0]],
+            max_rows=201,
+            max_edges=100,
+            max_new=2,
+            max_bytes=1 << 20,
+            target_visible=lambda scope, sens: True,
+        )
     order = [row.other for row in hop.rows]
     assert set(order) == set(moons)
     assert list(hop.records) == [m for m in order if m != moons[0]][:2]
@@ -239,9 +282,11 @@ def test_hops_hydrate_what_they_find(membrane: Membrane, database_url: str,
     assert [r.model_dump() for r in third.neighbors] == [r.model_dump() for r in got.neighbors]
     assert calls == [1] and hops == [1]
     # when the service keeps other roots than the statement expanded from, it runs the hop
-    monkeypatch.setattr(retrieval, "roots", lambda *a, **kw: dataclasses.replace(
-        real_roots(*a, **kw), first_hop=retrieval.Hop([], {})))
-    monkeypatch.setattr(membrane.retriever, "_first_hop",
-                        lambda found: ([uuid.uuid4()], found.first_hop))
+    monkeypatch.setattr(
+        retrieval,
+        "roots",
+        lambda *a, **kw: dataclasses.replace(real_roots(*a, **kw), first_hop=retrieval.Hop([], {})),
+    )
+    monkeypatch.setattr(membrane.retriever, "_first_hop", lambda found: ([uuid.uuid4()], found.first_hop))
     fourth = membrane.retrieve(q)
     assert {r.id for r in fourth.neighbors} == set(moons) and hops == [1, 1]

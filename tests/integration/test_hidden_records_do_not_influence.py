@@ -19,9 +19,17 @@ from tests.support.records import CALLER, capture, link
 
 def hyper_mentions(m: Membrane, name: str, n: int) -> None:
     """``n`` episodes two levels above the caller's maximum, each mentioning ``name``."""
-    m.capture_many([{"source_kind": "event", "scope": "a", "sensitivity": "hyper",
-                     "content": {"text": f"sealed memo {i}", "entities": [name]}}
-                    for i in range(n)])
+    m.capture_many(
+        [
+            {
+                "source_kind": "event",
+                "scope": "a",
+                "sensitivity": "hyper",
+                "content": {"text": f"sealed memo {i}", "entities": [name]},
+            }
+            for i in range(n)
+        ]
+    )
 
 
 def neighbour_ids(m: Membrane, query: dict[str, object]) -> list[uuid.UUID]:
@@ -31,7 +39,8 @@ def neighbour_ids(m: Membrane, query: dict[str, object]) -> list[uuid.UUID]:
 
 
 def test_hidden_edges_do_not_crowd_out_a_visible_neighbour(
-    membrane: Membrane, database_url: str,
+    membrane: Membrane,
+    database_url: str,
 ) -> None:
     root = capture(membrane, "zebracorn root note")
     visible = capture(membrane, "plain neighbour note")
@@ -56,11 +65,13 @@ def test_hidden_mentions_do_not_crowd_out_a_visible_one(membrane: Membrane) -> N
 
 
 def test_hidden_links_do_not_make_an_entity_too_common(
-    membrane: Membrane, database_url: str,
+    membrane: Membrane,
+    database_url: str,
 ) -> None:
     capture(membrane, "we met her yesterday at the harbour", entities=["Zorblat"])
-    entity = next(r.id for r in membrane.retrieve(
-        {"query": "Zorblat", "memory_types": ["entity"]}, CALLER).records)
+    entity = next(
+        r.id for r in membrane.retrieve({"query": "Zorblat", "memory_types": ["entity"]}, CALLER).records
+    )
     note = capture(membrane, "minutes of the quarterly harbour review")  # reached by the link only
     link(database_url, (note, "mentions", entity))
     query = {"query": "Zorblat", "limit": 20}
@@ -74,7 +85,8 @@ def test_hidden_links_do_not_make_an_entity_too_common(
 
 
 def test_a_hub_is_too_common_for_every_caller(
-    membrane: Membrane, monkeypatch: pytest.MonkeyPatch,
+    membrane: Membrane,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """RFC 8.1.3: past LINK_SCAN links in a direction an entity is a hub for everyone, so
     counting what a caller may see never reads every link of it."""

@@ -39,16 +39,32 @@ def planted(membrane: Membrane, database_url: str) -> Planted:
     redacted = capture(membrane, "canary medium note", sensitivity="medium", entities=["Quokka"])
     high = capture(membrane, "canary high secret", sensitivity="high", entities=["Quokka"])
     other = capture(membrane, "canary other scope", scope="b", entities=["Quokka"])
-    fact_src = membrane.capture({"source_kind": "observation", "scope": "a", "content": {
-        "subject": "canary", "predicate": "lives in", "object": "quokka island"}})
+    fact_src = membrane.capture(
+        {
+            "source_kind": "observation",
+            "scope": "a",
+            "content": {"subject": "canary", "predicate": "lives in", "object": "quokka island"},
+        }
+    )
     retracted = fact_src.record_ids[1]
-    live = membrane.capture({"source_kind": "observation", "scope": "a", "content": {
-        "subject": "canary", "predicate": "eats", "object": "seeds"}}).record_ids[1]
+    live = membrane.capture(
+        {
+            "source_kind": "observation",
+            "scope": "a",
+            "content": {"subject": "canary", "predicate": "eats", "object": "seeds"},
+        }
+    ).record_ids[1]
     membrane.revisions.retract(retracted, {"rationale": "wrong"}, DEVELOPMENT_POLICY)
     # every canary is one hop from the control, in both directions
-    link(database_url, (control, "rel", neighbour), (control, "rel", redacted),
-         (control, "rel", high), (other, "rel", control), (control, "rel", retracted),
-         (high, "rel", neighbour))
+    link(
+        database_url,
+        (control, "rel", neighbour),
+        (control, "rel", redacted),
+        (control, "rel", high),
+        (other, "rel", control),
+        (control, "rel", retracted),
+        (high, "rel", neighbour),
+    )
     return Planted(control, live, neighbour, redacted, high, other, retracted)
 
 
@@ -59,19 +75,27 @@ def assert_absent(p: Planted, result_json: str, returned: set[uuid.UUID]) -> Non
 
 
 def test_roots_and_neighbours(membrane: Membrane, planted: Planted) -> None:
-    got = membrane.retrieve({"query": "canary note secret scope island quokka", "limit": 50,
-                             "expand": {"hops": 2, "max_nodes": 100}}, CALLER)
+    got = membrane.retrieve(
+        {
+            "query": "canary note secret scope island quokka",
+            "limit": 50,
+            "expand": {"hops": 2, "max_nodes": 100},
+        },
+        CALLER,
+    )
     roots = {r.id: r for r in got.records}
     neighbours = {r.id: r for r in got.neighbors}
-    returned = set(roots) | set(neighbours) | {e.source_id for e in got.edges} | {
-        e.target_id for e in got.edges}
+    returned = (
+        set(roots) | set(neighbours) | {e.source_id for e in got.edges} | {e.target_id for e in got.edges}
+    )
     assert planted.control in roots and planted.control_fact in roots  # positive controls
     assert planted.neighbour in neighbours or planted.neighbour in roots
     assert roots[planted.redacted].redacted and roots[planted.redacted].payload is None
     assert_absent(planted, got.model_dump_json(), returned)
     # the same canaries are visible to a wider policy: the exclusion is trust, not absence
-    wide = membrane.retrieve({"query": "canary note secret scope island quokka", "limit": 50,
-                              "include_retracted": True})
+    wide = membrane.retrieve(
+        {"query": "canary note secret scope island quokka", "limit": 50, "include_retracted": True}
+    )
     assert {planted.high, planted.other, planted.retracted} <= {r.id for r in wide.records}
 
 
@@ -92,8 +116,12 @@ def test_neighbours_only(membrane: Membrane, planted: Planted) -> None:
 
 
 def test_entity_lookup(membrane: Membrane, planted: Planted, database_url: str) -> None:
-    quokka = next(r.id for r in membrane.retrieve(
-        {"query": "Quokka", "memory_types": ["entity"], "scopes": ["a"]}, CALLER).records)
+    quokka = next(
+        r.id
+        for r in membrane.retrieve(
+            {"query": "Quokka", "memory_types": ["entity"], "scopes": ["a"]}, CALLER
+        ).records
+    )
     # the retracted fact mentions the entity too, so only the status filter keeps it out
     link(database_url, (planted.retracted, "mentions", quokka))
     wide = membrane.retrieve({"query": "Quokka", "limit": 50, "include_retracted": True})

@@ -16,7 +16,7 @@ EVENT = {"source_kind": "event", "scope": "proj", "content": {"text": "ran the b
 
 
 def stored(url: str, rid: uuid.UUID) -> tuple[float, float]:
-    (salience, base), = rows(url, "SELECT salience, base_salience FROM memory_records WHERE id = %s", rid)
+    ((salience, base),) = rows(url, "SELECT salience, base_salience FROM memory_records WHERE id = %s", rid)
     return salience, base
 
 
@@ -25,8 +25,9 @@ def due_at(url: str, kind: str, rid: uuid.UUID):
     return found[0][0] if found else None
 
 
-def test_decay_refreshes_only_due_records_and_never_compounds(membrane: Membrane, clock,
-                                                              database_url: str) -> None:
+def test_decay_refreshes_only_due_records_and_never_compounds(
+    membrane: Membrane, clock, database_url: str
+) -> None:
     t0 = clock()
     a = membrane.capture(EVENT).record_ids[0]
     clock.advance(minutes=30)
@@ -47,8 +48,9 @@ def test_decay_refreshes_only_due_records_and_never_compounds(membrane: Membrane
     assert stored(database_url, b)[0] == pytest.approx(2 ** (-(elapsed - 1800) / 3600), rel=1e-12)
 
 
-def test_decay_at_floor_schedules_prune_and_prune_deletes_with_audit(membrane: Membrane, clock,
-                                                                     database_url: str) -> None:
+def test_decay_at_floor_schedules_prune_and_prune_deletes_with_audit(
+    membrane: Membrane, clock, database_url: str
+) -> None:
     rid = membrane.capture(EVENT).record_ids[0]
     pinned = membrane.capture(EVENT).record_ids[0]
     execute(database_url, "UPDATE memory_records SET pinned = true WHERE id = %s", pinned)
@@ -62,8 +64,9 @@ def test_decay_at_floor_schedules_prune_and_prune_deletes_with_audit(membrane: M
     assert stored(database_url, pinned)[0] == 1.0
     assert membrane.maintenance.run("prune")["deleted"] == 1
     assert rows(database_url, "SELECT 1 FROM memory_records WHERE id = %s", rid) == []
-    actions = [r[0] for r in rows(database_url,
-                                  "SELECT action FROM audit_log WHERE record_id = %s ORDER BY id", rid)]
+    actions = [
+        r[0] for r in rows(database_url, "SELECT action FROM audit_log WHERE record_id = %s ORDER BY id", rid)
+    ]
     assert actions == ["create", "delete"]
     history = membrane.audit(rid)
     assert [e.action for e in history.entries] == ["create", "delete"] and history.chain_valid
@@ -73,20 +76,33 @@ def test_decay_at_floor_schedules_prune_and_prune_deletes_with_audit(membrane: M
 
 
 def test_prune_never_deletes_protected_records(membrane: Membrane, clock, database_url: str) -> None:
-    ids = {name: membrane.capture(EVENT).record_ids[0]
-           for name in ("eligible", "pinned", "manual_only", "never", "retracted", "contested")}
+    ids = {
+        name: membrane.capture(EVENT).record_ids[0]
+        for name in ("eligible", "pinned", "manual_only", "never", "retracted", "contested")
+    }
     execute(database_url, "UPDATE memory_records SET pinned = true WHERE id = %s", ids["pinned"])
     for policy in ("manual_only", "never"):
-        execute(database_url, "UPDATE memory_records SET deletion_policy = %s WHERE id = %s",
-                policy, ids[policy])
-    execute(database_url, "UPDATE memory_records SET status = 'retracted', retracted_at = now() "
-            "WHERE id = %s", ids["retracted"])
-    execute(database_url, "UPDATE memory_records SET status = 'contested', contested_at = now() "
-            "WHERE id = %s", ids["contested"])
+        execute(
+            database_url, "UPDATE memory_records SET deletion_policy = %s WHERE id = %s", policy, ids[policy]
+        )
+    execute(
+        database_url,
+        "UPDATE memory_records SET status = 'retracted', retracted_at = now() WHERE id = %s",
+        ids["retracted"],
+    )
+    execute(
+        database_url,
+        "UPDATE memory_records SET status = 'contested', contested_at = now() WHERE id = %s",
+        ids["contested"],
+    )
     clock.advance(hours=12)
     # prune items for every one of them, as a stale or hostile schedule might hold
-    execute(database_url, "INSERT INTO work_items (kind, target_id, due_at) "
-            "SELECT 'prune', unnest(%s::uuid[]), %s", list(ids.values()), clock())
+    execute(
+        database_url,
+        "INSERT INTO work_items (kind, target_id, due_at) SELECT 'prune', unnest(%s::uuid[]), %s",
+        list(ids.values()),
+        clock(),
+    )
     out = membrane.maintenance.run("prune")
     assert out == {"claimed": 6, "held": 6, "deleted": 1, "kept": 5}
     left = {r[0] for r in rows(database_url, "SELECT id FROM memory_records")}
@@ -101,22 +117,29 @@ def test_prune_never_deletes_protected_records(membrane: Membrane, clock, databa
 def test_prune_honours_max_age(membrane: Membrane, clock, database_url: str) -> None:
     old, young = (membrane.capture(EVENT).record_ids[0] for _ in range(2))
     execute(database_url, "UPDATE memory_records SET max_age_seconds = 600, half_life_seconds = 864000")
-    execute(database_url, "UPDATE memory_records SET created_at = created_at + interval '1 hour' "
-            "WHERE id = %s", young)
+    execute(
+        database_url,
+        "UPDATE memory_records SET created_at = created_at + interval '1 hour' WHERE id = %s",
+        young,
+    )
     clock.advance(minutes=30)
     execute(database_url, "UPDATE work_items SET due_at = %s WHERE kind = 'decay'", clock())
     assert membrane.maintenance.run("decay")["prune_scheduled"] == 1
     assert membrane.maintenance.run("prune")["deleted"] == 1
     assert [r[0] for r in rows(database_url, "SELECT id FROM memory_records")] == [young]
     assert old not in {r[0] for r in rows(database_url, "SELECT id FROM memory_records")}
-    (rationale,), = rows(database_url, "SELECT rationale FROM audit_log WHERE action = 'delete'")
+    ((rationale,),) = rows(database_url, "SELECT rationale FROM audit_log WHERE action = 'delete'")
     assert rationale == "pruned: maximum age passed"
 
 
-def test_decay_after_reinforcement_restarts_from_new_base(membrane: Membrane, clock,
-                                                          database_url: str) -> None:
-    obs = {"source_kind": "observation", "scope": "proj",
-           "content": {"subject": "api", "predicate": "uses", "object": "postgres"}}
+def test_decay_after_reinforcement_restarts_from_new_base(
+    membrane: Membrane, clock, database_url: str
+) -> None:
+    obs = {
+        "source_kind": "observation",
+        "scope": "proj",
+        "content": {"subject": "api", "predicate": "uses", "object": "postgres"},
+    }
     fact = membrane.capture(obs).record_ids[1]
     clock.advance(days=30)
     membrane.capture(obs)  # reinforced: base = 0.5 + 0.1 at t0 + 30 d
@@ -128,8 +151,7 @@ def test_decay_after_reinforcement_restarts_from_new_base(membrane: Membrane, cl
 
 def test_compression_after_age_threshold(settings, db, clock, database_url: str) -> None:
     policy = policy_from_settings(settings)
-    policy = policy.model_copy(update={"half_lives": {**policy.half_lives,
-                                                      MemoryType.EPISODIC: 10 * 86400}})
+    policy = policy.model_copy(update={"half_lives": {**policy.half_lives, MemoryType.EPISODIC: 10 * 86400}})
     membrane = Membrane(settings, database=db, clock=clock, policy=policy)
     old = membrane.capture(EVENT).record_ids[0]
     clock.advance(hours=12)
@@ -140,12 +162,17 @@ def test_compression_after_age_threshold(settings, db, clock, database_url: str)
     expected = 0.5 * 2 ** (-25 * 3600 / (10 * 86400))
     assert stored(database_url, old) == pytest.approx((expected, 0.5))
     assert stored(database_url, young)[1] == 1.0
-    (details,), = rows(database_url, "SELECT details FROM audit_log WHERE record_id = %s "
-                       "AND action = 'decay'", old)
+    ((details,),) = rows(
+        database_url, "SELECT details FROM audit_log WHERE record_id = %s AND action = 'decay'", old
+    )
     assert details == {"compressed_from": 1.0, "base_salience": 0.5}
     # a duplicated compress item does not halve twice
-    execute(database_url, "INSERT INTO work_items (kind, target_id, due_at) VALUES ('compress', %s, %s)",
-            old, clock())
+    execute(
+        database_url,
+        "INSERT INTO work_items (kind, target_id, due_at) VALUES ('compress', %s, %s)",
+        old,
+        clock(),
+    )
     assert membrane.maintenance.run("consolidate")["compress"]["compressed"] == 0
     assert stored(database_url, old)[1] == 0.5
 
@@ -157,9 +184,9 @@ def test_unknown_job_is_invalid_input(membrane: Membrane) -> None:
     assert membrane.maintenance.run("decay") == {"claimed": 0}  # positive control: a known job runs
 
 
-def test_failing_item_is_rescheduled_without_blocking_the_batch(membrane: Membrane, clock,
-                                                                database_url: str,
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_failing_item_is_rescheduled_without_blocking_the_batch(
+    membrane: Membrane, clock, database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     good = membrane.capture(EVENT).record_ids[0]
     bad = membrane.capture(EVENT).record_ids[0]
     from membrane_core.storage import jobs
@@ -176,13 +203,15 @@ def test_failing_item_is_rescheduled_without_blocking_the_batch(membrane: Membra
     out = membrane.maintenance.run("decay")
     assert out["failed"] == 1 and out["refreshed"] == 1 and out["batch_retried"] == 1
     assert stored(database_url, good)[0] < 1.0 and stored(database_url, bad)[0] == 1.0
-    (err, attempts), = rows(database_url, "SELECT last_error, attempts FROM work_items "
-                            "WHERE kind = 'decay' AND target_id = %s", bad)
+    ((err, attempts),) = rows(
+        database_url,
+        "SELECT last_error, attempts FROM work_items WHERE kind = 'decay' AND target_id = %s",
+        bad,
+    )
     assert "boom" in err and attempts == 1
 
 
-def test_drain_runs_batches_until_the_backlog_is_short(membrane: Membrane, clock,
-                                                       database_url: str) -> None:
+def test_drain_runs_batches_until_the_backlog_is_short(membrane: Membrane, clock, database_url: str) -> None:
     ids = [r.record_ids[0] for r in membrane.capture_many([EVENT] * 7)]
     clock.advance(minutes=61)
     out = membrane.maintenance.drain("decay", limit=3)

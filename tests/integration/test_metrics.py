@@ -11,18 +11,31 @@ from tests.support.sql import execute
 
 
 def event(scope: str, sensitivity: str = "low", **content: object) -> dict:
-    return {"source_kind": "event", "scope": scope, "sensitivity": sensitivity,
-            "content": {"text": "x", **content}}
+    return {
+        "source_kind": "event",
+        "scope": scope,
+        "sensitivity": sensitivity,
+        "content": {"text": "x", **content},
+    }
 
 
 def test_metrics_respect_trust(membrane: Membrane, clock, database_url: str) -> None:
     a1 = membrane.capture(event("a")).record_ids[0]
     membrane.capture(event("a", "medium"))  # above the narrow caller's maximum
     membrane.capture(event("b"))  # another scope
-    obs = membrane.capture({"source_kind": "observation", "scope": "a",
-                            "content": {"subject": "s", "predicate": "p", "object": "o"}})
-    execute(database_url, "UPDATE memory_records SET status = 'retracted', retracted_at = %s "
-            "WHERE id = %s", clock(), obs.record_ids[1])
+    obs = membrane.capture(
+        {
+            "source_kind": "observation",
+            "scope": "a",
+            "content": {"subject": "s", "predicate": "p", "object": "o"},
+        }
+    )
+    execute(
+        database_url,
+        "UPDATE memory_records SET status = 'retracted', retracted_at = %s WHERE id = %s",
+        clock(),
+        obs.record_ids[1],
+    )
     execute(database_url, "UPDATE memory_records SET pinned = true WHERE id = %s", a1)
     clock.advance(minutes=30)
 
@@ -34,7 +47,7 @@ def test_metrics_respect_trust(membrane: Membrane, clock, database_url: str) -> 
     assert m["records_by_status"] == {"active": 2, "retracted": 1}
     assert sum(m["records_by_status"].values()) == sum(m["records_by_type"].values()) == 3
     assert m["active_records"] == 2 and m["pinned_records"] == 1
-    assert m["avg_salience"] == pytest.approx((1.0 + 2 ** -0.5) / 2)
+    assert m["avg_salience"] == pytest.approx((1.0 + 2**-0.5) / 2)
     assert m["avg_confidence"] == pytest.approx((0.8 + 0.7) / 2)
     assert m["revision_rate"] == pytest.approx(1 / 3)
     assert m["total_audit_entries"] == 3  # create entries of a1, the episode and the fact
@@ -51,8 +64,12 @@ def test_metrics_respect_trust(membrane: Membrane, clock, database_url: str) -> 
     # the audit read does (RFC 5.5.1); counted until then (a1's create and reinforce)
     before = membrane.metrics(narrow)["total_audit_entries"]
     assert len(membrane.audit(a1, narrow).entries) == 2
-    execute(database_url, "INSERT INTO audit_log (record_id, scope, sensitivity, action, actor,"
-            " rationale) VALUES (%s, 'a', 'hyper', 'reinforce', 'x', 'raised')", a1)
+    execute(
+        database_url,
+        "INSERT INTO audit_log (record_id, scope, sensitivity, action, actor,"
+        " rationale) VALUES (%s, 'a', 'hyper', 'reinforce', 'x', 'raised')",
+        a1,
+    )
     assert membrane.metrics(narrow)["total_audit_entries"] == before - 2
     with pytest.raises(errors.NotFound):
         membrane.audit(a1, narrow)
@@ -82,9 +99,13 @@ def test_metrics_respect_trust(membrane: Membrane, clock, database_url: str) -> 
 
 def test_procedural_metrics(membrane: Membrane, clock) -> None:
     calls = [{"tool": "a", "args": {}}, {"tool": "b", "args": {}}, {"tool": "c", "args": {}}]
-    membrane.capture_many([event("a", outcome="success", tool_calls=calls),
-                           event("a", outcome="success", tool_calls=calls),
-                           event("a", outcome="failure", tool_calls=calls)])
+    membrane.capture_many(
+        [
+            event("a", outcome="success", tool_calls=calls),
+            event("a", outcome="success", tool_calls=calls),
+            event("a", outcome="failure", tool_calls=calls),
+        ]
+    )
     membrane.maintenance.run("consolidate")
     m = membrane.metrics()
     assert m["records_by_type"]["competence"] == 1 and m["records_by_type"]["plan_graph"] == 1

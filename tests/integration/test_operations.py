@@ -14,8 +14,11 @@ from membrane_core.inbox.submit import InlineDispatcher, RecordingDispatcher
 from membrane_core.trust import DEVELOPMENT_POLICY, TrustPolicy
 
 EVENT = {"source_kind": "event", "scope": "proj", "content": {"text": "deployed build 7"}}
-OBS = {"source_kind": "observation", "scope": "proj",
-       "content": {"subject": "user", "predicate": "prefers", "object": "dark mode"}}
+OBS = {
+    "source_kind": "observation",
+    "scope": "proj",
+    "content": {"subject": "user", "predicate": "prefers", "object": "dark mode"},
+}
 DEV = DEVELOPMENT_POLICY
 
 
@@ -58,8 +61,7 @@ def test_invalid_single_capture_writes_nothing(membrane: Membrane, database_url:
     assert scalar(database_url, "SELECT count(*) FROM operations") == 1
 
 
-def test_idempotency_same_body_same_operation_other_body_conflicts(membrane: Membrane,
-                                                                    database_url: str):
+def test_idempotency_same_body_same_operation_other_body_conflicts(membrane: Membrane, database_url: str):
     ops, work = membrane.inbox, membrane.inbox_worker
     first = ops.submit_capture(EVENT, DEV, idempotency_key="k1")
     again = ops.submit_capture(dict(EVENT), DEV, idempotency_key="k1")
@@ -83,8 +85,7 @@ def test_concurrent_submits_with_one_key_make_one_operation(membrane: Membrane, 
 
     def submit() -> None:
         try:
-            results.append(membrane.inbox.submit_capture(EVENT, DEV, idempotency_key="c")
-                           .operation_id)
+            results.append(membrane.inbox.submit_capture(EVENT, DEV, idempotency_key="c").operation_id)
         except BaseException as exc:  # pragma: no cover - reported below
             failures.append(exc)
 
@@ -100,8 +101,11 @@ def test_concurrent_submits_with_one_key_make_one_operation(membrane: Membrane, 
 def test_batch_one_insert_invalid_item_fails_alone(membrane: Membrane, database_url: str):
     bad = {"source_kind": "event", "scope": "proj", "content": {}, "sensitivity": "top"}
     views = membrane.inbox.submit_captures([EVENT, bad, OBS], DEV)
-    assert [v.status for v in views] == [OperationStatus.QUEUED, OperationStatus.FAILED,
-                                         OperationStatus.QUEUED]
+    assert [v.status for v in views] == [
+        OperationStatus.QUEUED,
+        OperationStatus.FAILED,
+        OperationStatus.QUEUED,
+    ]
     assert views[1].error is not None and views[1].error["code"] == "invalid_input"
     assert "sensitivity" in {d["field"] for d in views[1].error["details"]}
     summary = membrane.inbox_worker.process_captures([v.operation_id for v in views])
@@ -125,8 +129,10 @@ def test_exactly_once_when_processed_twice_and_concurrently(membrane: Membrane, 
     views = membrane.inbox.submit_captures([EVENT] * 50, DEV)
     ids = [v.operation_id for v in views]
     out: list[dict[str, int]] = []
-    threads = [threading.Thread(target=lambda: out.append(
-        membrane.inbox_worker.process_captures(ids, worker="t"))) for _ in range(3)]
+    threads = [
+        threading.Thread(target=lambda: out.append(membrane.inbox_worker.process_captures(ids, worker="t")))
+        for _ in range(3)
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -142,6 +148,7 @@ def test_uncommitted_batch_leaves_operations_queued(membrane: Membrane, database
     view = membrane.inbox.submit_capture(EVENT, DEV)
     with pytest.raises(RuntimeError), membrane.db.transaction() as conn:
         from membrane_core.storage import inbox
+
         locked = inbox.lock_captures(conn, [view.operation_id], drain=0, now=membrane.clock())
         assert len(locked) == 1
         raise RuntimeError("worker died")
@@ -155,24 +162,33 @@ def test_bad_capture_in_a_batch_fails_its_own_operation(membrane: Membrane, data
     existing = membrane.capture(EVENT).record_ids[0]
     with psycopg.connect(database_url) as conn:
         # a request that no longer validates (e.g. written by an older version)
-        conn.execute("UPDATE operations SET request = '{\"source_kind\": \"nope\"}' WHERE id = %s",
-                     (views[0].operation_id,))
+        conn.execute(
+            'UPDATE operations SET request = \'{"source_kind": "nope"}\' WHERE id = %s',
+            (views[0].operation_id,),
+        )
         # a capture the database refuses: its pre-assigned id is already taken
-        conn.execute("UPDATE operations SET record_id = %s WHERE id = %s",
-                     (existing, views[2].operation_id))
+        conn.execute("UPDATE operations SET record_id = %s WHERE id = %s", (existing, views[2].operation_id))
     summary = membrane.inbox_worker.process_captures([v.operation_id for v in views])
     assert summary == {"claimed": 4, "succeeded": 2, "failed": 2}
     got = [membrane.inbox.get(v.operation_id, DEV) for v in views]
-    assert [g.status for g in got] == [OperationStatus.FAILED, OperationStatus.SUCCEEDED,
-                                       OperationStatus.FAILED, OperationStatus.SUCCEEDED]
+    assert [g.status for g in got] == [
+        OperationStatus.FAILED,
+        OperationStatus.SUCCEEDED,
+        OperationStatus.FAILED,
+        OperationStatus.SUCCEEDED,
+    ]
     assert got[0].error is not None and got[0].error["code"] == "invalid_input"
     assert got[2].error is not None and got[2].error["code"] == "conflict"
     assert scalar(database_url, "SELECT count(*) FROM memory_records") == 3
 
 
 def test_get_is_limited_to_the_submitter(membrane: Membrane):
-    alice = TrustPolicy(actor="alice", read_scopes=frozenset({"proj"}),
-                        write_scopes=frozenset({"proj"}), max_sensitivity=Sensitivity.HIGH)
+    alice = TrustPolicy(
+        actor="alice",
+        read_scopes=frozenset({"proj"}),
+        write_scopes=frozenset({"proj"}),
+        max_sensitivity=Sensitivity.HIGH,
+    )
     view = membrane.inbox.submit_capture(EVENT, alice)
     assert membrane.inbox.get(view.operation_id, alice).operation_id == view.operation_id
     bob = alice.model_copy(update={"actor": "bob"})
@@ -251,13 +267,12 @@ def test_maintenance_operation_runs_jobs_under_a_lease(membrane: Membrane, clock
     assert set(done.result) == {"embed", "extract"}
 
 
-def test_reap_requeues_a_dead_workers_maintenance_operation(membrane: Membrane, clock,
-                                                             database_url: str):
+def test_reap_requeues_a_dead_workers_maintenance_operation(membrane: Membrane, clock, database_url: str):
     view = membrane.inbox.submit_maintenance(["embed"], DEV)
     from membrane_core.storage import inbox
+
     with membrane.db.transaction() as conn:  # a worker claims it, then dies
-        assert inbox.claim_one(conn, view.operation_id, worker="dead", now=clock(),
-                               lease_seconds=60)
+        assert inbox.claim_one(conn, view.operation_id, worker="dead", now=clock(), lease_seconds=60)
     assert membrane.inbox.get(view.operation_id, DEV).status is OperationStatus.RUNNING
     assert membrane.inbox_worker.reap_expired()["operations"] == 0  # lease still valid
     clock.advance(seconds=61)
@@ -278,14 +293,15 @@ def test_purge_forgets_old_finished_operations_only(membrane: Membrane, clock, d
     assert membrane.inbox.get(waiting.operation_id, DEV).status is OperationStatus.QUEUED
     assert membrane.get(done.record_id).id == done.record_id  # the record stays
     # the key is free again after the retention
-    again = membrane.inbox.submit_capture({**EVENT, "content": {"text": "new"}}, DEV,
-                                               idempotency_key="old")
+    again = membrane.inbox.submit_capture({**EVENT, "content": {"text": "new"}}, DEV, idempotency_key="old")
     assert again.operation_id != done.operation_id
 
 
-def test_poison_capture_that_trips_a_bug_fails_alone(membrane: Membrane, database_url: str,
-                                                      monkeypatch: pytest.MonkeyPatch):
+def test_poison_capture_that_trips_a_bug_fails_alone(
+    membrane: Membrane, database_url: str, monkeypatch: pytest.MonkeyPatch
+):
     from membrane_core.storage import records
+
     views = membrane.inbox.submit_captures([EVENT] * 8, DEV)
     poison = views[5].record_id
     real = records.write_captures

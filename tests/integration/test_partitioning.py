@@ -68,16 +68,22 @@ def test_one_scope_vector_arm_scans_one_partition(database_url: str, clock: Fake
         assert got == _vec_arm_partitions(conn, roots_params(["scope-3"], qvec, clock)), got
         assert len(got) == 1, got
         # two scopes in two partitions: exactly those two; every scope: more than one
-        two = ["scope-3", next(f"scope-{i}" for i in range(20)
-                               if _vec_arm_partitions(conn, roots_params([f"scope-{i}"], qvec, clock))
-                               != got)]
+        two = [
+            "scope-3",
+            next(
+                f"scope-{i}"
+                for i in range(20)
+                if _vec_arm_partitions(conn, roots_params([f"scope-{i}"], qvec, clock)) != got
+            ),
+        ]
         assert len(_execute_generic(conn, roots_params(two, qvec, clock))) == 2
         assert len(_execute_generic(conn, roots_params(None, qvec, clock))) > 2
         # a one-scope retrieval names the scope's partition itself (RFC 13.2): the one
         # holding the scope's rows, the only one its plan reads
         part = retrieval.embeddings_relation(conn, ["scope-3"])
-        held = conn.execute("SELECT DISTINCT tableoid::regclass::text FROM record_embeddings "
-                            "WHERE scope = 'scope-3'").fetchall()
+        held = conn.execute(
+            "SELECT DISTINCT tableoid::regclass::text FROM record_embeddings WHERE scope = 'scope-3'"
+        ).fetchall()
         assert held == [(part,)] and {part} == got
         assert retrieval.embeddings_relation(conn, ["scope-3", "scope-4"]) == "record_embeddings"
         assert retrieval.embeddings_relation(conn, None) == "record_embeddings"
@@ -86,6 +92,10 @@ def test_one_scope_vector_arm_scans_one_partition(database_url: str, clock: Fake
         st = shaped("retrieval_roots", direct, ints=INTS, relations=("embeddings",))
         # the vector arm and the features (the tagged branch, a part, only with a tag filter)
         assert st.sql.count(part) == 2 and " record_embeddings e" not in st.sql
-        tagged = shaped("retrieval_roots", {**direct, "has_tags": True, "tags": ["t"]}, ints=INTS,
-                        relations=("embeddings",))
+        tagged = shaped(
+            "retrieval_roots",
+            {**direct, "has_tags": True, "tags": ["t"]},
+            ints=INTS,
+            relations=("embeddings",),
+        )
         assert tagged.sql.count(part) == 3 and " record_embeddings e" not in tagged.sql

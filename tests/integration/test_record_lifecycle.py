@@ -26,8 +26,11 @@ ME = TrustPolicy(actor="user")
 
 
 def obs(s: str, p: str, o: str, scope: str = "proj") -> dict[str, Any]:
-    return {"source_kind": "observation", "scope": scope,
-            "content": {"subject": s, "predicate": p, "object": o}}
+    return {
+        "source_kind": "observation",
+        "scope": scope,
+        "content": {"subject": s, "predicate": p, "object": o},
+    }
 
 
 def fact(m: Membrane, s: str, p: str, o: str) -> uuid.UUID:
@@ -38,8 +41,7 @@ def fact(m: Membrane, s: str, p: str, o: str) -> uuid.UUID:
 
 def stored(url: str, record_id: uuid.UUID, cols: str) -> tuple[Any, ...]:
     with psycopg.connect(url) as conn:
-        row = conn.execute(f"SELECT {cols} FROM memory_records WHERE id = %s",
-                           (record_id,)).fetchone()
+        row = conn.execute(f"SELECT {cols} FROM memory_records WHERE id = %s", (record_id,)).fetchone()
         assert row is not None, f"record {record_id} is gone"
         return tuple(row)
 
@@ -57,8 +59,9 @@ def ids(records: list[Any]) -> list[uuid.UUID]:
 
 def test_decay_applied_twice_equals_closed_form(membrane: Membrane, database_url: str, clock) -> None:
     start = clock.now
-    ep = membrane.capture({"source_kind": "event", "scope": "proj",
-                           "content": {"text": "deploy finished"}}).record_ids[0]
+    ep = membrane.capture(
+        {"source_kind": "event", "scope": "proj", "content": {"text": "deploy finished"}}
+    ).record_ids[0]
     profile = DecayProfile(half_life_seconds=3600, min_salience=0.01)
     clock.advance(hours=1)
     first = membrane.maintenance.run("decay")
@@ -89,8 +92,7 @@ def test_retrieve_after_retract_default_options(membrane: Membrane) -> None:
     assert wrong not in ids(got.records)
     # one hop from its own episode (a root here) the retracted fact stays out too
     wide = membrane.retrieve({"query": "office", "expand": {"hops": 1}})
-    episode = next(r.target_id for r in membrane.get(wrong).relations
-                   if r.predicate == "derived_from")
+    episode = next(r.target_id for r in membrane.get(wrong).relations if r.predicate == "derived_from")
     assert episode in ids(wide.records)  # the retracted fact is one hop from this root
     roots_and_neighbours = ids(wide.records) + ids(wide.neighbors)
     assert right in roots_and_neighbours
@@ -107,22 +109,28 @@ def test_retrieve_after_retract_default_options(membrane: Membrane) -> None:
 
 def test_graph_expansion_around_superseded_record(membrane: Membrane) -> None:
     old = fact(membrane, "team", "meets in", "Paris")
-    new = membrane.revisions.supersede(old, {"record": {"object": "Berlin"}, "rationale": "moved",
-                                             "evidence": EVIDENCE}, ME)
-    variant = membrane.revisions.fork(new, {"record": {"object": "Potsdam"},
-                                            "condition": "in summer", "rationale": "summer",
-                                            "evidence": EVIDENCE}, ME)
+    new = membrane.revisions.supersede(
+        old, {"record": {"object": "Berlin"}, "rationale": "moved", "evidence": EVIDENCE}, ME
+    )
+    variant = membrane.revisions.fork(
+        new,
+        {
+            "record": {"object": "Potsdam"},
+            "condition": "in summer",
+            "rationale": "summer",
+            "evidence": EVIDENCE,
+        },
+        ME,
+    )
     for hops in (1, 2, 3):
-        got = membrane.retrieve({"query": "Berlin", "min_salience": 0.5,
-                                 "expand": {"hops": hops}})
+        got = membrane.retrieve({"query": "Berlin", "min_salience": 0.5, "expand": {"hops": hops}})
         assert ids(got.records)[:1] == [new]
         neighbours = ids(got.neighbors)
         assert variant in neighbours  # positive control: expansion ran and found a live node
         assert old not in neighbours and old not in ids(got.records)
         assert all(old not in (e.source_id, e.target_id) for e in got.edges)
     # the edge exists: asked for, the superseded record is one hop away, marked retracted
-    audit = membrane.retrieve({"query": "Berlin", "include_retracted": True,
-                               "expand": {"hops": 1}})
+    audit = membrane.retrieve({"query": "Berlin", "include_retracted": True, "expand": {"hops": 1}})
     assert {n.id: n.status.value for n in audit.neighbors}.get(old) == "retracted"
     # by id the replacement's supersedes edge is still shown, the old record marked
     assert membrane.get(old).status.value == "retracted"
@@ -141,16 +149,27 @@ def test_consolidation_after_retraction_leaves_fact_retracted(
     # the same observation captured again: not revived, not re-created
     assert membrane.capture(obs("Build", "uses", "MAKE")).fact == "tombstoned"
     # a successful episode that states it again, beside a new fact (positive control)
-    membrane.capture({"source_kind": "event", "scope": "proj", "content": {
-        "text": "ci green", "outcome": "success",
-        "facts": [{"subject": "build", "predicate": "uses", "object": "make"},
-                  {"subject": "build", "predicate": "runs on", "object": "linux"}]}})
+    membrane.capture(
+        {
+            "source_kind": "event",
+            "scope": "proj",
+            "content": {
+                "text": "ci green",
+                "outcome": "success",
+                "facts": [
+                    {"subject": "build", "predicate": "uses", "object": "make"},
+                    {"subject": "build", "predicate": "runs on", "object": "linux"},
+                ],
+            },
+        }
+    )
     report = membrane.maintenance.run("consolidate")
     assert report["consolidate"]
     with psycopg.connect(database_url) as conn:
         live = conn.execute(
             "SELECT fact_object, status FROM memory_records WHERE type = 'semantic' "
-            "AND fact_subject = 'build' ORDER BY fact_object").fetchall()
+            "AND fact_subject = 'build' ORDER BY fact_object"
+        ).fetchall()
     assert ("linux", "active") in live  # consolidation ran and promoted the new fact
     assert ("make", "active") not in live and ("make", "contested") not in live
     assert stored(database_url, wrong, "status, base_salience, reinforced_at") == before
@@ -166,8 +185,9 @@ def test_audit_history_survives_every_lifecycle(membrane: Membrane, clock) -> No
     clock.advance(hours=1)
     membrane.revisions.reinforce(f, {"rationale": "used"}, ME)
     membrane.revisions.contest(f, {"rationale": "maybe 30s"}, ME)
-    g = membrane.revisions.supersede(f, {"record": {"object": "30s"}, "rationale": "checked",
-                                         "evidence": EVIDENCE}, ME)
+    g = membrane.revisions.supersede(
+        f, {"record": {"object": "30s"}, "rationale": "checked", "evidence": EVIDENCE}, ME
+    )
     membrane.revisions.retract(g, {"rationale": "config removed"}, ME)
     # prune and decay sweeps far in the future never delete retracted or contested records
     clock.advance(days=3650)
@@ -178,18 +198,30 @@ def test_audit_history_survives_every_lifecycle(membrane: Membrane, clock) -> No
     membrane.delete(g, ME, "cleanup")
     hf, hg = membrane.audit(f), membrane.audit(g)
     assert [(e.action, e.details.get("operation")) for e in hf.entries] == [
-        ("create", None), ("reinforce", "reinforce"), ("revise", "contest"),
-        ("revise", "supersede"), ("delete", "delete")]
+        ("create", None),
+        ("reinforce", "reinforce"),
+        ("revise", "contest"),
+        ("revise", "supersede"),
+        ("delete", "delete"),
+    ]
     assert [(e.action, e.details.get("operation")) for e in hg.entries] == [
-        ("create", "supersede"), ("revise", "retract"), ("delete", "delete")]
+        ("create", "supersede"),
+        ("revise", "retract"),
+        ("delete", "delete"),
+    ]
     assert hf.chain_valid is True and hg.chain_valid is True
     assert [e.rationale for e in hf.entries][1:] == ["used", "maybe 30s", "checked", "cleanup"]
 
 
 def test_prune_spares_retracted_and_contested(membrane: Membrane, database_url: str, clock) -> None:
     def episode(text: str) -> uuid.UUID:
-        return membrane.capture({"source_kind": "working_state", "scope": "proj", "content": {
-            "thread_id": text, "task_state": "executing", "context_summary": text}}).record_ids[0]
+        return membrane.capture(
+            {
+                "source_kind": "working_state",
+                "scope": "proj",
+                "content": {"thread_id": text, "task_state": "executing", "context_summary": text},
+            }
+        ).record_ids[0]
 
     gone, retracted, contested = episode("a"), episode("b"), episode("c")
     membrane.revisions.retract(retracted, {"rationale": "r"}, ME)
@@ -214,8 +246,7 @@ def test_contested_ranks_below_uncontested(membrane: Membrane, clock) -> None:
     membrane.revisions.reinforce(disputed, {}, ME)
     before = facts(membrane, "printer")
     assert ids(before.records) == [disputed, plain]  # fresher and reinforced: first while active
-    membrane.revisions.contest(disputed, {"rationale": "moved?",
-                                          "contesting_record_id": str(plain)}, ME)
+    membrane.revisions.contest(disputed, {"rationale": "moved?", "contesting_record_id": str(plain)}, ME)
     got = facts(membrane, "printer")
     order = ids(got.records)
     assert order.index(plain) < order.index(disputed)
@@ -231,8 +262,9 @@ def test_as_of_before_and_after_a_supersede(membrane: Membrane, clock) -> None:
     t_between = clock.now
     clock.advance(days=1)
     t_change = clock.now
-    new = membrane.revisions.supersede(old, {"record": {"object": "Grace"}, "rationale": "new ceo",
-                                             "evidence": EVIDENCE}, ME)
+    new = membrane.revisions.supersede(
+        old, {"record": {"object": "Grace"}, "rationale": "new ceo", "evidence": EVIDENCE}, ME
+    )
     clock.advance(days=1)
     then = facts(membrane, "ceo", as_of=t_between.isoformat())
     assert old in ids(then.records) and new not in ids(then.records)

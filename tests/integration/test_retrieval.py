@@ -31,15 +31,22 @@ def ev(scope: str, text: str, **kw: object) -> dict[str, object]:
 
 
 def obs(scope: str, s: str, p: str, o: str, **content: object) -> dict[str, object]:
-    return {"source_kind": "observation", "scope": scope,
-            "content": {"subject": s, "predicate": p, "object": o, **content}}
+    return {
+        "source_kind": "observation",
+        "scope": scope,
+        "content": {"subject": s, "predicate": p, "object": o, **content},
+    }
 
 
 @pytest.fixture
 def hashing(tmp_path: Path, database_url: str, db: Database, clock: FakeClock) -> Iterator[Membrane]:
     """A Membrane whose embedding provider is the offline hashing embedder."""
-    s = Settings(database_url=database_url, data_dir=tmp_path, embedding_dim=EMBEDDING_DIM,
-                 embedding_provider="hashing")
+    s = Settings(
+        database_url=database_url,
+        data_dir=tmp_path,
+        embedding_dim=EMBEDDING_DIM,
+        embedding_provider="hashing",
+    )
     yield Membrane(s, database=db, clock=clock)
 
 
@@ -50,8 +57,9 @@ def ids(result: object) -> list[object]:
 def test_long_question_matches_any_informative_term(membrane: Membrane) -> None:
     hit = membrane.capture(ev("s", "Caroline joined the pottery workshop downtown"))
     miss = membrane.capture(ev("s", "the weather was sunny all week"))
-    got = membrane.retrieve({"query": "When exactly did Caroline start going to that pottery class?",
-                             "scopes": ["s"]})
+    got = membrane.retrieve(
+        {"query": "When exactly did Caroline start going to that pottery class?", "scopes": ["s"]}
+    )
     assert hit.record_ids[0] in ids(got)
     assert miss.record_ids[0] not in ids(got)
     assert got.diagnostics["arms"]["text"] >= 1
@@ -78,23 +86,26 @@ def test_vector_arm_finds_what_full_text_cannot(hashing: Membrane) -> None:
     assert other.record_ids[0] not in ids(got)
 
 
-def test_filtered_vector_scan_does_not_starve(db: Database, database_url: str,
-                                              clock: FakeClock) -> None:
+def test_filtered_vector_scan_does_not_starve(db: Database, database_url: str, clock: FakeClock) -> None:
     # 20,000 records, half in the caller's scope: large enough that the planner walks the
     # HNSW index; the scan must keep going (iterative scan) until the window is full
     # instead of filtering one ef_search batch down to about half of it
     corpus = bench.Corpus(dim=EMBEDDING_DIM, clusters=20, scopes=2, seed=3)
     benchload.drop_indexes(database_url)
     for chunk in bench._chunks(corpus, 20_000, 10_000, clock.now):
-        benchload.copy_chunk(database_url, records=chunk["records"], payloads=chunk["payloads"],
-                             embeddings=chunk["embeddings"], relations=chunk["relations"],
-                             entity_terms=chunk["terms"])
+        benchload.copy_chunk(
+            database_url,
+            records=chunk["records"],
+            payloads=chunk["payloads"],
+            embeddings=chunk["embeddings"],
+            relations=chunk["relations"],
+            entity_terms=chunk["terms"],
+        )
     benchload.build_indexes(database_url)
     embedder = bench.FixedEmbedder(EMBEDDING_DIM)
     embedder.vectors["to be or not"] = corpus.centres[0].tolist()
     retriever = Retriever(db, clock=clock, embedder=embedder)
-    req = RetrieveRequest(query="to be or not", scopes=["scope-1"], limit=200,
-                          max_bytes=16 * 1024 * 1024)
+    req = RetrieveRequest(query="to be or not", scopes=["scope-1"], limit=200, max_bytes=16 * 1024 * 1024)
     got = retriever.retrieve(req, DEVELOPMENT_POLICY)
     assert got.diagnostics["arms"]["vector"] == 200
     assert len(got.records) == 200 and {r.scope for r in got.records} == {"scope-1"}
@@ -107,8 +118,7 @@ def test_tag_filter_ranks_few_tagged_records_exactly(hashing: Membrane) -> None:
     far_tagged = hashing.capture(ev("s", "quarterly revenue north region", tags=["ops"]))
     elsewhere = hashing.capture(ev("other", "to be or not to be", tags=["ops"]))
     assert hashing.embedding.run_batch()["embedded"] >= 33
-    got = hashing.retrieve({"query": "to be or not to be", "scopes": ["s"], "tags": ["ops"],
-                            "limit": 5})
+    got = hashing.retrieve({"query": "to be or not to be", "scopes": ["s"], "tags": ["ops"], "limit": 5})
     assert got.diagnostics["vector"] == "used" and got.diagnostics["arms"]["vector"] == 2
     assert ids(got)[0] == tagged.record_ids[0]  # positive control: the nearest tagged record
     assert far_tagged.record_ids[0] in ids(got)
@@ -117,9 +127,13 @@ def test_tag_filter_ranks_few_tagged_records_exactly(hashing: Membrane) -> None:
 
 
 def test_entity_arm_links_mentions(membrane: Membrane) -> None:
-    linked = membrane.capture({"source_kind": "event", "scope": "s",
-                               "content": {"text": "met her at the conference",
-                                           "entities": ["Ada Lovelace"]}})
+    linked = membrane.capture(
+        {
+            "source_kind": "event",
+            "scope": "s",
+            "content": {"text": "met her at the conference", "entities": ["Ada Lovelace"]},
+        }
+    )
     unrelated = membrane.capture(ev("s", "conference coffee was cold"))
     got = membrane.retrieve({"query": "what do we know about ada lovelace", "scopes": ["s"]})
     assert got.diagnostics["arms"]["entity"] >= 2  # the entity and the record mentioning it
@@ -136,17 +150,20 @@ def test_contested_ranked_below_active_retracted_excluded(membrane: Membrane) ->
     got = membrane.retrieve({"query": "kubernetes", "scopes": ["s"], "memory_types": ["semantic"]})
     assert ids(got) == [fact_weak, fact_strong]
     assert [r.status.value for r in got.records] == ["active", "contested"]
-    no_contested = membrane.retrieve({"query": "kubernetes", "scopes": ["s"],
-                                      "memory_types": ["semantic"], "include_contested": False})
+    no_contested = membrane.retrieve(
+        {"query": "kubernetes", "scopes": ["s"], "memory_types": ["semantic"], "include_contested": False}
+    )
     assert ids(no_contested) == [fact_weak]
     membrane.revisions.retract(fact_weak, {"rationale": "wrong"}, DEVELOPMENT_POLICY)
-    default = membrane.retrieve({"query": "kubernetes", "scopes": ["s"],
-                                 "memory_types": ["semantic"]})
+    default = membrane.retrieve({"query": "kubernetes", "scopes": ["s"], "memory_types": ["semantic"]})
     assert ids(default) == [fact_strong]
-    with_retracted = membrane.retrieve({"query": "kubernetes", "scopes": ["s"],
-                                        "memory_types": ["semantic"], "include_retracted": True})
+    with_retracted = membrane.retrieve(
+        {"query": "kubernetes", "scopes": ["s"], "memory_types": ["semantic"], "include_retracted": True}
+    )
     assert {r.id: r.status.value for r in with_retracted.records} == {
-        fact_strong: "contested", fact_weak: "retracted"}
+        fact_strong: "contested",
+        fact_weak: "retracted",
+    }
 
 
 def test_as_of_reads_what_was_believed(membrane: Membrane, clock: FakeClock) -> None:
@@ -172,8 +189,9 @@ def test_as_of_reads_what_was_believed(membrane: Membrane, clock: FakeClock) -> 
 
 
 def test_valid_at_reads_what_was_true(membrane: Membrane) -> None:
-    boxed = membrane.capture(obs("s", "ceo", "is", "alice", valid_from="2020-01-01T00:00:00Z",
-                                 valid_to="2023-01-01T00:00:00Z")).record_ids[1]
+    boxed = membrane.capture(
+        obs("s", "ceo", "is", "alice", valid_from="2020-01-01T00:00:00Z", valid_to="2023-01-01T00:00:00Z")
+    ).record_ids[1]
     always = membrane.capture(obs("s", "ceo office", "is", "tower")).record_ids[1]
     q = {"query": "ceo", "scopes": ["s"], "memory_types": ["semantic"]}
     inside = membrane.retrieve({**q, "valid_at": "2021-06-01T00:00:00Z"})
@@ -227,13 +245,25 @@ def test_byte_budget_never_returns_a_partial_over_budget(membrane: Membrane) -> 
 @pytest.mark.parametrize("method", fusion.METHODS)
 def test_fusion_in_sql_matches_the_reference(hashing: Membrane, clock: FakeClock, method: str) -> None:
     """RFC 8.2: the statement's fused scores and order are those of membrane_core.retrieval.fusion."""
-    texts = ["Ada Lovelace wrote notes on the analytical engine",
-             "the engine needed cards", "notes about cards and looms",
-             "Ada met Babbage at a party", "weather was cold", "looms weave patterns"]
+    texts = [
+        "Ada Lovelace wrote notes on the analytical engine",
+        "the engine needed cards",
+        "notes about cards and looms",
+        "Ada met Babbage at a party",
+        "weather was cold",
+        "looms weave patterns",
+    ]
     for i in range(18):
-        hashing.capture({"source_kind": "event", "scope": "s",
-                         "content": {"text": f"{texts[i % 6]} {i}",
-                                     "entities": ["Ada Lovelace"] if i % 4 == 0 else []}})
+        hashing.capture(
+            {
+                "source_kind": "event",
+                "scope": "s",
+                "content": {
+                    "text": f"{texts[i % 6]} {i}",
+                    "entities": ["Ada Lovelace"] if i % 4 == 0 else [],
+                },
+            }
+        )
         clock.advance(seconds=3600 * i)
     assert hashing.embedding.run_batch()["embedded"] >= 18
     query = "what did Ada Lovelace write about the engine and cards"
@@ -244,24 +274,53 @@ def test_fusion_in_sql_matches_the_reference(hashing: Membrane, clock: FakeClock
     qvec = r.embedder.embed([query])[0]  # type: ignore[union-attr]
     with r.db.reader() as conn:
         retrieval.configure_scan(conn, ef_search=40, max_scan_tuples=20_000)
-        found = retrieval.roots(conn, f, query=query, qvec=qvec, terms=retriever.query_terms(query),
-                            arm_k=50, vec_k=50, fanout=25, limit=400, max_bytes=1 << 24,
-                            rrf=method == "rrf", weights=fusion.DEFAULT_WEIGHTS,
-                            rrf_k=fusion.RRF_K, sd_floor_salience=fusion.SD_FLOOR["salience"],
-                            target_visible=lambda scope, sens: True)
+        found = retrieval.roots(
+            conn,
+            f,
+            query=query,
+            qvec=qvec,
+            terms=retriever.query_terms(query),
+            arm_k=50,
+            vec_k=50,
+            fanout=25,
+            limit=400,
+            max_bytes=1 << 24,
+            rrf=method == "rrf",
+            weights=fusion.DEFAULT_WEIGHTS,
+            rrf_k=fusion.RRF_K,
+            sd_floor_salience=fusion.SD_FLOOR["salience"],
+            target_visible=lambda scope, sens: True,
+        )
     ranked = found.ranked
     # every arm contributed, and every candidate came back hydrated (limit and budget are wide)
     assert found.arms["vector"] > 0 and found.arms["text"] > 0 and found.arms["entity"] > 0
     assert len(ranked) == found.candidates > 10 and all(x.record is not None for x in ranked)
     recs = {x.ord: x.record for x in ranked}
-    expected = fusion.fuse([fusion.Features(recs[x.ord].id, vector=x.vector_score,  # type: ignore[union-attr]
-                                            text=x.text_score, entity=x.entity_score,
-                                            salience=x.salience) for x in ranked], method)
+    expected = fusion.fuse(
+        [
+            fusion.Features(
+                recs[x.ord].id,
+                vector=x.vector_score,  # type: ignore[union-attr]
+                text=x.text_score,
+                entity=x.entity_score,
+                salience=x.salience,
+            )
+            for x in ranked
+        ],
+        method,
+    )
     for x in ranked:
         assert x.score == pytest.approx(expected[recs[x.ord].id], rel=1e-9, abs=1e-12)  # type: ignore[union-attr]
-    order = sorted(ranked, key=lambda x: (x.status != "active", -expected[recs[x.ord].id],  # type: ignore[union-attr]
-                                          -x.salience, -recs[x.ord].row["created_at"].timestamp(),  # type: ignore[union-attr]
-                                          str(recs[x.ord].id)))  # type: ignore[union-attr]
+    order = sorted(
+        ranked,
+        key=lambda x: (
+            x.status != "active",
+            -expected[recs[x.ord].id],  # type: ignore[union-attr]
+            -x.salience,
+            -recs[x.ord].row["created_at"].timestamp(),  # type: ignore[union-attr]
+            str(recs[x.ord].id),
+        ),
+    )  # type: ignore[union-attr]
     assert [x.ord for x in order] == sorted(x.ord for x in ranked)
     assert len({round(x.score, 9) for x in ranked}) > len(ranked) // 2  # the scores differ
 
@@ -278,15 +337,15 @@ SELECT r.id FROM memory_records r
 """
 
 
-def test_salience_arm_in_index_order_is_exact(membrane: Membrane, database_url: str,
-                                              clock: FakeClock) -> None:
+def test_salience_arm_in_index_order_is_exact(
+    membrane: Membrane, database_url: str, clock: FakeClock
+) -> None:
     """RFC 8.1.4: without a query, the records of highest current salience, read through
     the decay-key, floor and pinned indexes, are exactly those a full computation finds:
     mixed half-lives, floors that dominate, pinned records, reinforcement in the future,
     ties, filters."""
     rng = random.Random(7)
-    made = [membrane.capture(ev(rng.choice(["a", "b"]), f"note {i}")).record_ids[0]
-            for i in range(160)]
+    made = [membrane.capture(ev(rng.choice(["a", "b"]), f"note {i}")).record_ids[0] for i in range(160)]
     now = clock.now
     with psycopg.connect(database_url) as conn:
         for i, rid in enumerate(made):
@@ -295,12 +354,18 @@ def test_salience_arm_in_index_order_is_exact(membrane: Membrane, database_url: 
                 "UPDATE memory_records SET base_salience = %s, reinforced_at = %s,"
                 " half_life_seconds = %s, min_salience = %s, pinned = %s, status = %s"
                 " WHERE id = %s",
-                (0.0 if kind == 7 else round(rng.random(), 2 if kind == 6 else 6),
-                 now + timedelta(hours=rng.choice([1, 30])) if kind == 5
-                 else now - timedelta(hours=rng.uniform(0, 400)),
-                 rng.choice([3600, 86400, 30 * 86400]),
-                 rng.choice([0.0, 0.0, 0.5, 0.9]) if kind in (1, 2) else 0.0,
-                 kind == 3, "retracted" if i % 23 == 0 else "active", rid))
+                (
+                    0.0 if kind == 7 else round(rng.random(), 2 if kind == 6 else 6),
+                    now + timedelta(hours=rng.choice([1, 30]))
+                    if kind == 5
+                    else now - timedelta(hours=rng.uniform(0, 400)),
+                    rng.choice([3600, 86400, 30 * 86400]),
+                    rng.choice([0.0, 0.0, 0.5, 0.9]) if kind in (1, 2) else 0.0,
+                    kind == 3,
+                    "retracted" if i % 23 == 0 else "active",
+                    rid,
+                ),
+            )
         conn.commit()
     # a scope decayed to its floors: 60 records tie at 0.2, more than the arm's window
     floored = []
@@ -309,28 +374,51 @@ def test_salience_arm_in_index_order_is_exact(membrane: Membrane, database_url: 
         clock.advance(seconds=1 + i % 3)
     clock.now = now
     with psycopg.connect(database_url) as conn:
-        conn.execute("UPDATE memory_records SET min_salience = 0.2, half_life_seconds = 3600,"
-                     " reinforced_at = %s WHERE id = ANY(%s)", (now - timedelta(days=30), floored))
+        conn.execute(
+            "UPDATE memory_records SET min_salience = 0.2, half_life_seconds = 3600,"
+            " reinforced_at = %s WHERE id = ANY(%s)",
+            (now - timedelta(days=30), floored),
+        )
         conn.commit()
-    cases = [({"scopes": ["a"], "limit": 10}, None, 0.0), ({"scopes": ["a", "b"], "limit": 25}, None, 0.0),
-             ({"scopes": ["b"], "limit": 5, "min_salience": 0.3}, None, 0.3),
-             ({"scopes": ["c"], "limit": 10}, None, 0.0)]
+    cases = [
+        ({"scopes": ["a"], "limit": 10}, None, 0.0),
+        ({"scopes": ["a", "b"], "limit": 25}, None, 0.0),
+        ({"scopes": ["b"], "limit": 5, "min_salience": 0.3}, None, 0.3),
+        ({"scopes": ["c"], "limit": 10}, None, 0.0),
+    ]
     for hours in (0, 5, 200, 5000):
         at = now + timedelta(hours=hours)
         clock.now = at
         for body, types, floor in cases:
             got = membrane.retrieve(body)
             with psycopg.connect(database_url) as conn:
-                want = [row[0] for row in conn.execute(BRUTE_SALIENCE, {
-                    "scopes": body["scopes"], "types": types, "now": at, "floor": floor,
-                    "k": body["limit"]}).fetchall()]
+                want = [
+                    row[0]
+                    for row in conn.execute(
+                        BRUTE_SALIENCE,
+                        {
+                            "scopes": body["scopes"],
+                            "types": types,
+                            "now": at,
+                            "floor": floor,
+                            "k": body["limit"],
+                        },
+                    ).fetchall()
+                ]
             assert len(want) == body["limit"]  # positive control: enough records qualify
             assert ids(got) == want, (hours, body)
             # the arm's whole window, not only the top of it: every candidate it may hold
             with psycopg.connect(database_url) as conn:
-                window = conn.execute(BRUTE_SALIENCE, {
-                    "scopes": body["scopes"], "types": types, "now": at, "floor": floor,
-                    "k": retriever.arm_window(body["limit"])}).fetchall()
+                window = conn.execute(
+                    BRUTE_SALIENCE,
+                    {
+                        "scopes": body["scopes"],
+                        "types": types,
+                        "now": at,
+                        "floor": floor,
+                        "k": retriever.arm_window(body["limit"]),
+                    },
+                ).fetchall()
             assert got.diagnostics["candidates"] == len(window), (hours, body)
     clock.now = now
 
@@ -340,28 +428,65 @@ def test_retrieved_views_equal_views_by_id(membrane: Membrane) -> None:
     # view must be the one a read by id builds from the validated record: payload,
     # provenance (timestamps), validity, tags, metadata, relations, status, redaction
     got_ids = []
-    got_ids += membrane.capture({**ev("v", "deploy alpha started on host nine"), "tags": ["ops", "b"],
-                                 "summary": "deploy alpha", "metadata": {"n": 1.5, "k": [1, "x"]},
-                                 "occurred_at": "2026-01-02T03:04:05.123456+00:00"}).record_ids
+    got_ids += membrane.capture(
+        {
+            **ev("v", "deploy alpha started on host nine"),
+            "tags": ["ops", "b"],
+            "summary": "deploy alpha",
+            "metadata": {"n": 1.5, "k": [1, "x"]},
+            "occurred_at": "2026-01-02T03:04:05.123456+00:00",
+        }
+    ).record_ids
     got_ids += membrane.capture(obs("v", "alpha", "runs on", "host nine")).record_ids
-    got_ids += membrane.capture({"source_kind": "tool_output", "scope": "v",
-                                 "content": {"tool": "grep", "output": "alpha found"}}).record_ids
-    got_ids += membrane.capture({"source_kind": "working_state", "scope": "v", "content": {
-        "thread_id": "t1", "task_state": "planning", "context_summary": "alpha deploy"}}).record_ids
+    got_ids += membrane.capture(
+        {"source_kind": "tool_output", "scope": "v", "content": {"tool": "grep", "output": "alpha found"}}
+    ).record_ids
+    got_ids += membrane.capture(
+        {
+            "source_kind": "working_state",
+            "scope": "v",
+            "content": {"thread_id": "t1", "task_state": "planning", "context_summary": "alpha deploy"},
+        }
+    ).record_ids
     got_ids += membrane.capture({**ev("v", "alpha secret rotation"), "sensitivity": "medium"}).record_ids
     fact = next(r for r in got_ids if membrane.get(r).type.value == "semantic")
-    fork = membrane.revisions.fork(fact, {"record": {"object": "host ten"}, "condition": "region = eu",
-                                          "rationale": "eu differs", "evidence": EVIDENCE},
-                                   TrustPolicy(actor="ops"))
-    new = membrane.revisions.supersede(fact, {"record": {"object": "host eleven", "provenance": [
-        {"kind": "artifact", "ref": "doc://1", "timestamp": "2026-02-03T04:05:06.5+00:00"}]},
-        "rationale": "moved"}, TrustPolicy())
+    fork = membrane.revisions.fork(
+        fact,
+        {
+            "record": {"object": "host ten"},
+            "condition": "region = eu",
+            "rationale": "eu differs",
+            "evidence": EVIDENCE,
+        },
+        TrustPolicy(actor="ops"),
+    )
+    new = membrane.revisions.supersede(
+        fact,
+        {
+            "record": {
+                "object": "host eleven",
+                "provenance": [
+                    {"kind": "artifact", "ref": "doc://1", "timestamp": "2026-02-03T04:05:06.5+00:00"}
+                ],
+            },
+            "rationale": "moved",
+        },
+        TrustPolicy(),
+    )
     low = TrustPolicy(read_scopes=frozenset({"v"}), max_sensitivity=Sensitivity.LOW)
     for trust in (TrustPolicy(), low):
-        for body in ({"scopes": ["v"], "include_retracted": True, "limit": 50},
-                     {"query": "alpha host", "scopes": ["v"], "include_retracted": True, "limit": 50},
-                     {"query": "host eleven", "scopes": ["v"], "include_retracted": True,
-                      "memory_types": ["semantic"], "limit": 1, "expand": {"hops": 2}}):
+        for body in (
+            {"scopes": ["v"], "include_retracted": True, "limit": 50},
+            {"query": "alpha host", "scopes": ["v"], "include_retracted": True, "limit": 50},
+            {
+                "query": "host eleven",
+                "scopes": ["v"],
+                "include_retracted": True,
+                "memory_types": ["semantic"],
+                "limit": 1,
+                "expand": {"hops": 2},
+            },
+        ):
             res = membrane.retrieve(body, trust)
             seen = {v.id: v for v in res.records + res.neighbors}
             # positive controls: the fork (conditional validity), the successor (provenance
@@ -375,8 +500,7 @@ def test_retrieved_views_equal_views_by_id(membrane: Membrane) -> None:
                 assert any(v.redacted for v in seen.values()) == (trust is low)
             for rid, v in seen.items():
                 by_id = membrane.get(rid, trust)
-                assert v.model_dump_json(exclude={"score"}) == by_id.model_dump_json(
-                    exclude={"score"}), rid
+                assert v.model_dump_json(exclude={"score"}) == by_id.model_dump_json(exclude={"score"}), rid
 
 
 class ZeroQuery:
@@ -417,8 +541,10 @@ def test_a_stored_zero_vector_does_not_poison_fusion(hashing: Membrane, database
         hashing.capture(ev("s", f"unrelated note {i} about the weather"))
     assert hashing.embedding.run_batch()["embedded"] >= 14
     with psycopg.connect(database_url, autocommit=True) as conn:
-        conn.execute("UPDATE record_embeddings SET embedding = array_fill(0, ARRAY[%s])::vector "
-                     "WHERE record_id = %s", (EMBEDDING_DIM, odd))
+        conn.execute(
+            "UPDATE record_embeddings SET embedding = array_fill(0, ARRAY[%s])::vector WHERE record_id = %s",
+            (EMBEDDING_DIM, odd),
+        )
     got = hashing.retrieve({"query": "walrus migrated", "scopes": ["s"], "limit": 5})
     assert got.diagnostics["vector"] == "used"
     assert all(v.score is not None and v.score == v.score for v in got.records)  # no NaN

@@ -16,8 +16,13 @@ EVIDENCE = [{"kind": "observation", "ref": "the config file"}]
 
 
 def _fact(m: Membrane) -> uuid.UUID:
-    res = m.capture({"source_kind": "observation", "scope": "race",
-                     "content": {"subject": "api", "predicate": "listens on", "object": "8080"}})
+    res = m.capture(
+        {
+            "source_kind": "observation",
+            "scope": "race",
+            "content": {"subject": "api", "predicate": "listens on", "object": "8080"},
+        }
+    )
     return res.record_ids[1]
 
 
@@ -30,9 +35,13 @@ def test_concurrent_supersedes_leave_one_winner_and_name_it(membrane: Membrane) 
     def attempt(i: int) -> None:
         start.wait()
         try:
-            won.append(membrane.revisions.supersede(target, {
-                "record": {"object": f"90{i:02d}"}, "rationale": f"attempt {i}",
-                "evidence": EVIDENCE}, ALICE))
+            won.append(
+                membrane.revisions.supersede(
+                    target,
+                    {"record": {"object": f"90{i:02d}"}, "rationale": f"attempt {i}", "evidence": EVIDENCE},
+                    ALICE,
+                )
+            )
         except errors.RevisionRefused as exc:
             lost.append(exc)
 
@@ -52,11 +61,25 @@ def test_concurrent_supersedes_leave_one_winner_and_name_it(membrane: Membrane) 
 
 
 def test_a_later_revision_names_a_merge_and_a_plain_retraction(membrane: Membrane) -> None:
-    a, b = _fact(membrane), membrane.capture({
-        "source_kind": "observation", "scope": "race",
-        "content": {"subject": "api", "predicate": "listens on", "object": "8443"}}).record_ids[1]
-    merged = membrane.revisions.merge({"record_ids": [str(a), str(b)], "rationale": "one port",
-                                       "record": {"object": "8080 and 8443"}, "evidence": EVIDENCE}, ALICE)
+    a, b = (
+        _fact(membrane),
+        membrane.capture(
+            {
+                "source_kind": "observation",
+                "scope": "race",
+                "content": {"subject": "api", "predicate": "listens on", "object": "8443"},
+            }
+        ).record_ids[1],
+    )
+    merged = membrane.revisions.merge(
+        {
+            "record_ids": [str(a), str(b)],
+            "rationale": "one port",
+            "record": {"object": "8080 and 8443"},
+            "evidence": EVIDENCE,
+        },
+        ALICE,
+    )
     with pytest.raises(errors.RevisionRefused, match=f"already merged .*{merged}"):
         membrane.revisions.retract(a, {"rationale": "late"}, ALICE)
     membrane.revisions.retract(merged, {"rationale": "wrong"}, ALICE)
@@ -67,9 +90,15 @@ def test_a_later_revision_names_a_merge_and_a_plain_retraction(membrane: Membran
 
 def test_a_successor_the_loser_may_not_see_is_not_named(membrane: Membrane) -> None:
     target = _fact(membrane)
-    high = membrane.revisions.supersede(target, {
-        "record": {"object": "9999", "sensitivity": "high"}, "rationale": "secret port",
-        "evidence": EVIDENCE}, ALICE)
+    high = membrane.revisions.supersede(
+        target,
+        {
+            "record": {"object": "9999", "sensitivity": "high"},
+            "rationale": "secret port",
+            "evidence": EVIDENCE,
+        },
+        ALICE,
+    )
     low = TrustPolicy(actor="bob", max_sensitivity=Sensitivity.LOW)
     with pytest.raises(errors.RevisionRefused) as caught:
         membrane.revisions.retract(target, {"rationale": "late"}, low)

@@ -61,11 +61,12 @@ def test_audit_log_is_append_only_and_has_no_foreign_key(database_url: str) -> N
     with psycopg.connect(database_url, autocommit=True) as conn:
         conn.execute(
             "INSERT INTO audit_log (record_id, scope, sensitivity, action, actor, rationale)"
-            " VALUES (%s, 's', 'low', 'create', 'me', 'why')", (rid,))
+            " VALUES (%s, 's', 'low', 'create', 'me', 'why')",
+            (rid,),
+        )
         row = conn.execute("SELECT hash FROM audit_log WHERE record_id = %s", (rid,)).fetchone()
         assert row is not None and len(row[0]) == 32
-        for stmt in ("UPDATE audit_log SET actor = 'x'", "DELETE FROM audit_log",
-                     "TRUNCATE audit_log"):
+        for stmt in ("UPDATE audit_log SET actor = 'x'", "DELETE FROM audit_log", "TRUNCATE audit_log"):
             with pytest.raises(psycopg.errors.InsufficientPrivilege, match="append-only"):
                 conn.execute(stmt)
         assert conn.execute("SELECT count(*) FROM audit_log").fetchone() == (1,)

@@ -31,18 +31,21 @@ def _tag(scope: str) -> str:
 
 
 def _capture(m: Membrane, scope: str, text: str) -> Any:
-    return m.capture({"source_kind": "event", "scope": scope, "sensitivity": "low",
-                      "content": {"text": text}}).record_ids[0]
+    return m.capture(
+        {"source_kind": "event", "scope": scope, "sensitivity": "low", "content": {"text": text}}
+    ).record_ids[0]
 
 
-def test_scopes_sharing_a_tag_do_not_see_each_other(membrane: Membrane, database_url: str,
-                                                    clock: FakeClock) -> None:
+def test_scopes_sharing_a_tag_do_not_see_each_other(
+    membrane: Membrane, database_url: str, clock: FakeClock
+) -> None:
     assert _tag(TWINS[0]) == _tag(TWINS[1])  # the premise of this test
-    mine = [_capture(membrane, TWINS[0], "zephyr lantern in the north tower"),
-            _capture(membrane, TWINS[0], "a zephyr lantern again")]
+    mine = [
+        _capture(membrane, TWINS[0], "zephyr lantern in the north tower"),
+        _capture(membrane, TWINS[0], "a zephyr lantern again"),
+    ]
     theirs = _capture(membrane, TWINS[1], "zephyr lantern in the south tower")
-    caller = TrustPolicy(read_scopes=frozenset({TWINS[0]}), max_sensitivity=Sensitivity.LOW,
-                         actor="caller")
+    caller = TrustPolicy(read_scopes=frozenset({TWINS[0]}), max_sensitivity=Sensitivity.LOW, actor="caller")
     res = membrane.retrieve({"query": "zephyr lantern", "limit": 10}, caller)
     ids = [r.id for r in res.records]
     assert set(mine) <= set(ids)  # positive control, found by the full-text arm
@@ -55,14 +58,31 @@ def test_scopes_sharing_a_tag_do_not_see_each_other(membrane: Membrane, database
         assert {r["id"] for r in rows} == set(mine) and rows[0]["n_text"] == 2, scoped
 
 
-def _roots(url: str, clock: FakeClock, scope: str, query: str, scoped: bool, *,
-           df_cap: int, max_rank: int = 4, arm_k: int = 50,
-           setting: str | None = None) -> list[dict[str, Any]]:
+def _roots(
+    url: str,
+    clock: FakeClock,
+    scope: str,
+    query: str,
+    scoped: bool,
+    *,
+    df_cap: int,
+    max_rank: int = 4,
+    arm_k: int = 50,
+    setting: str | None = None,
+) -> list[dict[str, Any]]:
     """The roots statement for one scope, run directly with small caps (RFC 8.1.2);
     ``setting``: a planner setting for the session, as ``enable_hashagg = off``."""
-    params = {**roots_params([scope], [0.0] * EMBEDDING_DIM, clock), "qvec": None, "has_qvec": False,
-              "query": query, "df_cap": df_cap, "fts_cap": 10, "scoped": scoped,
-              "max_rank": max_rank, "arm_k": arm_k}
+    params = {
+        **roots_params([scope], [0.0] * EMBEDDING_DIM, clock),
+        "qvec": None,
+        "has_qvec": False,
+        "query": query,
+        "df_cap": df_cap,
+        "fts_cap": 10,
+        "scoped": scoped,
+        "max_rank": max_rank,
+        "arm_k": arm_k,
+    }
     st = shaped("retrieval_roots", params, ints=INTS, relations=("embeddings",))
     assert ("scoped_lexemes(" in st.sql) is scoped
     with psycopg.connect(url) as conn:
@@ -71,9 +91,9 @@ def _roots(url: str, clock: FakeClock, scope: str, query: str, scoped: bool, *,
         return psycopg.RawCursor(conn, row_factory=dict_row).execute(st.sql, st.values).fetchall()
 
 
-def test_fallback_frequencies_count_only_the_scopes_asked_for(membrane: Membrane,
-                                                              database_url: str,
-                                                              clock: FakeClock) -> None:
+def test_fallback_frequencies_count_only_the_scopes_asked_for(
+    membrane: Membrane, database_url: str, clock: FakeClock
+) -> None:
     """Document frequencies counted on the fallback path see one scope of two sharing a tag:
     'quasar' is rare in mine (one record) and common in theirs; counted with theirs it
     would reach the cap, and every word would become a candidate word."""
@@ -89,9 +109,9 @@ def test_fallback_frequencies_count_only_the_scopes_asked_for(membrane: Membrane
         assert not set(beacons) & {r["id"] for r in rows}
 
 
-def test_text_scores_are_bm25_over_what_the_caller_may_see(membrane: Membrane,
-                                                           database_url: str,
-                                                           clock: FakeClock) -> None:
+def test_text_scores_are_bm25_over_what_the_caller_may_see(
+    membrane: Membrane, database_url: str, clock: FakeClock
+) -> None:
     """RFC 8.1.2: on the path where every matching row was seen, a root's text score is BM25
     (term frequency 1, k1 = 1.2, b = 0.1) with document frequencies counted over what the
     caller may see. A retracted fact, a record two levels above the caller's sensitivity and
@@ -99,47 +119,65 @@ def test_text_scores_are_bm25_over_what_the_caller_may_see(membrane: Membrane,
     above (shown redacted) counts. Under a cap of 4 only 'orbit' is informative, so records
     holding only the common words are no candidates, yet those words still score the rest."""
     scope, words = "bm25", ("comet", "nebula", "orbit")
-    common = [_capture(membrane, scope, "comet only here tonight"),
-              _capture(membrane, scope, "comet nebula"),
-              _capture(membrane, scope, "nebula far away from the comet")]
+    common = [
+        _capture(membrane, scope, "comet only here tonight"),
+        _capture(membrane, scope, "comet nebula"),
+        _capture(membrane, scope, "nebula far away from the comet"),
+    ]
     _capture(membrane, scope, "comet nebula orbit")
-    membrane.capture({"source_kind": "event", "scope": scope, "sensitivity": "medium",
-                      "content": {"text": "orbit decay"}})
-    hidden = membrane.capture({"source_kind": "event", "scope": scope, "sensitivity": "high",
-                               "content": {"text": "nebula orbit comet"}}).record_ids[0]
-    fact = membrane.capture({"source_kind": "observation", "scope": scope, "content": {
-        "subject": "nebula", "predicate": "has", "object": "orbit comet"}}).record_ids[1]
+    membrane.capture(
+        {"source_kind": "event", "scope": scope, "sensitivity": "medium", "content": {"text": "orbit decay"}}
+    )
+    hidden = membrane.capture(
+        {
+            "source_kind": "event",
+            "scope": scope,
+            "sensitivity": "high",
+            "content": {"text": "nebula orbit comet"},
+        }
+    ).record_ids[0]
+    fact = membrane.capture(
+        {
+            "source_kind": "observation",
+            "scope": scope,
+            "content": {"subject": "nebula", "predicate": "has", "object": "orbit comet"},
+        }
+    ).record_ids[1]
     membrane.revisions.retract(fact, {"rationale": "wrong"}, DEVELOPMENT_POLICY)
     elsewhere = _capture(membrane, "bm25-other", "nebula orbit comet")
     df_cap, max_rank = 4, 1  # the caller reads low; medium comes back redacted
     with psycopg.connect(database_url) as conn:
         stored = conn.execute(
             "SELECT id, sensitivity_rank, status, tsvector_to_array(search_tsv), "
-            "length(search_tsv) - 1 FROM memory_records WHERE scope = %s", [scope]).fetchall()
-        reltuples = conn.execute("SELECT reltuples FROM pg_class "
-                                 "WHERE oid = 'memory_records'::regclass").fetchone()[0]  # type: ignore[index]
+            "length(search_tsv) - 1 FROM memory_records WHERE scope = %s",
+            [scope],
+        ).fetchall()
+        reltuples = conn.execute(
+            "SELECT reltuples FROM pg_class WHERE oid = 'memory_records'::regclass"
+        ).fetchone()[0]  # type: ignore[index]
     # what the statement sees: the caller's scope, at most one level above its sensitivity
-    seen = [(rid, status, set(lex) & set(words), dl) for rid, rank, status, lex, dl in stored
-            if rank <= max_rank + 1 and set(lex) & set(words)]
+    seen = [
+        (rid, status, set(lex) & set(words), dl)
+        for rid, rank, status, lex, dl in stored
+        if rank <= max_rank + 1 and set(lex) & set(words)
+    ]
     assert len(seen) < 2 * df_cap  # the premise: the path where every matching row is seen
-    df = {w: sum(1 for _, status, held, _ in seen if w in held and status != "retracted")
-          for w in words}
+    df = {w: sum(1 for _, status, held, _ in seen if w in held and status != "retracted") for w in words}
     # the observation's episode holds all three words; hidden and retracted count for nothing
     assert df == {"comet": 5, "nebula": 4, "orbit": 3}
     # a frequency counts up to the cap (comet: 4); the corpus is at least twice the cap
     n = max(2.0 * df_cap, reltuples)
-    idf = {w: math.log(1.0 + (n - min(d, df_cap) + 0.5) / (min(d, df_cap) + 0.5))
-           for w, d in df.items()}
+    idf = {w: math.log(1.0 + (n - min(d, df_cap) + 0.5) / (min(d, df_cap) + 0.5)) for w, d in df.items()}
     # candidates: the rows passing the filters (not retracted) that hold an informative word
-    cands = [(rid, held, dl) for rid, status, held, dl in seen
-             if status != "retracted" and "orbit" in held]
+    cands = [(rid, held, dl) for rid, status, held, dl in seen if status != "retracted" and "orbit" in held]
     avgdl = sum(dl for _, _, dl in cands) / len(cands)
-    want = {rid: sum(idf[w] for w in held) * 2.2 / (1.0 + 1.2 * (0.9 + 0.1 * dl / max(avgdl, 1.0)))
-            for rid, held, dl in cands}
+    want = {
+        rid: sum(idf[w] for w in held) * 2.2 / (1.0 + 1.2 * (0.9 + 0.1 * dl / max(avgdl, 1.0)))
+        for rid, held, dl in cands
+    }
     assert len(want) == 3  # "comet nebula orbit", the redacted record, the observation's episode
     for scoped in (True, False):
-        rows = _roots(database_url, clock, scope, " ".join(words), scoped, df_cap=df_cap,
-                      max_rank=max_rank)
+        rows = _roots(database_url, clock, scope, " ".join(words), scoped, df_cap=df_cap, max_rank=max_rank)
         got = {r["id"]: r["text_score"] for r in rows if r["text_score"] is not None}
         assert set(got) == set(want), scoped  # every positive control is here
         for rid, score in want.items():
@@ -148,8 +186,9 @@ def test_text_scores_are_bm25_over_what_the_caller_may_see(membrane: Membrane,
         assert rows[0]["n_text"] == 3
 
 
-def test_equal_text_scores_tie_whatever_the_plan(membrane: Membrane, database_url: str,
-                                                  clock: FakeClock) -> None:
+def test_equal_text_scores_tie_whatever_the_plan(
+    membrane: Membrane, database_url: str, clock: FakeClock
+) -> None:
     """RFC 8.1.2: rows holding the same query words with the same length score the same to
     the last bit however the plan adds their words' idf (hashed or sorted grouping), so the
     arm's cut among them falls by id and is the same under either plan (idf is on its grid,
@@ -159,9 +198,10 @@ def test_equal_text_scores_tie_whatever_the_plan(membrane: Membrane, database_ur
     for w, k in zip(words, (1, 3, 7, 13, 17), strict=True):  # five different frequencies
         for j in range(k):
             _capture(membrane, "ties", f"{w} extra{j} more{j}")
-    runs = [_roots(database_url, clock, "ties", " ".join(words), True, df_cap=1000, arm_k=2,
-                   setting=setting)
-            for setting in (None, "enable_hashagg = off", "enable_hashjoin = off")]
+    runs = [
+        _roots(database_url, clock, "ties", " ".join(words), True, df_cap=1000, arm_k=2, setting=setting)
+        for setting in (None, "enable_hashagg = off", "enable_hashjoin = off")
+    ]
     for rows in runs:
         scores = {r["id"]: r["text_score"] for r in rows}
         assert len(rows) == 2 and set(scores) <= set(tied)  # two of the tied rows are the roots
@@ -180,8 +220,7 @@ def test_many_scopes_read_the_scope_lexemes(membrane: Membrane) -> None:
     assert [r.id for r in res.records] == [rid] and res.diagnostics["arms"]["text"] == 1
 
 
-def test_long_words_are_left_out_of_the_scoped_lexemes(membrane: Membrane,
-                                                       database_url: str) -> None:
+def test_long_words_are_left_out_of_the_scoped_lexemes(membrane: Membrane, database_url: str) -> None:
     """A lexeme of over 2,037 bytes is not in the index of scoped lexemes nor in its queries
     (with the tag it would pass Postgres' limits): a capture or a query holding one works
     and its other words are found; a word of 2,037 bytes is found itself."""
@@ -194,17 +233,23 @@ def test_long_words_are_left_out_of_the_scoped_lexemes(membrane: Membrane,
     res = membrane.retrieve({"query": longest, "scopes": ["long"], "limit": 5})
     assert [r.id for r in res.records] == [kept] and res.diagnostics["arms"]["text"] == 1
     with psycopg.connect(database_url) as conn:
-        got = conn.execute("SELECT tsvector_to_array(scoped_lexemes('long', search_tsv)) "
-                           "FROM memory_records WHERE id = %s", (rid,)).fetchone()
+        got = conn.execute(
+            "SELECT tsvector_to_array(scoped_lexemes('long', search_tsv)) FROM memory_records WHERE id = %s",
+            (rid,),
+        ).fetchone()
         assert got is not None and sorted(got[0]) == sorted(
-            f"{_tag('long')} {w}" for w in ("ordinari", "marmalad"))
-        got = conn.execute("SELECT scoped_tsquery(ARRAY[%s, 'plain'], ARRAY['long'])::text",
-                           (word,)).fetchone()
+            f"{_tag('long')} {w}" for w in ("ordinari", "marmalad")
+        )
+        got = conn.execute(
+            "SELECT scoped_tsquery(ARRAY[%s, 'plain'], ARRAY['long'])::text", (word,)
+        ).fetchone()
         assert got == (f"'{_tag('long')} plain'",)
         # why the guard: past 2,047 bytes array_to_tsvector keeps a lexeme's length modulo
         # 2,048 without an error (here 2,049 bytes became 1), a corrupt lexeme in the index
-        kept = conn.execute("SELECT octet_length((tsvector_to_array(array_to_tsvector(ARRAY[%s])))[1])",
-                            (f"{_tag('long')} {word}",)).fetchone()
+        kept = conn.execute(
+            "SELECT octet_length((tsvector_to_array(array_to_tsvector(ARRAY[%s])))[1])",
+            (f"{_tag('long')} {word}",),
+        ).fetchone()
         assert kept == (1,)
 
 
@@ -221,8 +266,7 @@ def _indexes(plan: Any) -> set[str]:
     return out
 
 
-def test_full_text_arm_reads_the_scoped_index_for_given_scopes(database_url: str,
-                                                               clock: FakeClock) -> None:
+def test_full_text_arm_reads_the_scoped_index_for_given_scopes(database_url: str, clock: FakeClock) -> None:
     corpus = load_corpus(database_url, clock)
     with psycopg.connect(database_url, autocommit=True) as conn:
         register_vector(conn)
@@ -230,8 +274,12 @@ def test_full_text_arm_reads_the_scoped_index_for_given_scopes(database_url: str
         words = " ".join(corpus.topics[0][:2])
 
         def used(scopes: list[str] | None) -> set[str]:
-            st = shaped("retrieval_roots", {**roots_params(scopes, qvec, clock), "query": words},
-                        ints=INTS, relations=("embeddings",))
+            st = shaped(
+                "retrieval_roots",
+                {**roots_params(scopes, qvec, clock), "query": words},
+                ints=INTS,
+                relations=("embeddings",),
+            )
             cur = psycopg.RawCursor(conn).execute("EXPLAIN (FORMAT JSON) " + st.sql, st.values)
             plan = cur.fetchone()[0]  # type: ignore[index]
             return _indexes(plan if isinstance(plan, list) else json.loads(plan))
@@ -240,11 +288,19 @@ def test_full_text_arm_reads_the_scoped_index_for_given_scopes(database_url: str
         assert "memory_records_scoped_tsv" in one and "memory_records_tsv" not in one
         assert "memory_records_scoped_tsv" in two and "memory_records_tsv" not in two
         # a caller that reads every scope matches the record's own lexemes (their index)
-        every = shaped("retrieval_roots", {**roots_params(None, qvec, clock), "query": words},
-                       ints=INTS, relations=("embeddings",)).sql
+        every = shaped(
+            "retrieval_roots",
+            {**roots_params(None, qvec, clock), "query": words},
+            ints=INTS,
+            relations=("embeddings",),
+        ).sql
         assert "scoped_lexemes(" not in every and "r.search_tsv @@ anyq.q" in every
         # more scopes than SCOPED_MAX: the scope lexemes, through the same index
         many = [f"scope-{i}" for i in range(retrieval.SCOPED_MAX + 1)]
-        wide = shaped("retrieval_roots", {**roots_params(many, qvec, clock), "query": words},
-                      ints=INTS, relations=("embeddings",)).sql
+        wide = shaped(
+            "retrieval_roots",
+            {**roots_params(many, qvec, clock), "query": words},
+            ints=INTS,
+            relations=("embeddings",),
+        ).sql
         assert "scoped_lexemes(" not in wide and "scopes_tsquery(" in wide

@@ -23,13 +23,19 @@ EVIDENCE = [{"kind": "artifact", "ref": "doc:1"}]
 
 
 def fact(m: Membrane, obj: str) -> uuid.UUID:
-    return m.capture({"source_kind": "observation", "scope": "a", "content": {
-        "subject": "project", "predicate": "codename", "object": obj}}).record_ids[1]
+    return m.capture(
+        {
+            "source_kind": "observation",
+            "scope": "a",
+            "content": {"subject": "project", "predicate": "codename", "object": obj},
+        }
+    ).record_ids[1]
 
 
 def supersede(m: Membrane, old: uuid.UUID, record: dict[str, object]) -> uuid.UUID:
-    return m.revisions.supersede(old, {"record": record, "rationale": "renamed",
-                                       "evidence": EVIDENCE}, DEVELOPMENT_POLICY)
+    return m.revisions.supersede(
+        old, {"record": record, "rationale": "renamed", "evidence": EVIDENCE}, DEVELOPMENT_POLICY
+    )
 
 
 @pytest.fixture
@@ -54,8 +60,7 @@ def test_by_id(membrane: Membrane, into_hyper: tuple[uuid.UUID, uuid.UUID]) -> N
 
 def test_retrieve(membrane: Membrane, into_hyper: tuple[uuid.UUID, uuid.UUID]) -> None:
     old, new = into_hyper
-    query = {"query": "project codename bluebird", "include_retracted": True,
-             "expand": {"hops": 1}}
+    query = {"query": "project codename bluebird", "include_retracted": True, "expand": {"hops": 1}}
     full = membrane.retrieve(query)
     root = next(r for r in full.records if r.id == old)
     assert root.payload is not None and root.payload["superseded_by"] == str(new)
@@ -94,18 +99,25 @@ def test_as_of(membrane: Membrane, clock: FakeClock) -> None:
 
 def test_as_of_entity_arm(membrane: Membrane, clock: FakeClock) -> None:
     """RFC 5.6: the entity arm follows only the links made by as_of."""
-    membrane.capture({"source_kind": "event", "scope": "a",
-                      "content": {"text": "met Zorblax at the harbour", "entities": ["Zorblax"]}})
-    later = membrane.capture({"source_kind": "event", "scope": "a",
-                              "content": {"text": "quarterly numbers were fine"}}).record_ids[0]
+    membrane.capture(
+        {
+            "source_kind": "event",
+            "scope": "a",
+            "content": {"text": "met Zorblax at the harbour", "entities": ["Zorblax"]},
+        }
+    )
+    later = membrane.capture(
+        {"source_kind": "event", "scope": "a", "content": {"text": "quarterly numbers were fine"}}
+    ).record_ids[0]
     clock.advance(hours=1)
     then = clock.now
     query = {"query": "Zorblax", "limit": 10}
     before = membrane.retrieve(query)
     entity = next(r.id for r in before.records if r.type.value == "entity")
     clock.advance(hours=1)
-    membrane.revisions.contest(entity, {"rationale": "disputed",
-                                        "contesting_record_id": str(later)}, DEVELOPMENT_POLICY)
+    membrane.revisions.contest(
+        entity, {"rationale": "disputed", "contesting_record_id": str(later)}, DEVELOPMENT_POLICY
+    )
     now = membrane.retrieve(query)  # control: the new link brings the record in
     assert now.diagnostics["arms"]["entity"] == before.diagnostics["arms"]["entity"] + 1
     assert later in {r.id for r in now.records}
@@ -116,8 +128,11 @@ def test_as_of_entity_arm(membrane: Membrane, clock: FakeClock) -> None:
 
 def test_as_of_provenance(membrane: Membrane, clock: FakeClock) -> None:
     """RFC 5.6: as of T a fact shows the sources it had by T, not a later reinforcement's."""
-    obs = {"source_kind": "observation", "scope": "a",
-           "content": {"subject": "project", "predicate": "codename", "object": "bluebird"}}
+    obs = {
+        "source_kind": "observation",
+        "scope": "a",
+        "content": {"subject": "project", "predicate": "codename", "object": "bluebird"},
+    }
     fact_id = membrane.capture(obs).record_ids[1]
     clock.advance(hours=1)
     then = clock.now

@@ -19,8 +19,7 @@ from workers.app import QUEUES, TASK_ROUTES, app, beat_argv, flower_argv, worker
 
 
 def _env(redis_url: str, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("MEMBRANE_", "FLOWER_"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMBRANE_", "FLOWER_"))}
     env.update(MEMBRANE_REDIS_URL=redis_url, PYTHONPATH=str(ROOT), **extra)
     return env
 
@@ -40,12 +39,16 @@ def test_flower_requires_basic_auth(redis_url: str, tmp_path: Path) -> None:
     port = services.free_port()
     argv = flower_argv(Settings(), port=port)
     assert not any("secret" in a for a in argv)  # the credentials never reach the argv
-    refused = subprocess.run(argv, env=_env(redis_url), cwd=ROOT, capture_output=True,
-                             text=True, timeout=60)
+    refused = subprocess.run(argv, env=_env(redis_url), cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert refused.returncode != 0 and "MEMBRANE_FLOWER_BASIC_AUTH" in refused.stderr
     log = (tmp_path / "flower.log").open("wb")
-    proc = subprocess.Popen(argv, env=_env(redis_url, MEMBRANE_FLOWER_BASIC_AUTH="admin:secret"),
-                            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        argv,
+        env=_env(redis_url, MEMBRANE_FLOWER_BASIC_AUTH="admin:secret"),
+        cwd=ROOT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     try:
         url = f"http://127.0.0.1:{port}/api/workers"
         assert _get(url).status_code == 401
@@ -65,15 +68,24 @@ def test_open_flower_is_an_explicit_choice() -> None:
 
 def test_beat_schedule_from_settings() -> None:
     plain = beat_schedule.build(Settings(beat_prune_seconds=0))
-    assert set(plain) == {"redispatch-stale-operations", "reap-expired-claims",
-                          "purge-finished-operations", "maintenance-decay",
-                          "maintenance-consolidate"}
+    assert set(plain) == {
+        "redispatch-stale-operations",
+        "reap-expired-claims",
+        "purge-finished-operations",
+        "maintenance-decay",
+        "maintenance-consolidate",
+    }
     assert plain["maintenance-decay"]["kwargs"] == {"job": "decay"}
     assert plain["redispatch-stale-operations"]["options"]["expires"] == 10.0
-    full = beat_schedule.build(Settings(embedding_provider="hashing", llm_provider="deterministic",
-                                        beat_embed_seconds=2))
-    assert full["embedding-batch"] == {"task": "membrane.embed_batch", "schedule": 2.0,
-                                       "kwargs": {}, "options": {"expires": 2.0}}
+    full = beat_schedule.build(
+        Settings(embedding_provider="hashing", llm_provider="deterministic", beat_embed_seconds=2)
+    )
+    assert full["embedding-batch"] == {
+        "task": "membrane.embed_batch",
+        "schedule": 2.0,
+        "kwargs": {},
+        "options": {"expires": 2.0},
+    }
     assert "extraction-batch" in full and "maintenance-prune" in full
     for entry in full.values():
         assert entry["task"] in app.tasks or entry["task"] in TASK_ROUTES

@@ -27,16 +27,15 @@ def event(i: int) -> dict[str, object]:
 
 
 def all_finished(m: Membrane, ids: list) -> bool:
-    return all(v.status in (OperationStatus.SUCCEEDED, OperationStatus.FAILED)
-               for v in m.inbox.wait(ids, 0))
+    return all(v.status in (OperationStatus.SUCCEEDED, OperationStatus.FAILED) for v in m.inbox.wait(ids, 0))
 
 
-def test_capture_through_the_queue(live: Membrane, spawn: Spawn, dispatcher: CeleryDispatcher,
-                                   database_url: str) -> None:
+def test_capture_through_the_queue(
+    live: Membrane, spawn: Spawn, dispatcher: CeleryDispatcher, database_url: str
+) -> None:
     spawn("worker", "ingest", concurrency=2)
     single = live.inbox.submit_capture(event(0), DEV)
-    batch = live.inbox.submit_captures([event(i) for i in range(1, 301)]
-                                            + [{"source_kind": "bogus"}], DEV)
+    batch = live.inbox.submit_captures([event(i) for i in range(1, 301)] + [{"source_kind": "bogus"}], DEV)
     assert dispatcher.publish(OperationKind.CAPTURE, [single.operation_id])
     assert dispatcher.publish(OperationKind.CAPTURE, [v.operation_id for v in batch])
     done = live.inbox.wait([single.operation_id] + [v.operation_id for v in batch], 90)
@@ -54,39 +53,66 @@ def _fact_lock_key(scope: str, s: str, p: str, o: str) -> str:
 
 
 def test_sigkill_mid_batch_commits_every_capture_exactly_once(
-    live: Membrane, spawn: Spawn, dispatcher: CeleryDispatcher, database_url: str,
+    live: Membrane,
+    spawn: Spawn,
+    dispatcher: CeleryDispatcher,
+    database_url: str,
 ) -> None:
     n = 400
-    obs = {"source_kind": "observation", "scope": "proj",
-           "content": {"subject": "user", "predicate": "likes", "object": "tea"}}
+    obs = {
+        "source_kind": "observation",
+        "scope": "proj",
+        "content": {"subject": "user", "predicate": "likes", "object": "tea"},
+    }
     views = live.inbox.submit_captures([event(i) for i in range(n)] + [obs], DEV)
     ids = [v.operation_id for v in views]
     dbname = psycopg.conninfo.conninfo_to_dict(database_url)["dbname"]
     # Hold the fact key's advisory lock: the worker will block inside its batch transaction,
     # after its COPYs and before its commit -- the worst moment to die.
     blocker = psycopg.connect(database_url)
-    blocker.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 7214))",
-                    (_fact_lock_key("proj", "user", "likes", "tea"),))
+    blocker.execute(
+        "SELECT pg_advisory_xact_lock(hashtextextended(%s, 7214))",
+        (_fact_lock_key("proj", "user", "likes", "tea"),),
+    )
     worker = spawn("worker", "ingest", concurrency=1, name="doomed")
     assert dispatcher.publish(OperationKind.CAPTURE, ids)
 
     def worker_blocked() -> bool:
-        return scalar(database_url, "SELECT count(*) FROM pg_stat_activity WHERE datname = %s "
-                      "AND wait_event_type = 'Lock' AND wait_event = 'advisory'", dbname) == 1
+        return (
+            scalar(
+                database_url,
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = %s "
+                "AND wait_event_type = 'Lock' AND wait_event = 'advisory'",
+                dbname,
+            )
+            == 1
+        )
 
     wait_until(worker_blocked, what="the worker blocked mid-batch")
     worker.kill()
     blocker.rollback()  # let the orphaned backend run into its dead client
     blocker.close()
-    wait_until(lambda: scalar(database_url, "SELECT count(*) FROM pg_stat_activity WHERE "
-                              "datname = %s AND state <> 'idle' AND pid <> pg_backend_pid()",
-                              dbname) == 0, what="the dead worker's transaction ended")
+    wait_until(
+        lambda: (
+            scalar(
+                database_url,
+                "SELECT count(*) FROM pg_stat_activity WHERE "
+                "datname = %s AND state <> 'idle' AND pid <> pg_backend_pid()",
+                dbname,
+            )
+            == 0
+        ),
+        what="the dead worker's transaction ended",
+    )
     assert scalar(database_url, "SELECT count(*) FROM memory_records") == 0
     assert scalar(database_url, "SELECT count(*) FROM operations WHERE status = 'queued'") == n + 1
 
     # A new worker and beat's re-dispatch (the killed message is never acked).
-    env = {"MEMBRANE_REDISPATCH_AFTER_SECONDS": "1", "MEMBRANE_BEAT_REDISPATCH_SECONDS": "1",
-           "MEMBRANE_BEAT_REAP_SECONDS": "1"}
+    env = {
+        "MEMBRANE_REDISPATCH_AFTER_SECONDS": "1",
+        "MEMBRANE_BEAT_REDISPATCH_SECONDS": "1",
+        "MEMBRANE_BEAT_REAP_SECONDS": "1",
+    }
     spawn("worker", "ingest,maintenance", concurrency=2, env=env)
     spawn("beat", env=env)
     wait_until(lambda: all_finished(live, ids), what="every operation finished")
@@ -99,7 +125,11 @@ def test_sigkill_mid_batch_commits_every_capture_exactly_once(
 
 
 def test_broker_down_at_accept_is_processed_after_it_returns(
-    live: Membrane, spawn: Spawn, worker_env: dict[str, str], tmp_path: Path, database_url: str,
+    live: Membrane,
+    spawn: Spawn,
+    worker_env: dict[str, str],
+    tmp_path: Path,
+    database_url: str,
 ) -> None:
     broker = Redis(tmp_path / "redis")
     broker.start()
@@ -110,8 +140,11 @@ def test_broker_down_at_accept_is_processed_after_it_returns(
         assert dispatcher.publish(OperationKind.CAPTURE, [view.operation_id]) is False
         assert live.inbox.get(view.operation_id, DEV).status is OperationStatus.QUEUED
         broker.start()
-        env = {"MEMBRANE_REDIS_URL": broker.url, "MEMBRANE_REDISPATCH_AFTER_SECONDS": "1",
-               "MEMBRANE_BEAT_REDISPATCH_SECONDS": "1"}
+        env = {
+            "MEMBRANE_REDIS_URL": broker.url,
+            "MEMBRANE_REDISPATCH_AFTER_SECONDS": "1",
+            "MEMBRANE_BEAT_REDISPATCH_SECONDS": "1",
+        }
         spawn("worker", "ingest,maintenance", env=env)
         spawn("beat", env=env)
         done = live.inbox.wait([view.operation_id], 90)[0]
@@ -121,45 +154,67 @@ def test_broker_down_at_accept_is_processed_after_it_returns(
         broker.stop()
 
 
-def test_embedding_and_llm_pools(live: Membrane, spawn: Spawn, dispatcher: CeleryDispatcher,
-                                 database_url: str) -> None:
+def test_embedding_and_llm_pools(
+    live: Membrane, spawn: Spawn, dispatcher: CeleryDispatcher, database_url: str
+) -> None:
     env = {"MEMBRANE_EMBEDDING_PROVIDER": "hashing", "MEMBRANE_LLM_PROVIDER": "deterministic"}
     for queue in ("ingest", "embedding", "llm"):
         spawn("worker", queue, env=env)
     texts = ["Ann lives in Oslo and works at Acme.", "Bob prefers tea.", "Nothing to see here"]
     views = live.inbox.submit_captures(
-        [{"source_kind": "event", "scope": "team", "sensitivity": "medium",
-          "content": {"text": t}} for t in texts], DEV)
+        [
+            {"source_kind": "event", "scope": "team", "sensitivity": "medium", "content": {"text": t}}
+            for t in texts
+        ],
+        DEV,
+    )
     dispatcher.publish(OperationKind.CAPTURE, [v.operation_id for v in views])
-    assert all(v.status is OperationStatus.SUCCEEDED
-               for v in live.inbox.wait([v.operation_id for v in views], 90))
+    assert all(
+        v.status is OperationStatus.SUCCEEDED for v in live.inbox.wait([v.operation_id for v in views], 90)
+    )
     app = dispatcher.app
     app.send_task("membrane.extract_batch")
-    wait_until(lambda: scalar(database_url, "SELECT count(*) FROM work_items WHERE kind = "
-                              "'extract'") == 0, what="extraction done")
+    wait_until(
+        lambda: scalar(database_url, "SELECT count(*) FROM work_items WHERE kind = 'extract'") == 0,
+        what="extraction done",
+    )
     app.send_task("membrane.embed_batch")
-    wait_until(lambda: scalar(database_url, "SELECT count(*) FROM work_items WHERE kind = "
-                              "'embed'") == 0, what="embeddings done")
+    wait_until(
+        lambda: scalar(database_url, "SELECT count(*) FROM work_items WHERE kind = 'embed'") == 0,
+        what="embeddings done",
+    )
     with psycopg.connect(database_url) as conn:
         facts = conn.execute(
             "SELECT fact_subject, fact_predicate, fact_object, scope, sensitivity "
-            "FROM memory_records WHERE type = 'semantic' ORDER BY 1, 2").fetchall()
-    assert facts == [("ann", "lives_in", "oslo", "team", "medium"),
-                     ("ann", "works_at", "acme", "team", "medium"),
-                     ("bob", "prefers", "tea", "team", "medium")]
+            "FROM memory_records WHERE type = 'semantic' ORDER BY 1, 2"
+        ).fetchall()
+    assert facts == [
+        ("ann", "lives_in", "oslo", "team", "medium"),
+        ("ann", "works_at", "acme", "team", "medium"),
+        ("bob", "prefers", "tea", "team", "medium"),
+    ]
     # every record, episodes and extracted facts, has a vector
     records = scalar(database_url, "SELECT count(*) FROM memory_records")
     assert records >= 6  # three episodes, three facts (and any entities capture resolved)
-    assert scalar(database_url, "SELECT count(*) FROM record_embeddings e JOIN memory_records r "
-                  "ON r.id = e.record_id") == records
+    assert (
+        scalar(
+            database_url,
+            "SELECT count(*) FROM record_embeddings e JOIN memory_records r ON r.id = e.record_id",
+        )
+        == records
+    )
 
 
-def test_revision_and_maintenance_through_their_queues(live: Membrane, spawn: Spawn,
-                                                       dispatcher: CeleryDispatcher) -> None:
+def test_revision_and_maintenance_through_their_queues(
+    live: Membrane, spawn: Spawn, dispatcher: CeleryDispatcher
+) -> None:
     spawn("worker", "revision")
     spawn("worker", "maintenance")
-    obs = {"source_kind": "observation", "scope": "proj",
-           "content": {"subject": "user", "predicate": "likes", "object": "tea"}}
+    obs = {
+        "source_kind": "observation",
+        "scope": "proj",
+        "content": {"subject": "user", "predicate": "likes", "object": "tea"},
+    }
     fact = live.capture(obs).record_ids[1]
     retract = live.inbox.submit_revision("retract", fact, {"rationale": "not true"}, DEV)
     refused = live.inbox.submit_revision("contest", fact, {"rationale": "later"}, DEV)

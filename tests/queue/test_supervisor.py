@@ -37,8 +37,15 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _options(data_dir: Path, restart_limit: int = 5) -> StackOptions:
-    return StackOptions(data_dir=data_dir, api_port=services.free_port(), queues=(), beat=False,
-                        flower=False, restart_limit=restart_limit, restart_window=60.0)
+    return StackOptions(
+        data_dir=data_dir,
+        api_port=services.free_port(),
+        queues=(),
+        beat=False,
+        flower=False,
+        restart_limit=restart_limit,
+        restart_window=60.0,
+    )
 
 
 def _kill(stack: Stack, name: str) -> int:
@@ -79,8 +86,9 @@ def test_a_killed_redis_server_is_restarted_on_its_port_and_the_api_publishes_ag
     look = _look_until(stack)
     assert look.stop is None, look.stop
     assert len(look.events) == 1, look.events
-    assert (f"redis (pid {old}) exited (killed by signal 9 (SIGKILL)); restarted on port {port}"
-            in look.events[0]), look.events
+    assert (
+        f"redis (pid {old}) exited (killed by signal 9 (SIGKILL)); restarted on port {port}" in look.events[0]
+    ), look.events
     assert redis_child.proc is not None and redis_child.proc.pid != old
     assert stack.redis_url == url and redis.Redis.from_url(url).ping()
     log = stack.supervisor_log.read_text()
@@ -100,13 +108,13 @@ def test_a_killed_redis_server_is_restarted_on_its_port_and_the_api_publishes_ag
     api_pid = _kill(stack, "api")
     look = stack.watch()
     assert look.stop is not None and look.stop.startswith(
-        f"api (pid {api_pid}) exited (killed by signal 9 (SIGKILL)); stopping the stack"), look.stop
+        f"api (pid {api_pid}) exited (killed by signal 9 (SIGKILL)); stopping the stack"
+    ), look.stop
     assert "api (pid" in stack.supervisor_log.read_text()
 
 
 def test_the_restart_budget_stops_the_stack(clean_env: None, tmp_path: Path) -> None:
-    st = Stack(Settings(redis_url=None, data_dir=tmp_path),
-               _options(tmp_path, restart_limit=2))
+    st = Stack(Settings(redis_url=None, data_dir=tmp_path), _options(tmp_path, restart_limit=2))
     st.start_redis()
     try:
         port = st.children[0].port
@@ -118,8 +126,10 @@ def test_the_restart_budget_stops_the_stack(clean_env: None, tmp_path: Path) -> 
             assert port_open("127.0.0.1", port)
         _kill(st, "redis")
         look = st.watch()
-        assert look.stop is not None and "after 2 restarts within 60 s (at most 2); stopping the stack" \
-            in look.stop, look.stop
+        assert (
+            look.stop is not None
+            and "after 2 restarts within 60 s (at most 2); stopping the stack" in look.stop
+        ), look.stop
         assert not port_open("127.0.0.1", port)  # not started a third time
     finally:
         st.stop()
@@ -128,8 +138,10 @@ def test_the_restart_budget_stops_the_stack(clean_env: None, tmp_path: Path) -> 
 @pytest.mark.integration  # starts an embedded Postgres of its own
 @pytest.mark.parametrize("how", ["stopped", "killed"])
 def test_the_embedded_postgres_going_away_stops_the_stack(clean_env: None, tmp_path: Path, how: str) -> None:
-    st = Stack(Settings(database_url=None, redis_url=None, data_dir=tmp_path, embedding_dim=EMBEDDING_DIM),
-               _options(tmp_path))
+    st = Stack(
+        Settings(database_url=None, redis_url=None, data_dir=tmp_path, embedding_dim=EMBEDDING_DIM),
+        _options(tmp_path),
+    )
     st.start(wait_ready=60)
     try:
         assert st.embedded and st.watch() == Watch()  # a running server is not reported
@@ -142,8 +154,10 @@ def test_the_embedded_postgres_going_away_stops_the_stack(clean_env: None, tmp_p
             os.kill(postmaster, signal.SIGKILL)  # the pid file stays, its process does not
             why = f"its postmaster, pid {postmaster}, is not running"
         look = _look_until(st)
-        assert look.stop == (f"the embedded Postgres stopped ({why}); stopping the stack. "
-                             f"Postgres log: {tmp_path / 'pg' / 'log'}"), look
+        assert look.stop == (
+            f"the embedded Postgres stopped ({why}); stopping the stack. "
+            f"Postgres log: {tmp_path / 'pg' / 'log'}"
+        ), look
         assert look.stop in st.supervisor_log.read_text()
     finally:
         st.stop()

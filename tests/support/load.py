@@ -61,9 +61,15 @@ class Load:
                 out = self._request("GET", f"/v1/operations/{self.accepted[-1]['operation_id']}")
             else:
                 out = self._request(
-                    "POST", "/v1/captures", headers={"Idempotency-Key": uuid.uuid4().hex},
-                    json={"source_kind": "event", "scope": "fault",
-                          "content": {"text": f"event {i} of the fault load"}})
+                    "POST",
+                    "/v1/captures",
+                    headers={"Idempotency-Key": uuid.uuid4().hex},
+                    json={
+                        "source_kind": "event",
+                        "scope": "fault",
+                        "content": {"text": f"event {i} of the fault load"},
+                    },
+                )
                 if out.status == 202:
                     self.accepted.append(out.body)
             self.outcomes.append(out)
@@ -84,8 +90,9 @@ def committed_once(dsn: str, accepted: list[dict[str, Any]]) -> None:
     """Every accepted capture succeeded with its one pre-assigned record, and nothing is twice."""
     ids = [uuid.UUID(a["operation_id"]) for a in accepted]
     with psycopg.connect(dsn) as conn:
-        rows = conn.execute("SELECT id, status, record_ids FROM operations WHERE id = ANY(%s)",
-                            (ids,)).fetchall()
+        rows = conn.execute(
+            "SELECT id, status, record_ids FROM operations WHERE id = ANY(%s)", (ids,)
+        ).fetchall()
         by_id = {r[0]: r for r in rows}
         assert len(by_id) == len(ids) == len(set(ids))
         for a in accepted:
@@ -93,12 +100,15 @@ def committed_once(dsn: str, accepted: list[dict[str, Any]]) -> None:
             assert status == "succeeded", a
             assert record_ids == [uuid.UUID(a["record_id"])], a
         records, distinct = conn.execute(
-            "SELECT count(*), count(DISTINCT id) FROM memory_records").fetchone() or (0, 0)
+            "SELECT count(*), count(DISTINCT id) FROM memory_records"
+        ).fetchone() or (0, 0)
         (succeeded,) = conn.execute(
             "SELECT count(*) FROM operations WHERE kind = 'capture' AND status = 'succeeded'"
         ).fetchone() or (0,)
-        (mine,) = conn.execute("SELECT count(*) FROM memory_records WHERE id = ANY(%s)",
-                               ([uuid.UUID(a["record_id"]) for a in accepted],)).fetchone() or (0,)
+        (mine,) = conn.execute(
+            "SELECT count(*) FROM memory_records WHERE id = ANY(%s)",
+            ([uuid.UUID(a["record_id"]) for a in accepted],),
+        ).fetchone() or (0,)
     # one record per succeeded capture (an event capture writes one episode): none lost, none
     # twice; a capture answered 503 while its commit went through is a succeeded one too
     assert records == distinct == succeeded

@@ -20,8 +20,9 @@ class Proc:
     def __init__(self, argv: list[str], env: dict[str, str], log: Path) -> None:
         self.log = log
         self._out = log.open("wb")
-        self.popen = subprocess.Popen(argv, env=env, cwd=ROOT, stdout=self._out,
-                                      stderr=subprocess.STDOUT, start_new_session=True)
+        self.popen = subprocess.Popen(
+            argv, env=env, cwd=ROOT, stdout=self._out, stderr=subprocess.STDOUT, start_new_session=True
+        )
 
     def text(self) -> str:
         return self.log.read_text(errors="replace")

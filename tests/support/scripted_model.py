@@ -50,9 +50,16 @@ class ScriptedModel:
                     self._send(500, {"error": {"message": f"script failed: {exc!r}"}})
                     return
                 reason = "tool_calls" if message.get("tool_calls") else "stop"
-                self._send(200, {"id": "chatcmpl-scripted", "object": "chat.completion", "created": 0,
-                                 "model": body.get("model"),
-                                 "choices": [{"index": 0, "message": message, "finish_reason": reason}]})
+                self._send(
+                    200,
+                    {
+                        "id": "chatcmpl-scripted",
+                        "object": "chat.completion",
+                        "created": 0,
+                        "model": body.get("model"),
+                        "choices": [{"index": 0, "message": message, "finish_reason": reason}],
+                    },
+                )
 
             def _send(self, status: int, payload: dict[str, Any]) -> None:
                 data = json.dumps(payload).encode()
@@ -71,7 +78,7 @@ class ScriptedModel:
         """The scripted message for this request: its turn and its round within the turn."""
         messages = body["messages"]
         users = [i for i, m in enumerate(messages) if m["role"] == "user"]
-        rounds = sum(1 for m in messages[users[-1]:] if m["role"] == "assistant")
+        rounds = sum(1 for m in messages[users[-1] :] if m["role"] == "assistant")
         return self.script[len(users)](body, rounds)
 
     def turn_requests(self, turn: int) -> list[dict[str, Any]]:

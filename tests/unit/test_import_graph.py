@@ -23,8 +23,9 @@ def _module_name(path: Path) -> str:
 
 
 def _modules() -> dict[str, ast.Module]:
-    return {_module_name(p): ast.parse(p.read_text(encoding="utf-8"), str(p))
-            for p in sorted(CORE.rglob("*.py"))}
+    return {
+        _module_name(p): ast.parse(p.read_text(encoding="utf-8"), str(p)) for p in sorted(CORE.rglob("*.py"))
+    }
 
 
 def _imports(name: str, tree: ast.Module, is_package: bool) -> set[str]:
@@ -108,8 +109,9 @@ def _third_party(prefix: str) -> dict[str, set[str]]:
     packages = {_module_name(p) for p in CORE.rglob("__init__.py")}
     out: dict[str, set[str]] = {}
     for name, tree in mods.items():
-        hits = {d for d in _imports(name, tree, name in packages)
-                if d == prefix or d.startswith(prefix + ".")}
+        hits = {
+            d for d in _imports(name, tree, name in packages) if d == prefix or d.startswith(prefix + ".")
+        }
         if hits:
             out[name] = hits
     return out
@@ -131,8 +133,9 @@ def test_no_cycle_inside_the_core() -> None:
     assert _cycles(_graph()) == []
 
 
-@pytest.mark.parametrize(("library", "home"), [("psycopg", "membrane_core.storage"),
-                                               ("httpx", "membrane_core.providers")])
+@pytest.mark.parametrize(
+    ("library", "home"), [("psycopg", "membrane_core.storage"), ("httpx", "membrane_core.providers")]
+)
 def test_a_library_is_imported_only_in_its_layer(library: str, home: str) -> None:
     users = _third_party(library)
     assert users, f"nothing imports {library}: the check would pass vacuously"

@@ -18,10 +18,16 @@ NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 def record(**over: object) -> dict[str, object]:
     base: dict[str, object] = {
-        "id": uuid.uuid4(), "type": "semantic", "scope": "s", "confidence": 0.5, "salience": 1.0,
+        "id": uuid.uuid4(),
+        "type": "semantic",
+        "scope": "s",
+        "confidence": 0.5,
+        "salience": 1.0,
         "lifecycle": {"decay": {"half_life_seconds": 60}, "reinforced_at": NOW},
         "payload": {"kind": "semantic", "subject": "a", "predicate": "b", "object": "c"},
-        "created_at": NOW, "updated_at": NOW, "recorded_at": NOW,
+        "created_at": NOW,
+        "updated_at": NOW,
+        "recorded_at": NOW,
     }
     base.update(over)
     return base
@@ -41,8 +47,12 @@ def test_payload_kind_must_match_type() -> None:
 
 
 def test_each_bad_field_is_named() -> None:
-    bad = record(confidence=1.5, salience=-1, scope="  ",
-                 lifecycle={"decay": {"half_life_seconds": 0}, "reinforced_at": NOW})
+    bad = record(
+        confidence=1.5,
+        salience=-1,
+        scope="  ",
+        lifecycle={"decay": {"half_life_seconds": 0}, "reinforced_at": NOW},
+    )
     with pytest.raises(ValidationError) as info:
         MemoryRecord.model_validate(bad)
     fields = error_fields(info.value)
@@ -76,15 +86,17 @@ def test_capture_validation_names_fields() -> None:
 
 def test_observation_requires_triple() -> None:
     with pytest.raises(errors.InvalidInput, match="missing: predicate, object") as info:
-        parse(CaptureRequest, {"source_kind": "observation", "scope": "s",
-                               "content": {"subject": "x"}})
+        parse(CaptureRequest, {"source_kind": "observation", "scope": "s", "content": {"subject": "x"}})
     assert [d["field"] for d in info.value.details] == ["content"]
 
 
 @pytest.mark.parametrize(
     ("kind", "confidence", "memory_type"),
-    [("tool_output", 0.9, MemoryType.EPISODIC), ("event", 0.8, MemoryType.EPISODIC),
-     ("observation", 0.7, MemoryType.EPISODIC)],
+    [
+        ("tool_output", 0.9, MemoryType.EPISODIC),
+        ("event", 0.8, MemoryType.EPISODIC),
+        ("observation", 0.7, MemoryType.EPISODIC),
+    ],
 )
 def test_policy_stamps(kind: str, confidence: float, memory_type: MemoryType) -> None:
     content = {"subject": "a", "predicate": "b", "object": "c"} if kind == "observation" else {}
@@ -98,16 +110,22 @@ def test_policy_stamps(kind: str, confidence: float, memory_type: MemoryType) ->
 
 
 def test_working_state_becomes_working_record() -> None:
-    req = CaptureRequest(source_kind=SourceKind.WORKING_STATE, scope="s", content={
-        "thread_id": "t1", "task_state": "executing", "context_summary": "doing"})
+    req = CaptureRequest(
+        source_kind=SourceKind.WORKING_STATE,
+        scope="s",
+        content={"thread_id": "t1", "task_state": "executing", "context_summary": "doing"},
+    )
     plan = plan_capture(req, Policy(), now=NOW, actor="t")
     assert plan.primary.type is MemoryType.WORKING
     assert plan.primary.lifecycle.decay.half_life_seconds == 86400
 
 
 def test_bad_working_state_names_field() -> None:
-    req = CaptureRequest(source_kind=SourceKind.WORKING_STATE, scope="s", content={
-        "thread_id": "t1", "task_state": "dreaming", "context_summary": "x"})
+    req = CaptureRequest(
+        source_kind=SourceKind.WORKING_STATE,
+        scope="s",
+        content={"thread_id": "t1", "task_state": "dreaming", "context_summary": "x"},
+    )
     with pytest.raises(ValidationError) as info:
         plan_capture(req, Policy(), now=NOW, actor="t")
     assert "task_state" in error_fields(info.value)

@@ -12,9 +12,21 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_wheel_contains_every_sql_file(tmp_path: Path) -> None:
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-         "-w", str(tmp_path), str(ROOT)],
-        check=True, capture_output=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path),
+            str(ROOT),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
     )
     [wheel] = tmp_path.glob("membrane-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())

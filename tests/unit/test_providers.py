@@ -357,9 +357,7 @@ def test_extract_rejects_unparseable_answers(content: str | None) -> None:
     assert not isinstance(info.value, TransientProviderError)
 
 
-@pytest.mark.parametrize(
-    "body", [{"choices": []}, {"error": "x"}, {"choices": [{"message": {}}]}, ["x"]]
-)
+@pytest.mark.parametrize("body", [{"choices": []}, {"error": "x"}, {"choices": [{"message": {}}]}, ["x"]])
 def test_extract_rejects_malformed_completions(body: Any) -> None:
     assert extractor(Recorder(lambda _r: chat(TRIPLES_JSON))).extract(["x"])  # control
     with pytest.raises(ProviderError, match="chat completion"):
@@ -481,9 +479,7 @@ def test_extract_waits_for_the_rate_limiter_before_each_request() -> None:
         ),
     ],
 )
-def test_deterministic_extracts_simple_statements(
-    text: str, expected: list[tuple[str, str, str]]
-) -> None:
+def test_deterministic_extracts_simple_statements(text: str, expected: list[tuple[str, str, str]]) -> None:
     (triples,) = DeterministicExtractor().extract([text])
     assert [(t.subject, t.predicate, t.object) for t in triples] == expected
 
@@ -604,9 +600,7 @@ def test_local_minilm_embeds_similar_sentences_closer() -> None:
 
 def test_build_embedding_provider_kinds() -> None:
     assert providers.build_embedding_provider("none", dim=8) is None
-    assert isinstance(
-        providers.build_embedding_provider(" Hashing ", dim=8), HashingEmbeddingProvider
-    )
+    assert isinstance(providers.build_embedding_provider(" Hashing ", dim=8), HashingEmbeddingProvider)
     http = providers.build_embedding_provider(
         "http", dim=8, base_url="https://llm.test/v1", model="m", api_key=None
     )
@@ -626,9 +620,7 @@ def test_build_embedding_provider_kinds() -> None:
         ({"kind": "local", "dim": 8}, "MEMBRANE_EMBEDDING_DIM"),
     ],
 )
-def test_build_embedding_provider_names_the_bad_setting(
-    kwargs: dict[str, Any], setting: str
-) -> None:
+def test_build_embedding_provider_names_the_bad_setting(kwargs: dict[str, Any], setting: str) -> None:
     options: dict[str, Any] = {"dim": 8, **kwargs}
     kind = options.pop("kind")
     with pytest.raises(ValueError, match=setting):
@@ -661,12 +653,18 @@ def test_build_extractor_names_the_bad_setting(kwargs: dict[str, Any], setting: 
 
 def test_unit_vectors() -> None:
     from membrane_core.providers.base import unit
+
     for v in ([0.0, 0.0, 1e-30], [1e30] * 384, [-0.5, 0.5], [1e-46, 2e-46], [1e39, 0.0]):
         u = unit(v)
         assert u is not None and abs(sum(x * x for x in u) - 1.0) < 1e-12, v
         assert all(abs(x) <= 1.0 for x in u)  # within float32's range, and not all rounding to 0
         assert max(abs(x) for x in u) >= 1 / len(v) ** 0.5 - 1e-12
     assert unit([3.0, 4.0]) == [0.6, 0.8]
-    for bad in ([0.0] * 384, [float("nan"), 1.0], [1.0, float("inf")], [float("-inf")],
-                [float("nan"), float("inf")]):
+    for bad in (
+        [0.0] * 384,
+        [float("nan"), 1.0],
+        [1.0, float("inf")],
+        [float("-inf")],
+        [float("nan"), float("inf")],
+    ):
         assert unit(bad) is None, bad

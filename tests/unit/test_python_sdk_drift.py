@@ -246,8 +246,9 @@ def drift(model: type[BaseModel], name: str, direction: Direction) -> list[str]:
 
 
 @pytest.mark.parametrize(("model", "name", "direction"), PAIRS, ids=[p[1] for p in PAIRS])
-def test_sdk_model_matches_the_server_component(model: type[BaseModel], name: str,
-                                                direction: Direction) -> None:
+def test_sdk_model_matches_the_server_component(
+    model: type[BaseModel], name: str, direction: Direction
+) -> None:
     problems = drift(model, name, direction)
     assert not problems, "\n".join(problems)
 
@@ -261,8 +262,10 @@ def test_every_endpoint_exists_with_its_components(method: str) -> None:
     body = operation.get("requestBody", {}).get("content", {}).get("application/json", {})
     assert body.get("schema", {}).get("$ref", "").rsplit("/", 1)[-1] == (request or ""), body
     success = [r for status, r in operation["responses"].items() if status.startswith("2")]
-    refs = {r.get("content", {}).get("application/json", {}).get("schema", {}).get("$ref", "")
-            .rsplit("/", 1)[-1] for r in success}
+    refs = {
+        r.get("content", {}).get("application/json", {}).get("schema", {}).get("$ref", "").rsplit("/", 1)[-1]
+        for r in success
+    }
     assert refs == {answer}, refs
 
 
@@ -308,6 +311,8 @@ def test_the_comparison_catches_drift() -> None:
     assert any(".finished_at: SDK types" in p for p in drift(Strict, "OperationView", "answer"))
     assert any("values the SDK refuses" in p for p in drift(Narrow, "OperationView", "answer"))
     assert any("optional in the SDK" in p for p in drift(Optional, "RetractBody", "request"))
-    assert any(p.startswith("RetrieveResult.records[items].source_id: not a field")
-               for p in drift(Nested, "RetrieveResult", "answer"))
+    assert any(
+        p.startswith("RetrieveResult.records[items].source_id: not a field")
+        for p in drift(Nested, "RetrieveResult", "answer")
+    )
     assert any("'dream'" in p for p in drift(Dream, "CaptureRequest", "request"))

@@ -73,8 +73,9 @@ def render(name: str, flags: dict[str, bool]) -> str:
 ALL = list(shapes())
 
 
-@pytest.mark.parametrize(("name", "flags"), ALL,
-                         ids=[snapshot_path(n, f).relative_to(SNAPSHOTS).as_posix() for n, f in ALL])
+@pytest.mark.parametrize(
+    ("name", "flags"), ALL, ids=[snapshot_path(n, f).relative_to(SNAPSHOTS).as_posix() for n, f in ALL]
+)
 def test_shape_matches_snapshot(name: str, flags: dict[str, bool]) -> None:
     path = snapshot_path(name, flags)
     text = render(name, flags)
@@ -110,12 +111,18 @@ def test_every_shape_has_one_snapshot_and_no_snapshot_is_stale() -> None:
 def test_fragment_arguments_are_written_in() -> None:
     """RFC 11.1: ``/*@name(argument)*/`` writes the argument in place of each ``/*=*/`` of the
     fragment; a fragment that takes one refuses to be included without it, any other refuses one."""
-    blocks = {"grid": "round(/*=*/ * 8.0) / 8.0", "twice": "/*=*/ + /*=*/", "one": "1",
-              "in": "(/*@grid(x)*/ = /*=*/)",
-              "s": "SELECT /*@grid(ln(1.0 + (n - d)))*/ AS x, /*@twice(a.b)*/, /*@in((r.s || ''))*/",
-              "bare": "SELECT /*@grid*/", "extra": "SELECT /*@one(2)*/"}
-    assert queries._include(blocks, "s") == ("SELECT round(ln(1.0 + (n - d)) * 8.0) / 8.0 AS x, "
-                                             "a.b + a.b, (round(x * 8.0) / 8.0 = (r.s || ''))")
+    blocks = {
+        "grid": "round(/*=*/ * 8.0) / 8.0",
+        "twice": "/*=*/ + /*=*/",
+        "one": "1",
+        "in": "(/*@grid(x)*/ = /*=*/)",
+        "s": "SELECT /*@grid(ln(1.0 + (n - d)))*/ AS x, /*@twice(a.b)*/, /*@in((r.s || ''))*/",
+        "bare": "SELECT /*@grid*/",
+        "extra": "SELECT /*@one(2)*/",
+    }
+    assert queries._include(blocks, "s") == (
+        "SELECT round(ln(1.0 + (n - d)) * 8.0) / 8.0 AS x, a.b + a.b, (round(x * 8.0) / 8.0 = (r.s || ''))"
+    )
     assert queries._include(blocks, "grid") == blocks["grid"]  # loaded on its own: kept as written
     with pytest.raises(ValueError, match="fragment grid is included without an argument"):
         queries._include(blocks, "bare")
@@ -138,8 +145,7 @@ def test_retrieval_parts_are_short_and_read_from_their_folder() -> None:
         text = path.read_text(encoding="utf-8")
         assert text.count("\n") <= 120, path.name
         assert set(queries.parse(text, path.name)) <= set(queries.load())
-    reads = queries.parse((folder.parent / "retrieval.sql").read_text(encoding="utf-8"),
-                          "retrieval.sql")
+    reads = queries.parse((folder.parent / "retrieval.sql").read_text(encoding="utf-8"), "retrieval.sql")
     assert reads["retrieval_roots"].count("\n") < 40
     assert "/*@fulltext_frequencies*/" in reads["retrieval_roots"]
 

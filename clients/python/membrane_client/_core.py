@@ -49,7 +49,9 @@ MAX_RETRY_DELAY = 60.0
 RETRY_STATUSES = frozenset({429, 503})
 #: Failures of the connection itself; a write is safe to resend since it carries its key.
 RETRY_EXCEPTIONS: tuple[type[Exception], ...] = (
-    httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError,
+    httpx.TimeoutException,
+    httpx.NetworkError,
+    httpx.RemoteProtocolError,
 )
 
 #: (method, path template) of every endpoint the client calls, by client method.
@@ -199,8 +201,15 @@ def _write(name: str, body: Any, wait: Wait, key: str | None, **path: Id) -> Cal
     method, template = ENDPOINTS[name]
     seconds = server_wait(wait)
     params = {"wait": f"{seconds:g}"} if seconds is not None else {}
-    return Call(method, template.format(**{k: _path_part(v) for k, v in path.items()}), _operation,
-                params=params, body=body, key=key or new_key(), wait=seconds)
+    return Call(
+        method,
+        template.format(**{k: _path_part(v) for k, v in path.items()}),
+        _operation,
+        params=params,
+        body=body,
+        key=key or new_key(),
+        wait=seconds,
+    )
 
 
 def capture(capture: Any, wait: Wait, key: str | None) -> Call[Operation]:
@@ -212,8 +221,15 @@ def capture_batch(captures: Sequence[Any], wait: Wait, key: str) -> Call[list[Op
     """``POST /v1/captures:batch`` with an explicit key (a chunk's derived key)."""
     seconds = server_wait(wait)
     params = {"wait": f"{seconds:g}"} if seconds is not None else {}
-    return Call("POST", ENDPOINTS["capture_many"][1], _operations, params=params,
-                body={"captures": list(captures)}, key=key, wait=seconds)
+    return Call(
+        "POST",
+        ENDPOINTS["capture_many"][1],
+        _operations,
+        params=params,
+        body={"captures": list(captures)},
+        key=key,
+        wait=seconds,
+    )
 
 
 def get(record_id: Id, as_of: datetime | str | None, valid_at: datetime | str | None) -> Call[Record]:
@@ -227,43 +243,62 @@ def audit(record_id: Id) -> Call[AuditHistory]:
     return Call("GET", f"/v1/records/{_path_part(record_id)}/audit", _audit)
 
 
-def retrieve(query: str | None, scopes: Iterable[str] | None, limit: int,
-             expand: int | Mapping[str, Any] | ExpandOptions | None, filters: Mapping[str, Any],
-             ) -> Call[RetrieveResult]:
+def retrieve(
+    query: str | None,
+    scopes: Iterable[str] | None,
+    limit: int,
+    expand: int | Mapping[str, Any] | ExpandOptions | None,
+    filters: Mapping[str, Any],
+) -> Call[RetrieveResult]:
     """``POST /v1/retrieve``; ``expand`` is a number of hops or the expand options."""
     hops = isinstance(expand, int) and not isinstance(expand, bool)
     expand_body: Any = {"hops": expand} if hops else expand
-    body = _drop_none({"query": query, "scopes": list(scopes) if scopes is not None else None,
-                       "limit": limit, "expand": expand_body, **filters})
+    body = _drop_none(
+        {
+            "query": query,
+            "scopes": list(scopes) if scopes is not None else None,
+            "limit": limit,
+            "expand": expand_body,
+            **filters,
+        }
+    )
     return Call("POST", ENDPOINTS["retrieve"][1], _retrieve, body=body)
 
 
-def revision(name: str, record_id: Id | None, body: Mapping[str, Any], wait: Wait,
-             key: str | None) -> Call[Operation]:
+def revision(
+    name: str, record_id: Id | None, body: Mapping[str, Any], wait: Wait, key: str | None
+) -> Call[Operation]:
     """One of the revision writes; ``None`` values of ``body`` are left out."""
     path = {"record_id": record_id} if record_id is not None else {}
     return _write(name, _drop_none(body), wait, key, **path)
 
 
-def supersede(record_id: Id, record: Any, rationale: str, evidence: Any, wait: Wait,
-              key: str | None) -> Call[Operation]:
+def supersede(
+    record_id: Id, record: Any, rationale: str, evidence: Any, wait: Wait, key: str | None
+) -> Call[Operation]:
     """``POST /v1/records/{id}/supersede``."""
     body = {"record": record, "rationale": rationale, "evidence": evidence}
     return revision("supersede", record_id, body, wait, key)
 
 
-def fork(record_id: Id, record: Any, rationale: str, condition: Any, evidence: Any, wait: Wait,
-         key: str | None) -> Call[Operation]:
+def fork(
+    record_id: Id, record: Any, rationale: str, condition: Any, evidence: Any, wait: Wait, key: str | None
+) -> Call[Operation]:
     """``POST /v1/records/{id}/fork``."""
     body = {"record": record, "rationale": rationale, "condition": condition, "evidence": evidence}
     return revision("fork", record_id, body, wait, key)
 
 
-def merge(record_ids: Iterable[Id], record: Any, rationale: str, evidence: Any, wait: Wait,
-          key: str | None) -> Call[Operation]:
+def merge(
+    record_ids: Iterable[Id], record: Any, rationale: str, evidence: Any, wait: Wait, key: str | None
+) -> Call[Operation]:
     """``POST /v1/records:merge``."""
-    body = {"record_ids": [str(r) for r in record_ids], "record": record, "rationale": rationale,
-            "evidence": evidence}
+    body = {
+        "record_ids": [str(r) for r in record_ids],
+        "record": record,
+        "rationale": rationale,
+        "evidence": evidence,
+    }
     return revision("merge", None, body, wait, key)
 
 
@@ -272,11 +307,14 @@ def retract(record_id: Id, rationale: str, wait: Wait, key: str | None) -> Call[
     return revision("retract", record_id, {"rationale": rationale}, wait, key)
 
 
-def contest(record_id: Id, rationale: str, contesting_record_id: Id | None, wait: Wait,
-            key: str | None) -> Call[Operation]:
+def contest(
+    record_id: Id, rationale: str, contesting_record_id: Id | None, wait: Wait, key: str | None
+) -> Call[Operation]:
     """``POST /v1/records/{id}/contest``."""
-    body = {"rationale": rationale,
-            "contesting_record_id": None if contesting_record_id is None else str(contesting_record_id)}
+    body = {
+        "rationale": rationale,
+        "contesting_record_id": None if contesting_record_id is None else str(contesting_record_id),
+    }
     return revision("contest", record_id, body, wait, key)
 
 
@@ -285,8 +323,9 @@ def reinforce(record_id: Id, rationale: str | None, wait: Wait, key: str | None)
     return revision("reinforce", record_id, {"rationale": rationale}, wait, key)
 
 
-def penalize(record_id: Id, amount: float | None, rationale: str | None, wait: Wait,
-             key: str | None) -> Call[Operation]:
+def penalize(
+    record_id: Id, amount: float | None, rationale: str | None, wait: Wait, key: str | None
+) -> Call[Operation]:
     """``POST /v1/records/{id}/penalize``."""
     return revision("penalize", record_id, {"amount": amount, "rationale": rationale}, wait, key)
 
@@ -306,8 +345,7 @@ def operation(operation_id: Id, wait: float | None = None) -> Call[Operation]:
     operation finishes (a server without that answers at once)."""
     seconds = server_wait(wait)
     params = {"wait": f"{seconds:g}"} if seconds is not None else {}
-    return Call("GET", f"/v1/operations/{_path_part(operation_id)}", _operation, params=params,
-                wait=seconds)
+    return Call("GET", f"/v1/operations/{_path_part(operation_id)}", _operation, params=params, wait=seconds)
 
 
 def operation_id_of(operation_or_id: Operation | Id) -> Id:
@@ -342,8 +380,11 @@ def parse(call: Call[T], response: httpx.Response) -> T:
         try:
             return call.parse(response.content)
         except ValueError as exc:  # not JSON, or not the expected shape (a proxy's page, say)
-            raise MembraneError(f"{call.method} {call.path}: unexpected answer: {exc}",
-                                status=response.status_code, code="bad_answer") from exc
+            raise MembraneError(
+                f"{call.method} {call.path}: unexpected answer: {exc}",
+                status=response.status_code,
+                code="bad_answer",
+            ) from exc
     try:
         body: Any = response.json()
     except ValueError:
@@ -363,7 +404,7 @@ class RetryPolicy:
 
         The jitter spreads clients that failed together, so they do not come back together.
         """
-        base = min(MAX_RETRY_DELAY, self.backoff * (2.0 ** attempt))
+        base = min(MAX_RETRY_DELAY, self.backoff * (2.0**attempt))
         jittered = base * (0.5 + random.random() / 2)
         if after is not None:
             jittered = max(jittered, after)
@@ -393,4 +434,4 @@ class Deadline:
 
 def poll_interval(attempt: int) -> float:
     """Pause between two polls of an operation: quick at first, then every half second."""
-    return min(0.5, 0.02 * (2.0 ** attempt))
+    return min(0.5, 0.02 * (2.0**attempt))

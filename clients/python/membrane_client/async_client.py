@@ -49,13 +49,21 @@ class AsyncClient:
     raised at once as their typed :mod:`membrane_client.errors`.
     """
 
-    def __init__(self, base_url: str, *, api_key: str | None = None, timeout: float = 10.0,
-                 max_retries: int = 5, backoff: float = 0.2,
-                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        api_key: str | None = None,
+        timeout: float = 10.0,
+        max_retries: int = 5,
+        backoff: float = 0.2,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
         self.timeout = timeout
         self.retry = RetryPolicy(max_retries=max_retries, backoff=backoff)
-        self._http = httpx.AsyncClient(base_url=base_url, headers=_core.client_headers(api_key),
-                                       timeout=timeout, transport=transport)
+        self._http = httpx.AsyncClient(
+            base_url=base_url, headers=_core.client_headers(api_key), timeout=timeout, transport=transport
+        )
 
     # -- lifecycle ------------------------------------------------------------------
 
@@ -66,8 +74,9 @@ class AsyncClient:
     async def __aenter__(self) -> AsyncClient:
         return self
 
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> None:
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         await self.aclose()
 
     # -- sending ----------------------------------------------------------------------
@@ -80,8 +89,14 @@ class AsyncClient:
         attempt = 0
         while True:
             try:
-                response = await self._http.request(call.method, call.path, params=call.params,
-                                                    content=content, headers=headers, timeout=timeout)
+                response = await self._http.request(
+                    call.method,
+                    call.path,
+                    params=call.params,
+                    content=content,
+                    headers=headers,
+                    timeout=timeout,
+                )
             except _core.RETRY_EXCEPTIONS as exc:
                 if attempt >= self.retry.max_retries:
                     raise _core.connection_error(exc, call) from exc
@@ -107,8 +122,7 @@ class AsyncClient:
             left = deadline.remaining()
             if left <= 0:
                 if fail:
-                    raise OperationTimeout(f"operation {op.operation_id} is still {op.status}",
-                                           operation=op)
+                    raise OperationTimeout(f"operation {op.operation_id} is still {op.status}", operation=op)
                 return op
             await asyncio.sleep(min(_core.poll_interval(attempt), left))
             attempt += 1
@@ -117,13 +131,15 @@ class AsyncClient:
 
     # -- captures -----------------------------------------------------------------------
 
-    async def capture(self, capture: Capture, *, wait: Wait = None,
-                      idempotency_key: str | None = None) -> Operation:
+    async def capture(
+        self, capture: Capture, *, wait: Wait = None, idempotency_key: str | None = None
+    ) -> Operation:
         """``POST /v1/captures``: remember one thing; the operation names its record ids."""
         return await self._write(_core.capture(capture, wait, idempotency_key), wait)
 
-    async def capture_many(self, captures: Iterable[Capture], *, wait: Wait = None,
-                           idempotency_key: str | None = None) -> list[Operation]:
+    async def capture_many(
+        self, captures: Iterable[Capture], *, wait: Wait = None, idempotency_key: str | None = None
+    ) -> list[Operation]:
         """``POST /v1/captures:batch`` in chunks of 1,000, as :meth:`Client.capture_many`."""
         key = idempotency_key or _core.new_key()
         deadline = Deadline(_core.wait_seconds(wait))
@@ -134,9 +150,16 @@ class AsyncClient:
             ops.extend(chunk)
         return [await self._poll(op, deadline, fail=False) for op in ops]
 
-    async def ingest(self, iterable: Iterable[Capture] | AsyncIterable[Capture], *, batch: int = 1000,
-                     concurrency: int = 4, on_progress: Callable[[IngestProgress], Any] | None = None,
-                     idempotency_key: str | None = None, wait: bool | float = False) -> IngestResult:
+    async def ingest(
+        self,
+        iterable: Iterable[Capture] | AsyncIterable[Capture],
+        *,
+        batch: int = 1000,
+        concurrency: int = 4,
+        on_progress: Callable[[IngestProgress], Any] | None = None,
+        idempotency_key: str | None = None,
+        wait: bool | float = False,
+    ) -> IngestResult:
         """:meth:`Client.ingest` with tasks instead of threads; ``iterable`` may be async."""
         check_arguments(batch, concurrency, _core.MAX_BATCH)
         key = idempotency_key or _core.new_key()
@@ -150,8 +173,11 @@ class AsyncClient:
                     done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
                     for task in done:
                         tally.add(task.result())
-                pending.add(asyncio.ensure_future(
-                    self._ingest_chunk(_core.chunk_key(key, index), start, items, seconds)))
+                pending.add(
+                    asyncio.ensure_future(
+                        self._ingest_chunk(_core.chunk_key(key, index), start, items, seconds)
+                    )
+                )
             if pending:
                 done, pending = await asyncio.wait(pending)
                 for task in done:
@@ -164,8 +190,7 @@ class AsyncClient:
                 await asyncio.gather(*pending, return_exceptions=True)
         return tally.result()
 
-    async def _ingest_chunk(self, key: str, start: int, items: list[Any],
-                            seconds: float) -> list[IngestItem]:
+    async def _ingest_chunk(self, key: str, start: int, items: list[Any], seconds: float) -> list[IngestItem]:
         deadline = Deadline(seconds)
         try:
             ops = await self._run(_core.capture_batch(items, seconds or None, key))
@@ -179,8 +204,9 @@ class AsyncClient:
 
     # -- reads --------------------------------------------------------------------------
 
-    async def get(self, record_id: Id, *, as_of: datetime | str | None = None,
-                  valid_at: datetime | str | None = None) -> Record:
+    async def get(
+        self, record_id: Id, *, as_of: datetime | str | None = None, valid_at: datetime | str | None = None
+    ) -> Record:
         """``GET /v1/records/{id}``: the record, marked with its status; bitemporal."""
         return await self._run(_core.get(record_id, as_of, valid_at))
 
@@ -188,9 +214,15 @@ class AsyncClient:
         """``GET /v1/records/{id}/audit``: the hash-chained history, also after deletion."""
         return await self._run(_core.audit(record_id))
 
-    async def retrieve(self, query: str | None = None, *, scopes: Iterable[str] | None = None,
-                       limit: int = 10, expand: int | Mapping[str, Any] | ExpandOptions | None = None,
-                       **filters: Any) -> RetrieveResult:
+    async def retrieve(
+        self,
+        query: str | None = None,
+        *,
+        scopes: Iterable[str] | None = None,
+        limit: int = 10,
+        expand: int | Mapping[str, Any] | ExpandOptions | None = None,
+        **filters: Any,
+    ) -> RetrieveResult:
         """``POST /v1/retrieve``; ``filters`` are the other fields of the request."""
         return await self._run(_core.retrieve(query, scopes, limit, expand, filters))
 
@@ -212,52 +244,99 @@ class AsyncClient:
 
     # -- revisions ----------------------------------------------------------------------
 
-    async def supersede(self, record_id: Id, record: Revised, rationale: str, *,
-                        evidence: Evidence = None, wait: Wait = None,
-                        idempotency_key: str | None = None) -> Operation:
+    async def supersede(
+        self,
+        record_id: Id,
+        record: Revised,
+        rationale: str,
+        *,
+        evidence: Evidence = None,
+        wait: Wait = None,
+        idempotency_key: str | None = None,
+    ) -> Operation:
         """Replace a fact with a new version; the new record id is in ``record_ids``."""
-        return await self._write(_core.supersede(record_id, record, rationale, evidence, wait,
-                                                 idempotency_key), wait)
+        return await self._write(
+            _core.supersede(record_id, record, rationale, evidence, wait, idempotency_key), wait
+        )
 
-    async def fork(self, record_id: Id, record: Revised, rationale: str, *,
-                   condition: Mapping[str, Any] | str | None = None, evidence: Evidence = None,
-                   wait: Wait = None, idempotency_key: str | None = None) -> Operation:
+    async def fork(
+        self,
+        record_id: Id,
+        record: Revised,
+        rationale: str,
+        *,
+        condition: Mapping[str, Any] | str | None = None,
+        evidence: Evidence = None,
+        wait: Wait = None,
+        idempotency_key: str | None = None,
+    ) -> Operation:
         """Fork a conditional variant of a record."""
-        return await self._write(_core.fork(record_id, record, rationale, condition, evidence, wait,
-                                            idempotency_key), wait)
+        return await self._write(
+            _core.fork(record_id, record, rationale, condition, evidence, wait, idempotency_key), wait
+        )
 
-    async def merge(self, record_ids: Sequence[Id], record: Revised, rationale: str, *,
-                    evidence: Evidence = None, wait: Wait = None,
-                    idempotency_key: str | None = None) -> Operation:
+    async def merge(
+        self,
+        record_ids: Sequence[Id],
+        record: Revised,
+        rationale: str,
+        *,
+        evidence: Evidence = None,
+        wait: Wait = None,
+        idempotency_key: str | None = None,
+    ) -> Operation:
         """Merge records into one."""
-        return await self._write(_core.merge(record_ids, record, rationale, evidence, wait,
-                                             idempotency_key), wait)
+        return await self._write(
+            _core.merge(record_ids, record, rationale, evidence, wait, idempotency_key), wait
+        )
 
-    async def retract(self, record_id: Id, rationale: str, *, wait: Wait = None,
-                      idempotency_key: str | None = None) -> Operation:
+    async def retract(
+        self, record_id: Id, rationale: str, *, wait: Wait = None, idempotency_key: str | None = None
+    ) -> Operation:
         """Retract a record."""
         return await self._write(_core.retract(record_id, rationale, wait, idempotency_key), wait)
 
-    async def contest(self, record_id: Id, rationale: str, *, contesting_record_id: Id | None = None,
-                      wait: Wait = None, idempotency_key: str | None = None) -> Operation:
+    async def contest(
+        self,
+        record_id: Id,
+        rationale: str,
+        *,
+        contesting_record_id: Id | None = None,
+        wait: Wait = None,
+        idempotency_key: str | None = None,
+    ) -> Operation:
         """Mark a record contested, optionally by another record."""
-        return await self._write(_core.contest(record_id, rationale, contesting_record_id, wait,
-                                               idempotency_key), wait)
+        return await self._write(
+            _core.contest(record_id, rationale, contesting_record_id, wait, idempotency_key), wait
+        )
 
-    async def reinforce(self, record_id: Id, rationale: str | None = None, *, wait: Wait = None,
-                        idempotency_key: str | None = None) -> Operation:
+    async def reinforce(
+        self,
+        record_id: Id,
+        rationale: str | None = None,
+        *,
+        wait: Wait = None,
+        idempotency_key: str | None = None,
+    ) -> Operation:
         """Reinforce a record's salience."""
         return await self._write(_core.reinforce(record_id, rationale, wait, idempotency_key), wait)
 
-    async def penalize(self, record_id: Id, amount: float | None = None, rationale: str | None = None,
-                       *, wait: Wait = None, idempotency_key: str | None = None) -> Operation:
+    async def penalize(
+        self,
+        record_id: Id,
+        amount: float | None = None,
+        rationale: str | None = None,
+        *,
+        wait: Wait = None,
+        idempotency_key: str | None = None,
+    ) -> Operation:
         """Remove ``amount`` of a record's salience (the server's default when ``None``)."""
-        return await self._write(_core.penalize(record_id, amount, rationale, wait, idempotency_key),
-                                 wait)
+        return await self._write(_core.penalize(record_id, amount, rationale, wait, idempotency_key), wait)
 
     # -- operators ------------------------------------------------------------------------
 
-    async def run_maintenance(self, jobs: Iterable[str], *, wait: Wait = None,
-                              idempotency_key: str | None = None) -> Operation:
+    async def run_maintenance(
+        self, jobs: Iterable[str], *, wait: Wait = None, idempotency_key: str | None = None
+    ) -> Operation:
         """Run one batch of each maintenance job now."""
         return await self._write(_core.maintenance(jobs, wait, idempotency_key), wait)

@@ -54,13 +54,21 @@ class Client:
     return it finished or, after that long, as it stands.
     """
 
-    def __init__(self, base_url: str, *, api_key: str | None = None, timeout: float = 10.0,
-                 max_retries: int = 5, backoff: float = 0.2,
-                 transport: httpx.BaseTransport | None = None) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        api_key: str | None = None,
+        timeout: float = 10.0,
+        max_retries: int = 5,
+        backoff: float = 0.2,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
         self.timeout = timeout
         self.retry = RetryPolicy(max_retries=max_retries, backoff=backoff)
-        self._http = httpx.Client(base_url=base_url, headers=_core.client_headers(api_key), timeout=timeout,
-                                  transport=transport)
+        self._http = httpx.Client(
+            base_url=base_url, headers=_core.client_headers(api_key), timeout=timeout, transport=transport
+        )
 
     # -- lifecycle ------------------------------------------------------------------
 
@@ -71,8 +79,9 @@ class Client:
     def __enter__(self) -> Client:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.close()
 
     # -- sending ----------------------------------------------------------------------
@@ -85,8 +94,14 @@ class Client:
         attempt = 0
         while True:
             try:
-                response = self._http.request(call.method, call.path, params=call.params,
-                                              content=content, headers=headers, timeout=timeout)
+                response = self._http.request(
+                    call.method,
+                    call.path,
+                    params=call.params,
+                    content=content,
+                    headers=headers,
+                    timeout=timeout,
+                )
             except _core.RETRY_EXCEPTIONS as exc:
                 if attempt >= self.retry.max_retries:
                     raise _core.connection_error(exc, call) from exc
@@ -112,8 +127,7 @@ class Client:
             left = deadline.remaining()
             if left <= 0:
                 if fail:
-                    raise OperationTimeout(f"operation {op.operation_id} is still {op.status}",
-                                           operation=op)
+                    raise OperationTimeout(f"operation {op.operation_id} is still {op.status}", operation=op)
                 return op
             time.sleep(min(_core.poll_interval(attempt), left))
             attempt += 1
@@ -122,13 +136,15 @@ class Client:
 
     # -- captures -----------------------------------------------------------------------
 
-    def capture(self, capture: Capture, *, wait: Wait = None,
-                idempotency_key: str | None = None) -> Operation:
+    def capture(
+        self, capture: Capture, *, wait: Wait = None, idempotency_key: str | None = None
+    ) -> Operation:
         """``POST /v1/captures``: remember one thing; the operation names its record ids."""
         return self._write(_core.capture(capture, wait, idempotency_key), wait)
 
-    def capture_many(self, captures: Iterable[Capture], *, wait: Wait = None,
-                     idempotency_key: str | None = None) -> list[Operation]:
+    def capture_many(
+        self, captures: Iterable[Capture], *, wait: Wait = None, idempotency_key: str | None = None
+    ) -> list[Operation]:
         """``POST /v1/captures:batch`` in chunks of 1,000; one operation per capture, in order.
 
         An invalid capture gets its own failed operation and the others proceed. Chunk
@@ -144,9 +160,16 @@ class Client:
             ops.extend(chunk)
         return [self._poll(op, deadline, fail=False) for op in ops]
 
-    def ingest(self, iterable: Iterable[Capture], *, batch: int = 1000, concurrency: int = 4,
-               on_progress: Callable[[IngestProgress], Any] | None = None,
-               idempotency_key: str | None = None, wait: bool | float = False) -> IngestResult:
+    def ingest(
+        self,
+        iterable: Iterable[Capture],
+        *,
+        batch: int = 1000,
+        concurrency: int = 4,
+        on_progress: Callable[[IngestProgress], Any] | None = None,
+        idempotency_key: str | None = None,
+        wait: bool | float = False,
+    ) -> IngestResult:
         """Capture everything ``iterable`` yields, ``batch`` at a time, ``concurrency`` chunks
         in flight (threads). The iterable is read lazily: at most one chunk beyond those in
         flight is held, and the next is read only as one completes.
@@ -169,8 +192,9 @@ class Client:
                     done, pending = wait_futures(pending, return_when=FIRST_COMPLETED)
                     for future in done:
                         tally.add(future.result())
-                pending.add(pool.submit(self._ingest_chunk, _core.chunk_key(key, index), start,
-                                        items, seconds))
+                pending.add(
+                    pool.submit(self._ingest_chunk, _core.chunk_key(key, index), start, items, seconds)
+                )
             for future in wait_futures(pending).done:
                 tally.add(future.result())
         return tally.result()
@@ -189,8 +213,9 @@ class Client:
 
     # -- reads --------------------------------------------------------------------------
 
-    def get(self, record_id: Id, *, as_of: datetime | str | None = None,
-            valid_at: datetime | str | None = None) -> Record:
+    def get(
+        self, record_id: Id, *, as_of: datetime | str | None = None, valid_at: datetime | str | None = None
+    ) -> Record:
         """``GET /v1/records/{id}``: the record, marked with its status; bitemporal."""
         return self._run(_core.get(record_id, as_of, valid_at))
 
@@ -198,9 +223,15 @@ class Client:
         """``GET /v1/records/{id}/audit``: the hash-chained history, also after deletion."""
         return self._run(_core.audit(record_id))
 
-    def retrieve(self, query: str | None = None, *, scopes: Iterable[str] | None = None,
-                 limit: int = 10, expand: int | Mapping[str, Any] | ExpandOptions | None = None,
-                 **filters: Any) -> RetrieveResult:
+    def retrieve(
+        self,
+        query: str | None = None,
+        *,
+        scopes: Iterable[str] | None = None,
+        limit: int = 10,
+        expand: int | Mapping[str, Any] | ExpandOptions | None = None,
+        **filters: Any,
+    ) -> RetrieveResult:
         """``POST /v1/retrieve``; ``filters`` are the other fields of the request
         (``memory_types``, ``max_sensitivity``, ``include_retracted``, ``as_of`` ...)."""
         return self._run(_core.retrieve(query, scopes, limit, expand, filters))
@@ -229,51 +260,98 @@ class Client:
 
     # -- revisions ----------------------------------------------------------------------
 
-    def supersede(self, record_id: Id, record: Revised, rationale: str, *, evidence: Evidence = None,
-                  wait: Wait = None, idempotency_key: str | None = None) -> Operation:
+    def supersede(
+        self,
+        record_id: Id,
+        record: Revised,
+        rationale: str,
+        *,
+        evidence: Evidence = None,
+        wait: Wait = None,
+        idempotency_key: str | None = None,
+    ) -> Operation:
         """Replace a fact with a new version; the new record id is in ``record_ids``."""
-        return self._write(_core.supersede(record_id, record, rationale, evidence, wait,
-                                           idempotency_key), wait)
+        return self._write(
+            _core.supersede(record_id, record, rationale, evidence, wait, idempotency_key), wait
+        )
 
-    def fork(self, record_id: Id, record: Revised, rationale: str, *,
-             condition: Mapping[str, Any] | str | None = None, evidence: Evidence = None,
-             wait: Wait = None, idempotency_key: str | None = None) -> Operation:
+    def fork(
+        self,
+        record_id: Id,
+        record: Revised,
+        rationale: str,
+        *,
+        condition: Mapping[str, Any] | str | None = None,
+        evidence: Evidence = None,
+        wait: Wait = None,
+        idempotency_key: str | None = None,
+    ) -> Operation:
         """Fork a conditional variant of a record."""
-        return self._write(_core.fork(record_id, record, rationale, condition, evidence, wait,
-                                      idempotency_key), wait)
+        return self._write(
+            _core.fork(record_id, record, rationale, condition, evidence, wait, idempotency_key), wait
+        )
 
-    def merge(self, record_ids: Sequence[Id], record: Revised, rationale: str, *,
-              evidence: Evidence = None, wait: Wait = None,
-              idempotency_key: str | None = None) -> Operation:
+    def merge(
+        self,
+        record_ids: Sequence[Id],
+        record: Revised,
+        rationale: str,
+        *,
+        evidence: Evidence = None,
+        wait: Wait = None,
+        idempotency_key: str | None = None,
+    ) -> Operation:
         """Merge records into one."""
-        return self._write(_core.merge(record_ids, record, rationale, evidence, wait,
-                                       idempotency_key), wait)
+        return self._write(_core.merge(record_ids, record, rationale, evidence, wait, idempotency_key), wait)
 
-    def retract(self, record_id: Id, rationale: str, *, wait: Wait = None,
-                idempotency_key: str | None = None) -> Operation:
+    def retract(
+        self, record_id: Id, rationale: str, *, wait: Wait = None, idempotency_key: str | None = None
+    ) -> Operation:
         """Retract a record; reads no longer return it unless asked for retracted ones."""
         return self._write(_core.retract(record_id, rationale, wait, idempotency_key), wait)
 
-    def contest(self, record_id: Id, rationale: str, *, contesting_record_id: Id | None = None,
-                wait: Wait = None, idempotency_key: str | None = None) -> Operation:
+    def contest(
+        self,
+        record_id: Id,
+        rationale: str,
+        *,
+        contesting_record_id: Id | None = None,
+        wait: Wait = None,
+        idempotency_key: str | None = None,
+    ) -> Operation:
         """Mark a record contested, optionally by another record."""
-        return self._write(_core.contest(record_id, rationale, contesting_record_id, wait,
-                                         idempotency_key), wait)
+        return self._write(
+            _core.contest(record_id, rationale, contesting_record_id, wait, idempotency_key), wait
+        )
 
-    def reinforce(self, record_id: Id, rationale: str | None = None, *, wait: Wait = None,
-                  idempotency_key: str | None = None) -> Operation:
+    def reinforce(
+        self,
+        record_id: Id,
+        rationale: str | None = None,
+        *,
+        wait: Wait = None,
+        idempotency_key: str | None = None,
+    ) -> Operation:
         """Reinforce a record's salience."""
         return self._write(_core.reinforce(record_id, rationale, wait, idempotency_key), wait)
 
-    def penalize(self, record_id: Id, amount: float | None = None, rationale: str | None = None, *,
-                 wait: Wait = None, idempotency_key: str | None = None) -> Operation:
+    def penalize(
+        self,
+        record_id: Id,
+        amount: float | None = None,
+        rationale: str | None = None,
+        *,
+        wait: Wait = None,
+        idempotency_key: str | None = None,
+    ) -> Operation:
         """Remove ``amount`` of a record's salience (the server's default when ``None``)."""
         return self._write(_core.penalize(record_id, amount, rationale, wait, idempotency_key), wait)
 
     # -- operators ------------------------------------------------------------------------
 
-    def run_maintenance(self, jobs: Iterable[str], *, wait: Wait = None,
-                        idempotency_key: str | None = None) -> Operation:
+    def run_maintenance(
+        self, jobs: Iterable[str], *, wait: Wait = None, idempotency_key: str | None = None
+    ) -> Operation:
         """Run one batch of each job now (``decay``, ``prune``, ``consolidate``, ``embed``,
         ``extract``)."""
         return self._write(_core.maintenance(jobs, wait, idempotency_key), wait)

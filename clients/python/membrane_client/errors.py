@@ -42,8 +42,15 @@ class MembraneError(Exception):
     default_status: int | None = None
     default_code: str = "error"
 
-    def __init__(self, message: str = "", *, status: int | None = None, code: str | None = None,
-                 details: list[dict[str, Any]] | None = None, retry_after: float | None = None) -> None:
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        status: int | None = None,
+        code: str | None = None,
+        details: list[dict[str, Any]] | None = None,
+        retry_after: float | None = None,
+    ) -> None:
         self.status = status if status is not None else self.default_status
         self.code = code or self.default_code
         self.message = message or (type(self).__doc__ or "").strip().splitlines()[0]
@@ -57,8 +64,10 @@ class MembraneError(Exception):
         return f"{prefix}: {self.message}"
 
     def __repr__(self) -> str:
-        return (f"{type(self).__name__}(status={self.status!r}, code={self.code!r}, "
-                f"message={self.message!r}, details={self.details!r})")
+        return (
+            f"{type(self).__name__}(status={self.status!r}, code={self.code!r}, "
+            f"message={self.message!r}, details={self.details!r})"
+        )
 
 
 class BadRequest(MembraneError):
@@ -180,8 +189,15 @@ _BY_CODE: dict[str, type[MembraneError]] = {
 }
 
 _BY_STATUS: dict[int, type[MembraneError]] = {
-    400: BadRequest, 401: Unauthorized, 403: Forbidden, 404: NotFound, 409: Conflict,
-    413: PayloadTooLarge, 422: InvalidInput, 429: RateLimited, 503: Unavailable,
+    400: BadRequest,
+    401: Unauthorized,
+    403: Forbidden,
+    404: NotFound,
+    409: Conflict,
+    413: PayloadTooLarge,
+    422: InvalidInput,
+    429: RateLimited,
+    503: Unavailable,
 }
 
 
@@ -211,8 +227,9 @@ def error_from(status: int | None, body: Any, *, retry_after: float | None = Non
     code = info.get("code") if isinstance(info.get("code"), str) else None
     message = info.get("message") if isinstance(info.get("message"), str) else None
     raw_details = info.get("details")
-    details = [dict(d) for d in raw_details if isinstance(d, Mapping)] \
-        if isinstance(raw_details, list) else []
+    details = (
+        [dict(d) for d in raw_details if isinstance(d, Mapping)] if isinstance(raw_details, list) else []
+    )
     cls = error_class(status, code)
     fallback = f"HTTP {status}" if status is not None else ""
     return cls(message or fallback, status=status, code=code, details=details, retry_after=retry_after)

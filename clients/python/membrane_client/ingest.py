@@ -113,8 +113,9 @@ class Tally:
             else:
                 self._pending += 1
         if self._on_progress is not None:
-            self._on_progress(IngestProgress(len(self._chunks), self._items, self._succeeded,
-                                             self._failed, self._pending))
+            self._on_progress(
+                IngestProgress(len(self._chunks), self._items, self._succeeded, self._failed, self._pending)
+            )
 
     def result(self) -> IngestResult:
         """All items in input order."""
@@ -141,8 +142,10 @@ def chunks(iterable: Iterable[Any], size: int) -> Iterator[tuple[int, int, list[
         yield index, index * size, items
 
 
-async def achunks(iterable: Iterable[Any] | AsyncIterable[Any], size: int,
-                  ) -> AsyncIterator[tuple[int, int, list[Any]]]:
+async def achunks(
+    iterable: Iterable[Any] | AsyncIterable[Any],
+    size: int,
+) -> AsyncIterator[tuple[int, int, list[Any]]]:
     """:func:`chunks` of a sync or async iterable."""
     if not isinstance(iterable, AsyncIterable):
         for chunk in chunks(iterable, size):
@@ -162,17 +165,24 @@ def from_operations(start: int, count: int, operations: Sequence[Operation]) -> 
     """Items of a chunk the server answered, one per operation in input order."""
     if len(operations) != count:
         # the answer must list one operation per capture; anything else cannot be matched
-        return failed_items(start, count, MembraneError(
-            f"the server answered {len(operations)} operations for {count} captures",
-            code="bad_answer"))
-    return [IngestItem(start + j, op.operation_id, op.status, op.error, op.record_id)
-            for j, op in enumerate(operations)]
+        return failed_items(
+            start,
+            count,
+            MembraneError(
+                f"the server answered {len(operations)} operations for {count} captures", code="bad_answer"
+            ),
+        )
+    return [
+        IngestItem(start + j, op.operation_id, op.status, op.error, op.record_id)
+        for j, op in enumerate(operations)
+    ]
 
 
 def failed_items(start: int, count: int, exc: MembraneError) -> list[IngestItem]:
     """Items of a chunk that failed as a whole: each carries the chunk's error."""
-    error = ErrorInfo(code=exc.code, message=exc.message,
-                      details=[ErrorDetail.model_validate(d) for d in exc.details])
+    error = ErrorInfo(
+        code=exc.code, message=exc.message, details=[ErrorDetail.model_validate(d) for d in exc.details]
+    )
     return [IngestItem(start + j, None, "failed", error) for j in range(count)]
 
 

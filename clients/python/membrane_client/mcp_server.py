@@ -39,8 +39,9 @@ try:
     from mcp.server.mcpserver.tools import Tool
     from mcp_types import ToolAnnotations
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
-    raise ImportError("membrane_client.mcp_server needs the mcp package: "
-                      "pip install 'membrane-client[mcp]'") from exc
+    raise ImportError(
+        "membrane_client.mcp_server needs the mcp package: pip install 'membrane-client[mcp]'"
+    ) from exc
 
 __all__ = [
     "CORRECTION_TOOLS",
@@ -82,10 +83,14 @@ Scope = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, ma
 Phrase = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=512)]
 Line = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=4096)]
 Tag = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=128)]
-Rationale = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=2048), Field(
-    description="Why you make this change, in a sentence; kept in the memory's audit history.")]
-EVIDENCE_HELP = ("Short references backing the change: a file and line, a URL, a tool output, a "
-                 "message, or a memory id.")
+Rationale = Annotated[
+    str,
+    StringConstraints(strip_whitespace=True, min_length=1, max_length=2048),
+    Field(description="Why you make this change, in a sentence; kept in the memory's audit history."),
+]
+EVIDENCE_HELP = (
+    "Short references backing the change: a file and line, a URL, a tool output, a message, or a memory id."
+)
 Evidence = Annotated[list[Phrase], Field(max_length=16)]
 OptionalEvidence = Annotated[Evidence | None, Field(description=EVIDENCE_HELP)]
 MemoryType = Literal["episodic", "working", "semantic", "competence", "plan_graph", "entity"]
@@ -207,8 +212,11 @@ def _entity(p: Mapping[str, Any]) -> str:
 
 
 _CONTENT: dict[str, Callable[[Mapping[str, Any]], str]] = {
-    "episodic": _episodic, "working": _working, "competence": _competence,
-    "plan_graph": _plan, "entity": _entity,
+    "episodic": _episodic,
+    "working": _working,
+    "competence": _competence,
+    "plan_graph": _plan,
+    "entity": _entity,
 }
 
 
@@ -236,7 +244,7 @@ def record_line(record: Record, *, chars: int | None = LINE_CHARS) -> str:
 
 def _cut(text: str, limit: int) -> str:
     """``text`` cut to ``limit`` UTF-8 bytes without splitting a character."""
-    return text.encode()[:max(limit, 0)].decode(errors="ignore")
+    return text.encode()[: max(limit, 0)].decode(errors="ignore")
 
 
 def bounded(lines: Sequence[str], max_bytes: int, hint: str = "") -> str:
@@ -247,8 +255,10 @@ def bounded(lines: Sequence[str], max_bytes: int, hint: str = "") -> str:
     kept: list[str] = []
     used = 0
     for index, line in enumerate(lines):
-        note = (f"\u2026 truncated at {max_bytes} bytes: {len(lines) - index} more line(s) not shown"
-                f"{'; ' + hint if hint else ''}.")
+        note = (
+            f"\u2026 truncated at {max_bytes} bytes: {len(lines) - index} more line(s) not shown"
+            f"{'; ' + hint if hint else ''}."
+        )
         room = max_bytes - used - len(note.encode()) - 1
         size = len(line.encode()) + (1 if kept else 0)
         if size > room:
@@ -271,8 +281,11 @@ def _details(details: Mapping[str, Any]) -> str:
 
 def history_lines(record_id: UUID, history: AuditHistory) -> list[str]:
     """The audit entries, oldest first, each with its rationale, then the chain's verdict."""
-    chain = ("hash chain valid" if history.chain_valid
-             else "hash chain INVALID: this history was altered; do not rely on it")
+    chain = (
+        "hash chain valid"
+        if history.chain_valid
+        else "hash chain INVALID: this history was altered; do not rely on it"
+    )
     lines = [f"History of [{record_id}]: {len(history.entries)} entries, {chain}."]
     lines.extend(_entry_line(entry) for entry in history.entries)
     return lines
@@ -287,8 +300,11 @@ def _entry_line(entry: AuditEntry) -> str:
 def _error_text(exc: MembraneError) -> str:
     """A refusal as a model can act on it: the server's code and message, and what to do."""
     text = f"{exc.code}: {exc.message}"
-    fields = [f"{d.get('field')}: {d.get('message')}" for d in exc.details
-              if d.get("field") and d.get("message") and exc.code == "invalid_input"]
+    fields = [
+        f"{d.get('field')}: {d.get('message')}"
+        for d in exc.details
+        if d.get("field") and d.get("message") and exc.code == "invalid_input"
+    ]
     if fields:
         text += f" ({'; '.join(fields)})"
     for detail in exc.details:
@@ -317,8 +333,14 @@ class MemoryTools:
     the SDK client is safe to share between threads.
     """
 
-    def __init__(self, client: Client, *, default_scope: str | None = None,
-                 max_bytes: int = DEFAULT_MAX_BYTES, wait: float = DEFAULT_WAIT) -> None:
+    def __init__(
+        self,
+        client: Client,
+        *,
+        default_scope: str | None = None,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        wait: float = DEFAULT_WAIT,
+    ) -> None:
         self.client = client
         self.default_scope = default_scope
         self.max_bytes = max_bytes
@@ -338,8 +360,10 @@ class MemoryTools:
         if op.failed:
             raise _refused(op)
         if not op.succeeded:
-            return (f"{what} was accepted but had not finished after {self.wait:g} s (operation "
-                    f"{op.operation_id} is {op.status}); check it later with get_memory.")
+            return (
+                f"{what} was accepted but had not finished after {self.wait:g} s (operation "
+                f"{op.operation_id} is {op.status}); check it later with get_memory."
+            )
         return op
 
     def _line(self, record_id: UUID) -> str:
@@ -356,22 +380,40 @@ class MemoryTools:
 
     def recall(
         self,
-        query: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=4096), Field(
-            description="What you want to know, in words (names, terms, a question).")],
-        scopes: Annotated[list[Scope] | None, Field(
-            max_length=32, description="Scopes to search; omit for the default scope or, without one, "
-                                       "every scope this key may read.")] = None,
-        memory_types: Annotated[list[MemoryType] | None, Field(
-            description="Only these kinds: semantic (facts), episodic (events), working (task "
-                        "states), competence, plan_graph, entity. Omit for all.")] = None,
+        query: Annotated[
+            str,
+            StringConstraints(strip_whitespace=True, min_length=1, max_length=4096),
+            Field(description="What you want to know, in words (names, terms, a question)."),
+        ],
+        scopes: Annotated[
+            list[Scope] | None,
+            Field(
+                max_length=32,
+                description="Scopes to search; omit for the default scope or, without one, "
+                "every scope this key may read.",
+            ),
+        ] = None,
+        memory_types: Annotated[
+            list[MemoryType] | None,
+            Field(
+                description="Only these kinds: semantic (facts), episodic (events), working (task "
+                "states), competence, plan_graph, entity. Omit for all."
+            ),
+        ] = None,
         limit: Annotated[int, Field(ge=1, le=50, description="Most memories to return.")] = 10,
-        expand: Annotated[bool, Field(
-            description="Also return memories one link away from the results, and the links.")] = False,
-        include_contested: Annotated[bool, Field(
-            description="Keep CONTESTED (disputed) memories, flagged and ranked last.")] = True,
-        include_observations: Annotated[bool, Field(
-            description="Also return the raw observations that facts were derived from; a raw "
-                        "observation keeps what was observed even after its fact is corrected.")] = False,
+        expand: Annotated[
+            bool, Field(description="Also return memories one link away from the results, and the links.")
+        ] = False,
+        include_contested: Annotated[
+            bool, Field(description="Keep CONTESTED (disputed) memories, flagged and ranked last.")
+        ] = True,
+        include_observations: Annotated[
+            bool,
+            Field(
+                description="Also return the raw observations that facts were derived from; a raw "
+                "observation keeps what was observed even after its fact is corrected."
+            ),
+        ] = False,
     ) -> str:
         """Search memory: the best matches first, corrected memories left out."""
         chosen = scopes or ([self.default_scope] if self.default_scope else None)
@@ -381,9 +423,13 @@ class MemoryTools:
         # observations are dropped below, so ask for a few more to still fill ``limit``
         fetch = limit if include_observations else min(2 * limit, 100)
         result: RetrieveResult = self._call(
-            self.client.retrieve, query, scopes=chosen, limit=fetch,
+            self.client.retrieve,
+            query,
+            scopes=chosen,
+            limit=fetch,
             expand={"hops": 1, "max_nodes": 2 * limit, "max_edges": 4 * limit} if expand else None,
-            **filters)
+            **filters,
+        )
         roots, dropped = _without_observations(result.records, include_observations)
         more = len(roots) > limit or bool(result.diagnostics.get("row_limit_applied"))
         roots = roots[:limit]
@@ -405,8 +451,9 @@ class MemoryTools:
         shown = {r.id for r in roots} | {r.id for r in neighbors}
         edges = [e for e in result.edges if e.source_id in shown and e.target_id in shown]
         if edges:
-            lines.append("Links: " + "; ".join(f"[{e.source_id}] {e.predicate} [{e.target_id}]"
-                                               for e in edges))
+            lines.append(
+                "Links: " + "; ".join(f"[{e.source_id}] {e.predicate} [{e.target_id}]" for e in edges)
+            )
         notes = []
         if any(r.status == "contested" for r in [*roots, *neighbors]):
             notes.append("CONTESTED memories are disputed: verify before relying on them")
@@ -424,8 +471,11 @@ class MemoryTools:
         lines = [record_line(record, chars=None)]
         successor = _successor(record)
         if record.status == "retracted":
-            lines.append(f"This memory was superseded by [{successor}]: use that one." if successor
-                         else "This memory was retracted: it is no longer held true.")
+            lines.append(
+                f"This memory was superseded by [{successor}]: use that one."
+                if successor
+                else "This memory was retracted: it is no longer held true."
+            )
         elif record.status == "contested":
             lines.append("This memory is CONTESTED: it is disputed; verify before relying on it.")
         facts = [f"confidence {record.confidence:.2f}", f"sensitivity {record.sensitivity}"]
@@ -436,8 +486,11 @@ class MemoryTools:
         lines.append(", ".join(facts))
         if record.summary and record.summary != content(record):
             lines.append(f"summary: {_squash(record.summary)}")
-        evidence = [f"{e.get('kind')}:{e.get('ref')}" for e in _payload(record).get("evidence") or []
-                    if isinstance(e, Mapping)]
+        evidence = [
+            f"{e.get('kind')}:{e.get('ref')}"
+            for e in _payload(record).get("evidence") or []
+            if isinstance(e, Mapping)
+        ]
         if evidence:
             lines.append(f"evidence: {', '.join(evidence)}")
         sources = [f"{s.get('kind')}:{s.get('ref')}" for s in record.provenance]
@@ -456,37 +509,60 @@ class MemoryTools:
 
     def remember(
         self,
-        kind: Annotated[Literal["fact", "event", "working_state"], Field(
-            description="fact: subject, predicate, object; event: text; working_state: thread_id, "
-                        "task_state, context_summary.")],
-        scope: Annotated[Scope | None, Field(
-            description="The project or area this memory belongs to.")] = None,
+        kind: Annotated[
+            Literal["fact", "event", "working_state"],
+            Field(
+                description="fact: subject, predicate, object; event: text; working_state: thread_id, "
+                "task_state, context_summary."
+            ),
+        ],
+        scope: Annotated[
+            Scope | None, Field(description="The project or area this memory belongs to.")
+        ] = None,
         subject: Annotated[Phrase | None, Field(description="fact: what it is about, e.g. acme-api.")] = None,
         predicate: Annotated[Phrase | None, Field(description="fact: the relation, e.g. runs_on.")] = None,
         object: Annotated[Phrase | None, Field(description="fact: the value, e.g. Python 3.13.")] = None,
-        text: Annotated[str | None, StringConstraints(strip_whitespace=True, max_length=65536), Field(
-            description="event: what happened, in a few sentences.")] = None,
+        text: Annotated[
+            str | None,
+            StringConstraints(strip_whitespace=True, max_length=65536),
+            Field(description="event: what happened, in a few sentences."),
+        ] = None,
         thread_id: Annotated[Phrase | None, Field(description="working_state: the task's name.")] = None,
         task_state: Annotated[TaskState | None, Field(description="working_state: where it stands.")] = None,
-        context_summary: Annotated[Line | None, Field(
-            description="working_state: what is done and what matters to resume.")] = None,
-        next_actions: Annotated[list[Line] | None, Field(
-            max_length=128, description="working_state: the next steps.")] = None,
-        open_questions: Annotated[list[Line] | None, Field(
-            max_length=128, description="working_state: what is still unknown.")] = None,
+        context_summary: Annotated[
+            Line | None, Field(description="working_state: what is done and what matters to resume.")
+        ] = None,
+        next_actions: Annotated[
+            list[Line] | None, Field(max_length=128, description="working_state: the next steps.")
+        ] = None,
+        open_questions: Annotated[
+            list[Line] | None, Field(max_length=128, description="working_state: what is still unknown.")
+        ] = None,
         tags: Annotated[list[Tag] | None, Field(max_length=64, description="Labels to filter on.")] = None,
-        reason: Annotated[str | None, StringConstraints(strip_whitespace=True, max_length=4096), Field(
-            description="Why this is worth remembering.")] = None,
-        sensitivity: Annotated[Sensitivity | None, Field(
-            description="How sensitive it is; omit for the server's default.")] = None,
+        reason: Annotated[
+            str | None,
+            StringConstraints(strip_whitespace=True, max_length=4096),
+            Field(description="Why this is worth remembering."),
+        ] = None,
+        sensitivity: Annotated[
+            Sensitivity | None, Field(description="How sensitive it is; omit for the server's default.")
+        ] = None,
     ) -> str:
         """Capture a fact (as an observation), an event or a working state."""
         where = scope or self.default_scope
         if not where:
             raise ToolError("scope is required: the project or area this memory belongs to")
-        given = {"subject": subject, "predicate": predicate, "object": object, "text": text,
-                 "thread_id": thread_id, "task_state": task_state, "context_summary": context_summary,
-                 "next_actions": next_actions, "open_questions": open_questions}
+        given = {
+            "subject": subject,
+            "predicate": predicate,
+            "object": object,
+            "text": text,
+            "thread_id": thread_id,
+            "task_state": task_state,
+            "context_summary": context_summary,
+            "next_actions": next_actions,
+            "open_questions": open_questions,
+        }
         source_kind, body = _capture_content(kind, {k: v for k, v in given.items() if v})
         capture: dict[str, Any] = {"source_kind": source_kind, "scope": where, "content": body}
         for key, value in (("tags", tags), ("reason_to_remember", reason), ("sensitivity", sensitivity)):
@@ -500,9 +576,11 @@ class MemoryTools:
         if kind != "fact":
             return f"Remembered {kind.replace('_', ' ')} [{ids[0]}] in scope {where}."
         if len(ids) < 2:
-            return (f"Recorded the observation [{ids[0]}], but no fact was kept: the same fact was "
-                    f"retracted earlier in scope {where} (or is contested there), and an observation "
-                    "does not bring it back. If it is true again, supersede the fact that replaced it.")
+            return (
+                f"Recorded the observation [{ids[0]}], but no fact was kept: the same fact was "
+                f"retracted earlier in scope {where} (or is contested there), and an observation "
+                "does not bring it back. If it is true again, supersede the fact that replaced it."
+            )
         return f"Remembered fact {self._line(ids[1])} (observation [{ids[0]}])."
 
     def supersede_memory(
@@ -519,44 +597,64 @@ class MemoryTools:
         if not new:
             raise ToolError("give the corrected object (or subject or predicate) of the fact")
         refs = [{"kind": "observation", "ref": ref} for ref in evidence]
-        op: Operation = self._call(self.client.supersede, record_id, new, rationale, evidence=refs,
-                                   wait=self.wait)
+        op: Operation = self._call(
+            self.client.supersede, record_id, new, rationale, evidence=refs, wait=self.wait
+        )
         done = self._finished(op, "The supersede")
         if isinstance(done, str):
             return done
-        return (f"Superseded [{record_id}] with {self._line(done.record_ids[0])}. The old memory is kept, "
-                "marked superseded, and no longer recalled.")
+        return (
+            f"Superseded [{record_id}] with {self._line(done.record_ids[0])}. The old memory is kept, "
+            "marked superseded, and no longer recalled."
+        )
 
-    def retract_memory(self, record_id: MemoryId, rationale: Rationale,
-                       evidence: OptionalEvidence = None) -> str:
+    def retract_memory(
+        self, record_id: MemoryId, rationale: Rationale, evidence: OptionalEvidence = None
+    ) -> str:
         """Withdraw a wrong memory that has no replacement."""
-        op: Operation = self._call(self.client.retract, record_id, _with_evidence(rationale, evidence),
-                                   wait=self.wait)
+        op: Operation = self._call(
+            self.client.retract, record_id, _with_evidence(rationale, evidence), wait=self.wait
+        )
         done = self._finished(op, "The retraction")
         if isinstance(done, str):
             return done
-        return (f"Retracted [{record_id}]. It is no longer recalled and its fact is not learned again "
-                "from later observations; it stays readable by id, with its history.")
+        return (
+            f"Retracted [{record_id}]. It is no longer recalled and its fact is not learned again "
+            "from later observations; it stays readable by id, with its history."
+        )
 
     def contest_memory(
-        self, record_id: MemoryId, rationale: Rationale, evidence: OptionalEvidence = None,
-        contesting_record_id: Annotated[UUID | None, Field(
-            description="A memory that contradicts this one, if there is one.")] = None,
+        self,
+        record_id: MemoryId,
+        rationale: Rationale,
+        evidence: OptionalEvidence = None,
+        contesting_record_id: Annotated[
+            UUID | None, Field(description="A memory that contradicts this one, if there is one.")
+        ] = None,
     ) -> str:
         """Flag a memory as disputed without removing it."""
-        op: Operation = self._call(self.client.contest, record_id, _with_evidence(rationale, evidence),
-                                   contesting_record_id=contesting_record_id, wait=self.wait)
+        op: Operation = self._call(
+            self.client.contest,
+            record_id,
+            _with_evidence(rationale, evidence),
+            contesting_record_id=contesting_record_id,
+            wait=self.wait,
+        )
         done = self._finished(op, "The contest")
         if isinstance(done, str):
             return done
-        return (f"Marked [{record_id}] CONTESTED: recall flags it and ranks it below active memories. "
-                "Supersede or retract it once you know it is wrong.")
+        return (
+            f"Marked [{record_id}] CONTESTED: recall flags it and ranks it below active memories. "
+            "Supersede or retract it once you know it is wrong."
+        )
 
-    def reinforce_memory(self, record_id: MemoryId, rationale: Rationale,
-                         evidence: OptionalEvidence = None) -> str:
+    def reinforce_memory(
+        self, record_id: MemoryId, rationale: Rationale, evidence: OptionalEvidence = None
+    ) -> str:
         """Confirm that a memory was right and useful: its salience rises."""
-        op: Operation = self._call(self.client.reinforce, record_id, _with_evidence(rationale, evidence),
-                                   wait=self.wait)
+        op: Operation = self._call(
+            self.client.reinforce, record_id, _with_evidence(rationale, evidence), wait=self.wait
+        )
         done = self._finished(op, "The reinforcement")
         if isinstance(done, str):
             return done
@@ -572,15 +670,19 @@ def _without_observations(records: Sequence[Record], keep: bool) -> tuple[list[R
     """
     if keep:
         return list(records), 0
-    kept = [r for r in records
-            if not (r.type == "episodic" and _payload(r).get("source_kind") == "observation")]
+    kept = [
+        r for r in records if not (r.type == "episodic" and _payload(r).get("source_kind") == "observation")
+    ]
     return kept, len(records) - len(kept)
 
 
 def _capture_content(kind: str, given: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
     """The capture's ``source_kind`` and ``content`` for ``kind``, refusing fields of another kind."""
-    fields = {"fact": ("subject", "predicate", "object"), "event": ("text",),
-              "working_state": ("thread_id", "task_state", "context_summary")}
+    fields = {
+        "fact": ("subject", "predicate", "object"),
+        "event": ("text",),
+        "working_state": ("thread_id", "task_state", "context_summary"),
+    }
     optional = {"working_state": ("next_actions", "open_questions")}
     required = fields[kind]
     allowed = set(required) | set(optional.get(kind, ()))
@@ -609,51 +711,85 @@ READ = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
 #: name -> (title, description, annotations); the descriptions are written for the model.
 SPECS: dict[str, tuple[str, str, ToolAnnotations]] = {
-    "remember": ("Remember", """\
+    "remember": (
+        "Remember",
+        """\
 Store something worth keeping across conversations: kind=fact for a durable statement \
 (subject, predicate, object: acme-api / runs_on / Python 3.13), kind=event for something that \
 happened (text), kind=working_state for where a task stands (thread_id, task_state, \
 context_summary), to resume it later. Recall first to avoid duplicates. Do not use it to fix a \
 wrong memory: a new fact does not replace the old one; use supersede_memory.""",
-                 ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False,
-                                 open_world_hint=False)),
-    "recall": ("Recall memories", """\
+        ToolAnnotations(
+            read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
+        ),
+    ),
+    "recall": (
+        "Recall memories",
+        """\
 Search memory before answering from past work or decisions. Hybrid search (words, meaning, \
 entities, salience), best first, one line per memory starting with its [id]. Superseded and \
 retracted memories are left out; CONTESTED ones are flagged and ranked last. expand=true adds \
-memories one link away. Use get_memory for one record by id.""", READ),
-    "get_memory": ("Read a memory", """\
+memories one link away. Use get_memory for one record by id.""",
+        READ,
+    ),
+    "get_memory": (
+        "Read a memory",
+        """\
 Read one memory by id, with its status, evidence and links. A SUPERSEDED or RETRACTED memory \
 is still shown, marked, with the id of its replacement when there is one: use that one. Use \
-recall to search; memory_history for why it changed.""", READ),
-    "memory_history": ("Memory history", """\
+recall to search; memory_history for why it changed.""",
+        READ,
+    ),
+    "memory_history": (
+        "Memory history",
+        """\
 The audit trail of one memory: each creation, correction and reinforcement with who, when and \
 the rationale given, and whether the tamper-evident hash chain verifies. Use it to explain why \
-a memory changed or who asserted it.""", READ),
-    "supersede_memory": ("Correct a fact", """\
+a memory changed or who asserted it.""",
+        READ,
+    ),
+    "supersede_memory": (
+        "Correct a fact",
+        """\
 Use when a remembered fact is wrong and you know the right value: writes the corrected fact and \
 retires the old one (kept, marked superseded, no longer recalled). Give only what changes \
 (usually object), a rationale and at least one evidence reference. Use retract_memory when it is \
 wrong and there is no replacement; contest_memory when you are unsure. Events cannot be \
-superseded.""", ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False,
-                                open_world_hint=False)),
-    "retract_memory": ("Retract a memory", """\
+superseded.""",
+        ToolAnnotations(
+            read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False
+        ),
+    ),
+    "retract_memory": (
+        "Retract a memory",
+        """\
 Use when a memory is wrong or no longer true and there is no replacement: it stops being \
 recalled and its fact is not learned again from later observations; its history stays. Use \
 supersede_memory when you know the right value; contest_memory when you are unsure. Events \
-cannot be retracted.""", ToolAnnotations(read_only_hint=False, destructive_hint=True,
-                                        idempotent_hint=False, open_world_hint=False)),
-    "contest_memory": ("Contest a memory", """\
+cannot be retracted.""",
+        ToolAnnotations(
+            read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False
+        ),
+    ),
+    "contest_memory": (
+        "Contest a memory",
+        """\
 Use when you doubt a memory but cannot show it is wrong (conflicting sources, a surprising \
 value): it stays, marked CONTESTED and ranked below active memories. Optionally name the memory \
 that contradicts it. Once you know, use supersede_memory or retract_memory.""",
-                       ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False,
-                                       open_world_hint=False)),
-    "reinforce_memory": ("Reinforce a memory", """\
+        ToolAnnotations(
+            read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
+        ),
+    ),
+    "reinforce_memory": (
+        "Reinforce a memory",
+        """\
 Use when a memory proved right and useful: raises its salience so it ranks higher and fades more \
 slowly. It changes no content; to change content use supersede_memory.""",
-                         ToolAnnotations(read_only_hint=False, destructive_hint=False,
-                                         idempotent_hint=False, open_world_hint=False)),
+        ToolAnnotations(
+            read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
+        ),
+    ),
 }
 
 
@@ -678,9 +814,15 @@ def _require(tool: Tool, name: str) -> None:
     schema["required"] = [*schema.get("required", []), name]
 
 
-def build_server(client: Client, *, read_only: bool = False, no_revision: bool = False,
-                 default_scope: str | None = None, max_bytes: int = DEFAULT_MAX_BYTES,
-                 wait: float = DEFAULT_WAIT) -> MCPServer[Any]:
+def build_server(
+    client: Client,
+    *,
+    read_only: bool = False,
+    no_revision: bool = False,
+    default_scope: str | None = None,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    wait: float = DEFAULT_WAIT,
+) -> MCPServer[Any]:
     """The MCP server with the tools these flags allow, over ``client``."""
     impl = MemoryTools(client, default_scope=default_scope, max_bytes=max_bytes, wait=wait)
     tools = []
@@ -688,13 +830,20 @@ def build_server(client: Client, *, read_only: bool = False, no_revision: bool =
         title, description, annotations = SPECS[name]
         if name in ("remember", "recall") and default_scope:
             description += f" Scope defaults to {default_scope!r}."
-        tool = Tool.from_function(getattr(impl, name), name=name, title=title, description=description,
-                                  annotations=annotations, structured_output=False)
+        tool = Tool.from_function(
+            getattr(impl, name),
+            name=name,
+            title=title,
+            description=description,
+            annotations=annotations,
+            structured_output=False,
+        )
         if name == "remember" and not default_scope:
             _require(tool, "scope")
         tools.append(tool)
-    return MCPServer("membrane", title="Membrane memory", instructions=INSTRUCTIONS, tools=tools,
-                     log_level="WARNING")
+    return MCPServer(
+        "membrane", title="Membrane memory", instructions=INSTRUCTIONS, tools=tools, log_level="WARNING"
+    )
 
 
 # -- command line -----------------------------------------------------------------------
@@ -702,26 +851,50 @@ def build_server(client: Client, *, read_only: bool = False, no_revision: bool =
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="membrane-mcp", description="Serve a Membrane memory to MCP clients (tools for a model).")
-    parser.add_argument("--url", required=True, help="base URL of the Membrane API, e.g. http://127.0.0.1:8080")
-    parser.add_argument("--key", default=None,
-                        help="API key (default: $MEMBRANE_API_KEY); the key's policy bounds what the "
-                             "model may read and change. Prefer the variable: arguments are visible to "
-                             "other local users.")
-    parser.add_argument("--transport", choices=("stdio", "http"), default="stdio",
-                        help="stdio (default) or streamable HTTP on 127.0.0.1")
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT,
-                        help=f"port of the HTTP transport (default {DEFAULT_PORT})")
-    parser.add_argument("--read-only", action="store_true",
-                        help="advertise only recall, get_memory and memory_history")
-    parser.add_argument("--no-revision", action="store_true",
-                        help="advertise no correction tool (supersede, retract, contest, reinforce)")
-    parser.add_argument("--scope", default=None,
-                        help="scope of remember and recall when the model names none")
-    parser.add_argument("--max-bytes", type=int, default=DEFAULT_MAX_BYTES,
-                        help=f"byte cap of one tool answer (default {DEFAULT_MAX_BYTES})")
-    parser.add_argument("--wait", type=float, default=DEFAULT_WAIT,
-                        help=f"seconds a write waits for its operation (default {DEFAULT_WAIT:g})")
+        prog="membrane-mcp", description="Serve a Membrane memory to MCP clients (tools for a model)."
+    )
+    parser.add_argument(
+        "--url", required=True, help="base URL of the Membrane API, e.g. http://127.0.0.1:8080"
+    )
+    parser.add_argument(
+        "--key",
+        default=None,
+        help="API key (default: $MEMBRANE_API_KEY); the key's policy bounds what the "
+        "model may read and change. Prefer the variable: arguments are visible to "
+        "other local users.",
+    )
+    parser.add_argument(
+        "--transport",
+        choices=("stdio", "http"),
+        default="stdio",
+        help="stdio (default) or streamable HTTP on 127.0.0.1",
+    )
+    parser.add_argument(
+        "--port", type=int, default=DEFAULT_PORT, help=f"port of the HTTP transport (default {DEFAULT_PORT})"
+    )
+    parser.add_argument(
+        "--read-only", action="store_true", help="advertise only recall, get_memory and memory_history"
+    )
+    parser.add_argument(
+        "--no-revision",
+        action="store_true",
+        help="advertise no correction tool (supersede, retract, contest, reinforce)",
+    )
+    parser.add_argument(
+        "--scope", default=None, help="scope of remember and recall when the model names none"
+    )
+    parser.add_argument(
+        "--max-bytes",
+        type=int,
+        default=DEFAULT_MAX_BYTES,
+        help=f"byte cap of one tool answer (default {DEFAULT_MAX_BYTES})",
+    )
+    parser.add_argument(
+        "--wait",
+        type=float,
+        default=DEFAULT_WAIT,
+        help=f"seconds a write waits for its operation (default {DEFAULT_WAIT:g})",
+    )
     parser.add_argument("--timeout", type=float, default=10.0, help="HTTP timeout towards Membrane, seconds")
     return parser
 
@@ -736,8 +909,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--wait must be in (0, 30]")
     key = args.key or os.environ.get("MEMBRANE_API_KEY") or None
     with Client(args.url, api_key=key, timeout=args.timeout) as client:
-        server = build_server(client, read_only=args.read_only, no_revision=args.no_revision,
-                              default_scope=args.scope, max_bytes=args.max_bytes, wait=args.wait)
+        server = build_server(
+            client,
+            read_only=args.read_only,
+            no_revision=args.no_revision,
+            default_scope=args.scope,
+            max_bytes=args.max_bytes,
+            wait=args.wait,
+        )
         if args.transport == "http":
             # loopback only: the endpoint has no authentication of its own, and whoever reaches
             # it acts with this process's Membrane key

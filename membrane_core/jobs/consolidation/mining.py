@@ -41,8 +41,12 @@ COMPETENCE_MIN_SUCCESSES = 2
 
 Triple = tuple[str, str, str]
 
-_KIND_BY_SOURCE = {"event": ProvenanceKind.EVENT, "tool_output": ProvenanceKind.TOOL_CALL,
-                   "observation": ProvenanceKind.OBSERVATION, "outcome": ProvenanceKind.OUTCOME}
+_KIND_BY_SOURCE = {
+    "event": ProvenanceKind.EVENT,
+    "tool_output": ProvenanceKind.TOOL_CALL,
+    "observation": ProvenanceKind.OBSERVATION,
+    "outcome": ProvenanceKind.OUTCOME,
+}
 
 
 def _triple(value: Any) -> Triple | None:
@@ -112,8 +116,10 @@ def plan_graph(payload: EpisodicPayload, intent: str) -> PlanGraphPayload:
     call's arguments reuse a value of an earlier call's result."""
     calls = payload.tool_calls
     nodes = [PlanNode(id=f"step{i + 1}", op=c.tool, params=c.args) for i, c in enumerate(calls)]
-    edges = [PlanEdge(source=nodes[i].id, target=nodes[i + 1].id, kind=EdgeKind.CONTROL)
-             for i in range(len(nodes) - 1)]
+    edges = [
+        PlanEdge(source=nodes[i].id, target=nodes[i + 1].id, kind=EdgeKind.CONTROL)
+        for i in range(len(nodes) - 1)
+    ]
     results = [_leaves(c.result, set()) for c in calls]
     for j, later in enumerate(calls):
         used = _leaves(later.args, set())
@@ -129,9 +135,14 @@ def competence(sig: Sequence[str], payload: EpisodicPayload, intent: str) -> Com
     return CompetencePayload(
         skill_name=name,
         triggers=[Trigger(signal=(intent or name)[:MAX_TERM])],
-        recipe=[RecipeStep(step=f"call {c.tool}", tool=c.tool,
-                           args_schema={k: type(v).__name__ for k, v in c.args.items()})
-                for c in payload.tool_calls],
+        recipe=[
+            RecipeStep(
+                step=f"call {c.tool}",
+                tool=c.tool,
+                args_schema={k: type(v).__name__ for k, v in c.args.items()},
+            )
+            for c in payload.tool_calls
+        ],
         required_tools=list(dict.fromkeys(sig))[:64],
         signature=list(sig),
     )
@@ -149,9 +160,18 @@ def provenance_kind(payload: EpisodicPayload) -> ProvenanceKind:
 
 
 def derived_record(
-    *, memory_type: MemoryType, payload: Any, scope: str, sensitivity_rank: int,
-    confidence: float, summary: str | None, sources: Sequence[tuple[uuid.UUID, ProvenanceKind]],
-    linkable: set[uuid.UUID], policy: Policy, now: datetime, actor: str,
+    *,
+    memory_type: MemoryType,
+    payload: Any,
+    scope: str,
+    sensitivity_rank: int,
+    confidence: float,
+    summary: str | None,
+    sources: Sequence[tuple[uuid.UUID, ProvenanceKind]],
+    linkable: set[uuid.UUID],
+    policy: Policy,
+    now: datetime,
+    actor: str,
 ) -> MemoryRecord:
     """RFC 7.4: a record derived from ``sources``: their scope, the maximum of their sensitivities.
 
@@ -159,16 +179,30 @@ def derived_record(
     provenance names every source.
     """
     return MemoryRecord(
-        id=new_id(), type=memory_type, scope=scope,
-        sensitivity=Sensitivity.from_rank(sensitivity_rank), confidence=confidence, salience=1.0,
-        lifecycle=Lifecycle(decay=policy.decay_profile(memory_type), base_salience=1.0,
-                            reinforced_at=now, deletion_policy=policy.deletion[memory_type]),
-        payload=payload, summary=summary,
-        provenance=[ProvenanceSource(kind=k, ref=f"record:{sid}", created_by=actor, timestamp=now)
-                    for sid, k in sources][:256],
-        relations=[Relation(predicate="derived_from", target_id=sid)
-                   for sid, _ in sources if sid in linkable][:1024],
-        created_at=now, updated_at=now, recorded_at=now,
+        id=new_id(),
+        type=memory_type,
+        scope=scope,
+        sensitivity=Sensitivity.from_rank(sensitivity_rank),
+        confidence=confidence,
+        salience=1.0,
+        lifecycle=Lifecycle(
+            decay=policy.decay_profile(memory_type),
+            base_salience=1.0,
+            reinforced_at=now,
+            deletion_policy=policy.deletion[memory_type],
+        ),
+        payload=payload,
+        summary=summary,
+        provenance=[
+            ProvenanceSource(kind=k, ref=f"record:{sid}", created_by=actor, timestamp=now)
+            for sid, k in sources
+        ][:256],
+        relations=[
+            Relation(predicate="derived_from", target_id=sid) for sid, _ in sources if sid in linkable
+        ][:1024],
+        created_at=now,
+        updated_at=now,
+        recorded_at=now,
     )
 
 
@@ -180,5 +214,6 @@ def performance(successes: int, failures: int, now: datetime) -> PerformanceStat
 def plan_metrics(successes: int, failures: int, now: datetime) -> PlanMetrics:
     """Execution statistics of a plan graph (RFC 4.4)."""
     total = successes + failures
-    return PlanMetrics(execution_count=total, failure_rate=failures / total if total else 0.0,
-                       last_executed_at=now)
+    return PlanMetrics(
+        execution_count=total, failure_rate=failures / total if total else 0.0, last_executed_at=now
+    )

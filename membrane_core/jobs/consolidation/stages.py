@@ -107,11 +107,19 @@ def _reinforce_from(
     jobs.add_relations(conn, linked, now=ctx.now)
     for rid, sid in linked:
         scope, sensitivity = updated[rid]
-        w.batch.provenance.append((rid, by_id[(rid, sid)].kind.value, f"record:{sid}", None,
-                                   ctx.actor, ctx.now, ctx.now))
-        w.batch.audit_entry(rid, scope, sensitivity, AuditAction.REINFORCE, ctx.actor, ctx.now,
-                            "reinforced by a new successful episode",
-                            {"source_id": str(sid), "stage": label})
+        w.batch.provenance.append(
+            (rid, by_id[(rid, sid)].kind.value, f"record:{sid}", None, ctx.actor, ctx.now, ctx.now)
+        )
+        w.batch.audit_entry(
+            rid,
+            scope,
+            sensitivity,
+            AuditAction.REINFORCE,
+            ctx.actor,
+            ctx.now,
+            "reinforced by a new successful episode",
+            {"source_id": str(sid), "stage": label},
+        )
     # RFC 6.1: the clock restarted; the decay batch recomputes the next checkpoint.
     w.batch.work.extend((WorkKind.DECAY.value, rid, ctx.now) for rid in sorted(updated))
     w.stats[f"{label}_reinforced"] += len(updated)
@@ -158,15 +166,23 @@ def promote(conn: jobs.Connection, episodes: dict[uuid.UUID, Episode], ctx: Cont
 def _fact(triple: mining.Triple, scope: str, sources: list[Episode], ctx: Context) -> Any:
     s, p, o = triple
     payload = SemanticPayload(
-        subject=s, predicate=p, object=o,
+        subject=s,
+        predicate=p,
+        object=o,
         evidence=[ProvenanceRef(kind=ep.kind, ref=str(ep.id)) for ep in sources][:256],
     )
     return mining.derived_record(
-        memory_type=MemoryType.SEMANTIC, payload=payload, scope=scope,
+        memory_type=MemoryType.SEMANTIC,
+        payload=payload,
+        scope=scope,
         sensitivity_rank=max(ep.rank for ep in sources),
         confidence=max(float(ep.row["confidence"]) for ep in sources),
-        summary=f"{s} {p} {o}", sources=[(ep.id, ep.kind) for ep in sources],
-        linkable={ep.id for ep in sources}, policy=ctx.policy, now=ctx.now, actor=ctx.actor,
+        summary=f"{s} {p} {o}",
+        sources=[(ep.id, ep.kind) for ep in sources],
+        linkable={ep.id for ep in sources},
+        policy=ctx.policy,
+        now=ctx.now,
+        actor=ctx.actor,
     )
 
 
@@ -206,12 +222,22 @@ def procedural(conn: jobs.Connection, episodes: dict[uuid.UUID, Episode], ctx: C
     groups = _groups(episodes)
     if not groups:
         return
-    rows = jobs.upsert_signatures(conn, [
-        {"scope": g.scope, "key": g.key, "signature": g.signature,
-         "successes": len(g.successes), "failures": g.failures, "rank": g.rank,
-         "sources": [str(ep.id) for ep in g.successes]}
-        for g in groups.values()
-    ], now=ctx.now)
+    rows = jobs.upsert_signatures(
+        conn,
+        [
+            {
+                "scope": g.scope,
+                "key": g.key,
+                "signature": g.signature,
+                "successes": len(g.successes),
+                "failures": g.failures,
+                "rank": g.rank,
+                "sources": [str(ep.id) for ep in g.successes],
+            }
+            for g in groups.values()
+        ],
+        now=ctx.now,
+    )
     pending = {sid for r in rows if r["competence_id"] is None for sid in r["pending_sources"]}
     older = load_episodes(conn, sorted(pending - set(episodes)))
     known = {**older, **episodes}
@@ -242,21 +268,31 @@ def procedural(conn: jobs.Connection, episodes: dict[uuid.UUID, Episode], ctx: C
 
 
 def _competence(
-    g: SignatureGroup, sources: list[Episode], row: dict[str, Any], counts: tuple[int, int],
-    ctx: Context, w: Writes,
+    g: SignatureGroup,
+    sources: list[Episode],
+    row: dict[str, Any],
+    counts: tuple[int, int],
+    ctx: Context,
+    w: Writes,
 ) -> uuid.UUID:
     template = (g.successes or sources)[0]
     intent = mining.intent_of(template.row, template.payload)
     payload = mining.competence(g.signature, template.payload, intent).model_copy(
-        update={"performance": mining.performance(*counts, ctx.now)})
+        update={"performance": mining.performance(*counts, ctx.now)}
+    )
     all_sources = list({ep.id: ep for ep in [*sources, *g.successes]}.values())
     record = mining.derived_record(
-        memory_type=MemoryType.COMPETENCE, payload=payload, scope=g.scope,
+        memory_type=MemoryType.COMPETENCE,
+        payload=payload,
+        scope=g.scope,
         sensitivity_rank=max([int(row["sensitivity_rank"])] + [ep.rank for ep in all_sources]),
         confidence=round(counts[0] / max(1, sum(counts)), 6),
         summary=f"competence: {payload.skill_name}",
         sources=[(ep.id, ep.kind) for ep in all_sources],
-        linkable={ep.id for ep in all_sources}, policy=ctx.policy, now=ctx.now, actor=ctx.actor,
+        linkable={ep.id for ep in all_sources},
+        policy=ctx.policy,
+        now=ctx.now,
+        actor=ctx.actor,
     )
     _new(w, ctx, record, "mined from repeated successful tool signature")
     w.stats["competence_created"] += 1
@@ -269,13 +305,20 @@ def _plan(
     template = g.successes[0]
     intent = mining.intent_of(template.row, template.payload) or " > ".join(g.signature)
     payload = mining.plan_graph(template.payload, intent).model_copy(
-        update={"metrics": mining.plan_metrics(*counts, ctx.now)})
+        update={"metrics": mining.plan_metrics(*counts, ctx.now)}
+    )
     record = mining.derived_record(
-        memory_type=MemoryType.PLAN_GRAPH, payload=payload, scope=g.scope,
+        memory_type=MemoryType.PLAN_GRAPH,
+        payload=payload,
+        scope=g.scope,
         sensitivity_rank=max([int(row["sensitivity_rank"])] + [ep.rank for ep in g.successes]),
-        confidence=float(template.row["confidence"]), summary=f"plan: {payload.intent}",
+        confidence=float(template.row["confidence"]),
+        summary=f"plan: {payload.intent}",
         sources=[(ep.id, ep.kind) for ep in g.successes],
-        linkable={ep.id for ep in g.successes}, policy=ctx.policy, now=ctx.now, actor=ctx.actor,
+        linkable={ep.id for ep in g.successes},
+        policy=ctx.policy,
+        now=ctx.now,
+        actor=ctx.actor,
     )
     _new(w, ctx, record, "mined from a multi-step successful episode")
     w.stats["plans_created"] += 1
