@@ -41,11 +41,11 @@ from membrane_core.storage import db
 
 console = Console()
 
-#: Reported beside the figures (issue 3): committed captures/s, accept p99, RSS per process.
+#: Targets reported beside the figures (RFC 14.1): committed captures/s, accept p99, RSS per process.
 TARGET_COMMITTED_PER_S = 3000
 TARGET_ACCEPT_P99_MS = 15.0
 TARGET_RSS_MB = 300
-#: ``--via sdk``: the SDK's committed rate as a share of the batch endpoint's (issue 17).
+#: ``--via sdk``: the SDK's committed rate as a share of the batch endpoint's (RFC 14.1).
 TARGET_SDK_SHARE = 0.9
 MARK_START, MARK_END = "<!-- bench-ingest:start -->", "<!-- bench-ingest:end -->"
 

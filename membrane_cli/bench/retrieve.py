@@ -43,7 +43,7 @@ from membrane_core.trust import DEVELOPMENT_POLICY
 
 console = Console()
 
-#: Targets of issue 4 on 2 cores: p99 by size, and hybrid within 3x of the bare query.
+#: Targets on 2 cores (RFC 14.1): p99 by size, and hybrid within 3x of the bare query.
 TARGET_P99_MS = {100_000: 25.0, 1_000_000: 50.0}
 TARGET_RATIO = 3.0
 MARK_START, MARK_END = "<!-- bench-retrieve:start -->", "<!-- bench-retrieve:end -->"
