@@ -41,7 +41,7 @@ def lock_sources(conn: psycopg.Connection, ids: Sequence[uuid.UUID]) -> dict[uui
 def texts(conn: psycopg.Connection, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, str]:
     """The indexed text of each existing record (RFC 12.1)."""
     cur = conn.execute(q("emb_texts"), {"ids": list(ids)})
-    return {row[0]: row[1] for row in cur.fetchall()}
+    return {rid: text for rid, text in cur.fetchall()}
 
 
 def write_embeddings(
@@ -133,7 +133,7 @@ def _reinforce(
     facts = [f for f, _ in existing]
     sources = [s for _, d in existing for s in d.source_ids]
     cur = conn.execute(q("drv_linked_sources"), {"facts": facts, "sources": sources})
-    linked = {(row[0], row[1]) for row in cur.fetchall()}
+    linked = {(rid, source) for rid, source in cur.fetchall()}
     counts: dict[uuid.UUID, int] = {}
     new_links: list[tuple[uuid.UUID, uuid.UUID, DerivedFact]] = []
     for fact_id, derived in existing:
@@ -157,7 +157,7 @@ def _reinforce(
             "now": now,
         },
     )
-    labels = {row[0]: (row[1], row[2]) for row in cur.fetchall()}
+    labels = {rid: (scope, sens) for rid, scope, sens in cur.fetchall()}
     for fact_id, source, derived in new_links:
         scope, sens = labels[fact_id]
         batch.relations.append((fact_id, "derived_from", source, None, now))

@@ -306,7 +306,10 @@ def purge_finished(conn: psycopg.Connection, *, cutoff: datetime, limit: int) ->
 def counts(conn: psycopg.Connection, *, now: datetime) -> list[dict[str, Any]]:
     """Pending operations by kind and status (RFC 9.1)."""
     cur = conn.execute(q("op_counts"), {"now": now})
-    return [{"kind": r[0], "status": r[1], "count": r[2], "oldest_seconds": r[3]} for r in cur.fetchall()]
+    return [
+        {"kind": kind, "status": status, "count": n, "oldest_seconds": oldest}
+        for kind, status, n, oldest in cur.fetchall()
+    ]
 
 
 def _refusal(exc: Exception) -> dict[str, Any]:

@@ -103,7 +103,7 @@ def new_sources(
     cur = conn.execute(
         q("maint_new_sources"), {"records": [p[0] for p in pairs], "sources": [p[1] for p in pairs]}
     )
-    return {(row[0], row[1]) for row in cur.fetchall()}
+    return {(rid, source) for rid, source in cur.fetchall()}
 
 
 def reinforce(
@@ -125,7 +125,7 @@ def reinforce(
             "now": now,
         },
     )
-    return {row[0]: (row[1], row[2]) for row in cur.fetchall()}
+    return {rid: (scope, sens) for rid, scope, sens in cur.fetchall()}
 
 
 def add_relations(

@@ -112,7 +112,7 @@ class Retraction:
 def fact_keys(conn: psycopg.Connection, ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, FactKey]:
     """Fact keys of the semantic records among ``ids``, read without locks (keys never change)."""
     cur = conn.execute(q("revision_fact_keys"), {"ids": list(ids)})
-    return {row[0]: (row[1], row[2], row[3], row[4]) for row in cur.fetchall()}
+    return {rid: (scope, subject, predicate, obj) for rid, scope, subject, predicate, obj in cur.fetchall()}
 
 
 def lock_keys(conn: psycopg.Connection, keys: Iterable[FactKey]) -> None:

@@ -82,7 +82,7 @@ def hold(conn: psycopg.Connection, ids: Sequence[int], *, owner: str) -> dict[in
     if not ids:
         return {}
     cur = conn.execute(q("hold_work"), {"ids": list(ids), "owner": owner})
-    return {row[0]: row[1] for row in cur.fetchall()}
+    return {item_id: target for item_id, target in cur.fetchall()}
 
 
 def complete(conn: psycopg.Connection, ids: Sequence[int], *, owner: str) -> int:
