@@ -84,6 +84,7 @@ def create_app(
         keys = KeyRing(s.api_keys, metrics_token=token)
         owned = membrane is None
         m = membrane or Membrane(s)
+        m.retriever.warm()  # RFC 8.1.1: the query embedder is loaded before the first request
         try:
             d = dispatcher or CeleryBroker(s)
             app.state.broker = d

