@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -128,21 +130,51 @@ def _text(record: dict[str, Any]) -> str:
     return str(record.get("summary") or p.get("text") or p.get("context_summary") or "")[:90]
 
 
+def relevance(score: float) -> float:
+    """A fused score (RFC 8.2, unbounded, 0 for an average candidate) on a 0-1 scale.
+
+    The logistic function keeps the order: 0.5 is an average candidate of the pool,
+    values near 1 stand out on every arm that scored them.
+    """
+    return 1.0 / (1.0 + math.exp(-max(-50.0, min(50.0, score))))
+
+
 def print_records(console: Console, records: list[dict[str, Any]], *, title: str) -> None:
-    """A table of retrieved records: type, status, score and what they say."""
+    """A table of retrieved records: type, status, relevance and what they say."""
     t = Table(title=title, title_justify="left")
-    for col in ("type", "status", "score", "salience", "memory"):
+    for col in ("type", "status", "relevance", "salience", "memory"):
         t.add_column(col)
     for r in records:
         score = r.get("score")
         t.add_row(
             str(r["type"]),
             str(r["status"]),
-            f"{score:.3f}" if isinstance(score, float) else "",
+            f"{relevance(score):.2f}" if isinstance(score, float) else "",
             f"{r['salience']:.2f}",
             _text(r),
         )
     console.print(t)
+
+
+def wait_for_embeddings(client: httpx.Client, *, timeout: float = 30.0) -> bool:
+    """Poll ``GET /v1/metrics`` until no ``embed`` work is pending (RFC 12.1, 14.2).
+
+    Embedding runs on its own pool after the capture commits; the demo's questions rank
+    by meaning only once the vectors are written. False when the wait timed out or the
+    backlog is not visible to this key.
+    """
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        resp = client.get("/v1/metrics")
+        if resp.status_code != 200:
+            return False
+        backlog = resp.json().get("work_backlog")
+        if backlog is None:
+            return False
+        if not (backlog.get("embed") or {}).get("pending"):
+            return True
+        time.sleep(0.25)
+    return False
 
 
 def run_demo(base_url: str, *, console: Console, api_key: str | None = None) -> list[dict[str, Any]]:
@@ -194,6 +226,7 @@ def _demo(base_url: str, console: Console, api_key: str | None) -> list[dict[str
                 console.print(
                     f"[red]supersede did not succeed[/red] (HTTP {fix.status_code}): {op.get('error') or op}"
                 )
+        wait_for_embeddings(client)
         for question in QUESTIONS:
             r = client.post("/v1/retrieve", json={"query": question, "scopes": [SCOPE], "limit": 4})
             r.raise_for_status()
