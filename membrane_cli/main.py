@@ -40,6 +40,7 @@ PLUGINS = (
     ("membrane_cli.bench.ingest", bench_app),
     ("membrane_cli.bench.retrieve", bench_app),
     ("membrane_cli.bench.maintenance", bench_app),
+    ("membrane_cli.bench.query", bench_app),
     ("membrane_cli.evaluate", eval_app),
 )
 

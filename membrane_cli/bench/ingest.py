@@ -134,6 +134,9 @@ class Result:
     sdk_committed_s: float = 0.0
     sdk_succeeded: int = 0
     sdk_failed: int = 0
+    #: ``--embedding``: the provider, and seconds from the last commit to the last vector
+    embedding: str = "none"
+    embed_lag_s: float | None = None
 
     def rate(self) -> float:
         """Captures committed per second through the batch endpoint."""
@@ -310,6 +313,15 @@ def report(res: Result, argv: str, hw: str) -> str:
         f"| committed / COPY | {100 * com / cp if cp else 0:.1f} % | |",
         *(
             [
+                f"| embedding lag ({res.embedding}): last commit to last vector | "
+                + (f"{res.embed_lag_s:.1f} s" if res.embed_lag_s is not None else "timed out")
+                + " | |"
+            ]
+            if res.embedding != "none"
+            else []
+        ),
+        *(
+            [
                 f"| captures committed through the SDK's ingest, same run | {res.sdk_rate():,.0f}/s "
                 f"({res.sdk_succeeded:,} ok, {res.sdk_failed:,} failed; "
                 f"{100 * res.sdk_rate() / com if com else 0:.0f} % of the batch endpoint's) | "
@@ -382,14 +394,25 @@ def ingest(
             "through the Python SDK's ingest, same run."
         ),
     ] = "batch",
+    embedding: Annotated[
+        str,
+        typer.Option(
+            help="The stack's embedding provider: none (what the throughput target is defined "
+            "without) or local, which also reports how far the embedding pool lags behind."
+        ),
+    ] = "none",
 ) -> None:
     """N captures through POST /v1/captures:batch vs a raw COPY (RFC 14.1); prints figures."""
     if via not in ("batch", "sdk"):
         raise typer.BadParameter("--via is batch or sdk")
+    if embedding not in ("none", "local", "hashing"):
+        raise typer.BadParameter("--embedding is none, local or hashing")
+    # the stack's children read it from the environment, as the store does
+    os.environ["MEMBRANE_EMBEDDING_PROVIDER"] = embedding
     settings = Settings()
     stack: Stack | None = None
     rng = random.Random(7)
-    res = Result(count=count)
+    res = Result(count=count, embedding=embedding)
     try:
         if url is None:
             data_dir = Path(tempfile.mkdtemp(prefix="membrane-bench-"))
@@ -438,6 +461,8 @@ def ingest(
                         n = half * batch
                         _sdk_phase(url, api_key, n, 0, batch, clients, lib, progress, timeout, res)
                         _sdk_phase(url, api_key, count - n, n, batch, clients, lib, progress, timeout, res)
+            if embedding != "none":
+                res.embed_lag_s = _embedding_lag(lib, timeout)
             res.rss_end = rss_by_process(pids)
             res.load.append(loadavg())
             with console.status("raw COPY of the same rows into a scratch table"):
@@ -451,14 +476,29 @@ def ingest(
             with console.status("stopping the stack"):
                 stack.stop()
             shutil.rmtree(stack.opts.data_dir, ignore_errors=True)
-    argv = f"membrane bench ingest --count {count} --batch {batch} --clients {clients} --single {single}" + (
-        " --via sdk" if via == "sdk" else ""
+    argv = (
+        f"membrane bench ingest --count {count} --batch {batch} --clients {clients} --single {single}"
+        + (" --via sdk" if via == "sdk" else "")
+        + (f" --embedding {embedding}" if embedding != "none" else "")
     )
     block = report(res, argv, hardware())
     _print(res)
     if markdown:
         write_markdown(markdown, block)
         console.print(f"wrote {markdown}")
+
+
+def _embedding_lag(lib: Membrane, timeout: float) -> float | None:
+    """RFC 12.1: seconds from now (the last commit) until no ``embed`` item is pending."""
+    t0 = time.perf_counter()
+    deadline = t0 + timeout
+    with console.status("waiting for the embedding pool"):
+        while time.perf_counter() < deadline:
+            backlog = lib.metrics().get("work_backlog") or {}
+            if not (backlog.get("embed") or {}).get("pending"):
+                return time.perf_counter() - t0
+            time.sleep(0.5)
+    return None
 
 
 def _print(res: Result) -> None:
@@ -481,6 +521,9 @@ def _print(res: Result) -> None:
             f"{100 * res.sdk_rate() / com if com else 0:.0f} % of the batch endpoint's)",
             f"≥ {100 * TARGET_SDK_SHARE:.0f} %",
         )
+    if res.embedding != "none":
+        lag = f"{res.embed_lag_s:.1f} s" if res.embed_lag_s is not None else "timed out"
+        t.add_row(f"embedding lag ({res.embedding}): last commit → last vector", lag, "")
     t.add_row("raw COPY, same database", f"{cp:,.0f} rows/s", "physical limit")
     t.add_row("committed / COPY", f"{100 * com / cp if cp else 0:.1f} %", "")
     t.add_row("load average (1 min)", " → ".join(res.load), "")
