@@ -24,6 +24,10 @@ FEATURES = ("vector", "text", "entity", "salience")
 #: Smallest standard deviation a feature is scaled by in ``zsum`` (RFC 8.2): salience lives in
 #: [0, 1], and a pool captured within minutes differs by a hair that must not become a z of 1.
 SD_FLOOR: Mapping[str, float] = {"salience": 0.1}
+#: Added to a semantic record's ``zsum`` score (RFC 8.2): a fact, the store's current belief,
+#: outranks the episodes that state it when the evidence for both is the same; as salience's
+#: weight, it breaks near-ties and does not lead.
+SEMANTIC_PRIOR = 0.25
 
 
 @dataclass(frozen=True)
@@ -35,6 +39,7 @@ class Features:
     text: float | None = None
     entity: float | None = None
     salience: float | None = None
+    semantic: bool = False  #: a semantic record (``SEMANTIC_PRIOR``)
 
     def get(self, name: str) -> float | None:
         """The value of feature ``name``."""
@@ -72,8 +77,13 @@ def rrf(
     return scores
 
 
-def zsum(cands: Sequence[Features], weights: Mapping[str, float] = DEFAULT_WEIGHTS) -> dict[uuid.UUID, float]:
-    """RFC 8.2: ``sum_f w_f * z_f`` with z-scores over the pool.
+def zsum(
+    cands: Sequence[Features],
+    weights: Mapping[str, float] = DEFAULT_WEIGHTS,
+    semantic_prior: float = SEMANTIC_PRIOR,
+) -> dict[uuid.UUID, float]:
+    """RFC 8.2: ``sum_f w_f * z_f`` with z-scores over the pool, plus ``semantic_prior`` for a
+    semantic record.
 
     A missing text or entity score counts as 0 (no match); a missing vector similarity
     (no embedding yet) as the pool's lowest similarity. A constant feature contributes 0;
@@ -95,6 +105,9 @@ def zsum(cands: Sequence[Features], weights: Mapping[str, float] = DEFAULT_WEIGH
             continue
         for c, v in zip(cands, values, strict=True):
             scores[c.id] += w * (v - mean) / sd
+    for c in cands:
+        if c.semantic:
+            scores[c.id] += semantic_prior
     return scores
 
 

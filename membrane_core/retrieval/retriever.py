@@ -271,6 +271,7 @@ class Retriever:
                 weights=self.weights,
                 rrf_k=fusion.RRF_K,
                 sd_floor_salience=fusion.SD_FLOOR["salience"],
+                semantic_prior=fusion.SEMANTIC_PRIOR,
                 target_visible=self._full(policy),
                 first_hop=(req.expand.max_edges, req.expand.max_nodes)
                 if req.expand is not None and req.expand.hops > 0

@@ -288,6 +288,14 @@ def test_fusion_in_sql_matches_the_reference(hashing: Membrane, clock: FakeClock
             }
         )
         clock.advance(seconds=3600 * i)
+    # a fact among the episodes: its score carries the semantic prior (RFC 8.2)
+    hashing.capture(
+        {
+            "source_kind": "observation",
+            "scope": "s",
+            "content": {"subject": "Ada Lovelace", "predicate": "wrote_about", "object": "the engine"},
+        }
+    )
     assert hashing.embedding.run_batch()["embedded"] >= 18
     query = "what did Ada Lovelace write about the engine and cards"
     req = RetrieveRequest(query=query, scopes=["s"])
@@ -313,12 +321,14 @@ def test_fusion_in_sql_matches_the_reference(hashing: Membrane, clock: FakeClock
             rrf_k=fusion.RRF_K,
             sd_floor_salience=fusion.SD_FLOOR["salience"],
             target_visible=lambda scope, sens: True,
+            semantic_prior=fusion.SEMANTIC_PRIOR,
         )
     ranked = found.ranked
     # every arm contributed, and every candidate came back hydrated (limit and budget are wide)
     assert found.arms["vector"] > 0 and found.arms["text"] > 0 and found.arms["entity"] > 0
     assert len(ranked) == found.candidates > 10 and all(x.record is not None for x in ranked)
     recs = {x.ord: x.record for x in ranked}
+    assert any(recs[x.ord].row["type"] == "semantic" for x in ranked)  # type: ignore[union-attr]
     expected = fusion.fuse(
         [
             fusion.Features(
@@ -327,6 +337,7 @@ def test_fusion_in_sql_matches_the_reference(hashing: Membrane, clock: FakeClock
                 text=x.text_score,
                 entity=x.entity_score,
                 salience=x.salience,
+                semantic=recs[x.ord].row["type"] == "semantic",  # type: ignore[union-attr]
             )
             for x in ranked
         ],

@@ -51,6 +51,7 @@ def roots_params(scopes: list[str] | None, qvec: list[float], clock: FakeClock) 
         "rrf": False,
         "rrf_k": 60.0,
         "sd_floor_salience": 0.1,
+        "semantic_prior": 0.25,
         "w_vector": 1.0,
         "w_text": 1.0,
         "w_entity": 1.0,

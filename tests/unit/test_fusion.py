@@ -136,3 +136,17 @@ def test_selector_plan_graph_failure_rate_and_empty() -> None:
     assert sel is not None and sel.record_id == reliable.id
     assert selector.success_rate(_record(PlanGraphPayload(intent="x", nodes=node))) == 0.5
     assert selector.select([_record(EpisodicPayload(text="x"))], {}, NOW) is None
+
+
+def test_zsum_puts_a_fact_above_an_episode_with_the_same_evidence() -> None:
+    """RFC 8.2: the semantic prior breaks a tie between a fact and the episode stating it."""
+    episode, fact, other = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    cands = [
+        fusion.Features(episode, vector=0.8, text=2.0, entity=1.0, salience=1.0),
+        fusion.Features(fact, vector=0.8, text=2.0, entity=1.0, salience=1.0, semantic=True),
+        fusion.Features(other, vector=0.2, text=0.5, entity=0.0, salience=1.0, semantic=True),
+    ]
+    scores = fusion.fuse(cands, "zsum")
+    assert scores[fact] - scores[episode] == pytest.approx(fusion.SEMANTIC_PRIOR)
+    assert scores[episode] > scores[other]  # a prior never lifts a fact past better evidence
+    assert fusion.fuse(cands, "rrf")[fact] == fusion.fuse(cands, "rrf")[episode]  # rrf: no prior

@@ -78,6 +78,7 @@ def test_shaped_writes_in_only_nulls_booleans_and_named_integers() -> None:
         "rrf": False,
         "rrf_k": 60.0,
         "sd_floor_salience": 0.1,
+        "semantic_prior": 0.25,
         "embeddings": "record_embeddings",
         "has_tags": False,
         "hop": False,

@@ -1,4 +1,4 @@
--- $1 all_scopes, $2 scopes, $3 query, $4 df_cap, $5 as_of, $6 include_retracted, $7 max_rank, $8 valid_at, $9 include_contested, $10 types, $11 tags, $12 salience_floor, $13 now, $14 min_salience, $15 tag_cap, $16 qvec, $17 vec_k, $18 has_qvec, $19 fts_cap, $20 arm_k, $21 terms, $22 id_namespaces, $23 id_values, $24 link_scan, $25 fanout, $26 sd_floor_salience, $27 rrf, $28 w_vector, $29 rrf_k, $30 w_text, $31 w_entity, $32 w_salience, $33 limit, $34 max_bytes
+-- $1 all_scopes, $2 scopes, $3 query, $4 df_cap, $5 as_of, $6 include_retracted, $7 max_rank, $8 valid_at, $9 include_contested, $10 types, $11 tags, $12 salience_floor, $13 now, $14 min_salience, $15 tag_cap, $16 qvec, $17 vec_k, $18 has_qvec, $19 fts_cap, $20 arm_k, $21 terms, $22 id_namespaces, $23 id_values, $24 link_scan, $25 fanout, $26 sd_floor_salience, $27 rrf, $28 w_vector, $29 rrf_k, $30 w_text, $31 w_entity, $32 w_salience, $33 semantic_prior, $34 limit, $35 max_bytes
 WITH qlex AS MATERIALIZED (
     -- the query's lexemes; stsq: the lexeme in the caller's scopes: as the index of scoped
     -- lexemes holds it for a few scopes (`scoped`, written in), else ANDed with the scope
@@ -318,6 +318,7 @@ AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
            current_salience(r.base_salience, r.reinforced_at, r.half_life_seconds, r.min_salience,
                             r.pinned, $13) AS salience,
            (v.id IS NOT NULL) AS in_vector, (f.id IS NOT NULL) AS in_text, (n.id IS NOT NULL) AS in_entity,
+           (r.type = 'semantic') AS is_semantic,
            -- RFC 8.3: projected bytes; a redacted view counts 256
            CASE WHEN r.sensitivity_rank > $7 THEN 256 ELSE r.projected_bytes END AS bytes
       FROM pool p
@@ -370,6 +371,8 @@ AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
               + CASE WHEN m.st > 1e-12 THEN $30 * (m.ft - m.mt) / m.st ELSE 0 END
               + CASE WHEN m.se > 1e-12 THEN $31 * (m.fe - m.me) / m.se ELSE 0 END
               + CASE WHEN m.ss > 1e-12 THEN $32 * (m.salience - m.ms) / m.ss ELSE 0 END
+              -- a fact outranks the episodes that state it on equal evidence
+              + CASE WHEN m.is_semantic THEN $33 ELSE 0 END
            END AS score,
            count(*) OVER () AS pool_size,
            count(*) FILTER (WHERE m.in_vector) OVER () AS n_vector,
@@ -386,9 +389,9 @@ AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
     -- RFC 8.3: cut at the row cap and the running projected bytes before hydrating
     SELECT k.*, sum(k.bytes) OVER (ORDER BY k.ord) AS running
       FROM ranked k
-     WHERE k.ord <= $33
+     WHERE k.ord <= $34
 )
-SELECT 'root' AS kind, b.ord, b.bytes, b.running, (b.running <= $34) AS fits, b.score,
+SELECT 'root' AS kind, b.ord, b.bytes, b.running, (b.running <= $35) AS fits, b.score,
        b.status AS status_as_of, b.vector_score, b.text_score, b.entity_score,
        b.salience AS salience_now, b.pool_size, b.n_vector, b.n_text, b.n_entity,
        NULL AS source_id, NULL AS predicate, NULL AS target_id, NULL AS other,
@@ -416,6 +419,6 @@ to_jsonb(ARRAY(SELECT jsonb_build_object('kind', s.kind, 'ref', s.ref, 'hash', s
                   AND ($5::timestamptz IS NULL OR l.created_at <= $5::timestamptz)
                 ORDER BY l.created_at, l.predicate, l.target_id)) AS relations
   FROM bounded b
-  LEFT JOIN memory_records r ON r.id = b.id AND b.running <= $34
+  LEFT JOIN memory_records r ON r.id = b.id AND b.running <= $35
   LEFT JOIN record_payloads p ON p.record_id = r.id
  ORDER BY kind DESC, ord, n

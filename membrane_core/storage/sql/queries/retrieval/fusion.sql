@@ -22,6 +22,7 @@ pool AS (
            current_salience(r.base_salience, r.reinforced_at, r.half_life_seconds, r.min_salience,
                             r.pinned, %(now)s) AS salience,
            (v.id IS NOT NULL) AS in_vector, (f.id IS NOT NULL) AS in_text, (n.id IS NOT NULL) AS in_entity,
+           (r.type = 'semantic') AS is_semantic,
            -- RFC 8.3: projected bytes; a redacted view counts 256
            CASE WHEN r.sensitivity_rank > %(max_rank)s THEN 256 ELSE r.projected_bytes END AS bytes
       FROM pool p
@@ -74,6 +75,8 @@ pool AS (
               + CASE WHEN m.st > 1e-12 THEN %(w_text)s * (m.ft - m.mt) / m.st ELSE 0 END
               + CASE WHEN m.se > 1e-12 THEN %(w_entity)s * (m.fe - m.me) / m.se ELSE 0 END
               + CASE WHEN m.ss > 1e-12 THEN %(w_salience)s * (m.salience - m.ms) / m.ss ELSE 0 END
+              -- a fact outranks the episodes that state it on equal evidence
+              + CASE WHEN m.is_semantic THEN %(semantic_prior)s ELSE 0 END
            END AS score,
            count(*) OVER () AS pool_size,
            count(*) FILTER (WHERE m.in_vector) OVER () AS n_vector,
