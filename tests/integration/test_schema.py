@@ -70,3 +70,21 @@ def test_audit_log_is_append_only_and_has_no_foreign_key(database_url: str) -> N
             with pytest.raises(psycopg.errors.InsufficientPrivilege, match="append-only"):
                 conn.execute(stmt)
         assert conn.execute("SELECT count(*) FROM audit_log").fetchone() == (1,)
+
+
+def test_a_process_that_does_not_migrate_refuses_a_schema_behind(pg_admin_url: str, tmp_path) -> None:
+    """RFC 11.1: a worker's Membrane checks the schema, naming the remedy; the library migrates."""
+    from membrane_core import Membrane, Settings, errors
+
+    name = f"w_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(pg_admin_url, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    url = services.with_database(pg_admin_url, name)
+    settings = Settings(database_url=url, data_dir=tmp_path, embedding_dim=EMBEDDING_DIM)
+    with pytest.raises(errors.Unavailable, match="membrane migrate"):
+        Membrane(settings, run_migrations=False)
+    assert migrate.pending(url) == [v for v, _, _ in migrate.migrations()]  # nothing was applied
+    with Membrane(settings) as m:  # an entry point migrates first
+        assert m.retrieve({"query": "x", "scopes": ["s"]}).records == []
+    assert migrate.pending(url) == []
+    Membrane(settings, run_migrations=False).close()  # positive control: now it starts
