@@ -30,11 +30,11 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Vectors:
-    """A batch's vectors by record, those without a direction left out, and its counts."""
+    """A batch's vectors by record, and the records that get none: no text, or no direction."""
 
     units: dict[uuid.UUID, list[float]]
-    missing: int
-    degenerate: int
+    missing: frozenset[uuid.UUID]
+    degenerate: frozenset[uuid.UUID]
 
 
 class EmbedHandler:
@@ -71,8 +71,8 @@ class EmbedHandler:
             )
         return Vectors(
             units={t: u for t, u in units.items() if u is not None},
-            missing=len(items) - len(targets),
-            degenerate=len(degenerate),
+            missing=frozenset(it.target_id for it in items if it.target_id not in found),
+            degenerate=frozenset(degenerate),
         )
 
     def apply(
@@ -87,7 +87,12 @@ class EmbedHandler:
             now=now,
         )
         out = Outcome(done=list(held))
-        out.stats.update(embedded=written, missing=prepared.missing, degenerate=prepared.degenerate)
+        # counted over the held items, so that the item-by-item retry does not count twice
+        out.stats.update(
+            embedded=written,
+            missing=sum(t in prepared.missing for t in keep),
+            degenerate=sum(t in prepared.degenerate for t in keep),
+        )
         return out
 
 

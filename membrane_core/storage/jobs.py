@@ -20,9 +20,6 @@ from membrane_core.storage import records
 from membrane_core.storage.queries import q
 from membrane_core.storage.rows import fetch_all
 
-#: A connection of the primary pool, for callers outside the storage package.
-Connection = psycopg.Connection
-
 #: RFC 6.3: a record whose floor is zero is treated as at its floor below this salience.
 PRUNE_EPSILON = 1e-3
 

@@ -27,6 +27,7 @@ from membrane_core.jobs.consolidation import mining
 from membrane_core.models import EpisodicPayload, ProvenanceRef, SemanticPayload
 from membrane_core.policy import Policy
 from membrane_core.storage import jobs
+from membrane_core.storage.db import Connection
 from membrane_core.storage.records import RowBatch, fact_key
 
 FactKey = tuple[str, str, str, str]
@@ -71,7 +72,7 @@ class Writes:
     stats: Counter[str] = field(default_factory=Counter)
 
 
-def load_episodes(conn: jobs.Connection, ids: list[uuid.UUID]) -> dict[uuid.UUID, Episode]:
+def load_episodes(conn: Connection, ids: list[uuid.UUID]) -> dict[uuid.UUID, Episode]:
     """RFC 7.4: the batch's episodes re-read under lock; missing or non-episodic ids are dropped."""
     out = {}
     for rid, row in jobs.lock_sources(conn, ids).items():
@@ -93,7 +94,7 @@ def _new(w: Writes, ctx: Context, record: Any, rationale: str) -> None:
 
 
 def _reinforce_from(
-    conn: jobs.Connection, w: Writes, ctx: Context, pairs: list[tuple[uuid.UUID, Episode]], label: str
+    conn: Connection, w: Writes, ctx: Context, pairs: list[tuple[uuid.UUID, Episode]], label: str
 ) -> set[uuid.UUID]:
     """RFC 6.2: reinforce each derived record once per source not yet linked to it."""
     by_id = {(rid, ep.id): ep for rid, ep in pairs}
@@ -129,7 +130,7 @@ def _reinforce_from(
 # -- promotion of facts (RFC 6.4.2) ---------------------------------------------
 
 
-def promote(conn: jobs.Connection, episodes: dict[uuid.UUID, Episode], ctx: Context, w: Writes) -> None:
+def promote(conn: Connection, episodes: dict[uuid.UUID, Episode], ctx: Context, w: Writes) -> None:
     """RFC 6.4.2: facts of successful episodes become semantic records or reinforce live ones.
 
     A tombstoned key, or one whose only facts are retracted, is never re-created or
@@ -217,7 +218,7 @@ def _groups(episodes: dict[uuid.UUID, Episode]) -> dict[tuple[str, str], Signatu
     return groups
 
 
-def procedural(conn: jobs.Connection, episodes: dict[uuid.UUID, Episode], ctx: Context, w: Writes) -> None:
+def procedural(conn: Connection, episodes: dict[uuid.UUID, Episode], ctx: Context, w: Writes) -> None:
     """RFC 6.4.3: count signatures; mine competence records and plan graphs; update statistics."""
     groups = _groups(episodes)
     if not groups:
@@ -325,7 +326,7 @@ def _plan(
     return record.id
 
 
-def consolidate(conn: jobs.Connection, episode_ids: list[uuid.UUID], ctx: Context) -> dict[str, int]:
+def consolidate(conn: Connection, episode_ids: list[uuid.UUID], ctx: Context) -> dict[str, int]:
     """RFC 6.4: promotion, competence and plan-graph stages over one batch of episodes."""
     episodes = load_episodes(conn, episode_ids)
     w = Writes()
