@@ -45,6 +45,9 @@ class Membrane:
     unset starts the embedded Postgres under ``MEMBRANE_DATA_DIR`` (RFC 11.2), and applies
     pending migrations (RFC 11.1) unless ``run_migrations`` is false, in which case it
     only checks that none is pending. A given ``database`` is used as it is.
+
+    The embedded server outlives this object and its process: :meth:`close` releases
+    connections only. ``membrane db stop`` stops the server (``membrane db status`` shows it).
     """
 
     def __init__(

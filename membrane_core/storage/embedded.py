@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 import os
 import warnings
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +28,10 @@ def start(data_dir: Path) -> Any:
         server = pgserver.get_server(  # type: ignore[attr-defined]
             str(data_dir / "pg"), cleanup_mode=None
         )
+        # ``get_server`` hands back this process's earlier handle as it is, also after the
+        # server was stopped since (``membrane db stop``): then it is started again here
+        with server._lock:
+            server.ensure_postgres_running()
     marker = data_dir / "pg" / "membrane.tuned"
     if not marker.exists():
         _tune(server.get_uri("postgres"), data_dir / "pg")
@@ -63,17 +69,109 @@ def dsn(data_dir: Path, database: str = "postgres") -> str:
     return uri
 
 
-def stop(data_dir: Path) -> None:
+def stop(data_dir: Path) -> bool:
     """Stop the embedded server of ``data_dir`` if it runs (``pg_ctl stop -m fast``).
 
     ``pgserver``'s own ``cleanup()`` stops only when the calling process holds the last
     handle it registered and the handle was made with a stop mode; a server started
     with ``cleanup_mode=None`` (as :func:`start` does) would outlive every caller.
+    Returns whether there was a server to stop (a ``postmaster.pid`` in its folder).
     """
     pgdata = data_dir / "pg"
     if not (pgdata / "postmaster.pid").exists():
-        return
+        return False
     _pg_ctl(pgdata, "stop")
+    return True
+
+
+@dataclass(frozen=True)
+class Postmaster:
+    """What the server's ``postmaster.pid`` says of it (RFC 11.2)."""
+
+    pid: int
+    #: The folder of its unix socket: the data folder, or a shorter one when that path is
+    #: too long for a socket name.
+    socket_dir: Path | None
+    port: int | None
+
+
+@dataclass(frozen=True)
+class ServerStatus:
+    """RFC 11.2: the embedded server of a data folder, as ``membrane db status`` shows it.
+
+    ``running`` means that the server answered a query; ``error`` says why it did not
+    when a ``postmaster.pid`` names a process.
+    """
+
+    pgdata: Path
+    running: bool
+    postmaster: Postmaster | None = None
+    started_at: datetime | None = None
+    uptime: timedelta | None = None
+    #: ``(name, bytes)`` of every database but the templates.
+    databases: tuple[tuple[str, int], ...] = ()
+    error: str | None = None
+
+
+def postmaster(data_dir: Path) -> Postmaster | None:
+    """The ``postmaster.pid`` of ``data_dir/pg``, or ``None`` without one (RFC 11.2).
+
+    Its lines: pid, data folder, start time, port, socket folder, listen address, shared
+    memory key, status. A server that is still writing it reads as ``None``.
+    """
+    try:
+        lines = (data_dir / "pg" / "postmaster.pid").read_text().splitlines()
+    except FileNotFoundError:
+        return None
+    if len(lines) < 5 or not lines[0].strip().isdigit():
+        return None
+    port, socket_dir = lines[3].strip(), lines[4].strip()
+    return Postmaster(
+        pid=int(lines[0]),
+        socket_dir=Path(socket_dir) if socket_dir else None,
+        port=int(port) if port.isdigit() else None,
+    )
+
+
+def status(data_dir: Path, *, connect_timeout: int = 3) -> ServerStatus:
+    """RFC 11.2: whether the embedded server of ``data_dir`` runs, asked of the server itself.
+
+    Starts nothing. The start time, uptime and database sizes come from the server
+    (``pg_postmaster_start_time()``, ``pg_database_size``) over its unix socket.
+    """
+    import psycopg  # the storage package owns the driver
+    from psycopg.rows import dict_row
+
+    from membrane_core.storage.queries import q
+
+    pgdata = data_dir / "pg"
+    pm = postmaster(data_dir)
+    if pm is None or pm.socket_dir is None:
+        return ServerStatus(pgdata=pgdata, running=False, postmaster=pm)
+    try:
+        with psycopg.connect(
+            host=str(pm.socket_dir),
+            port=pm.port or 5432,
+            user="postgres",
+            dbname="postgres",
+            connect_timeout=connect_timeout,
+            autocommit=True,
+        ) as conn:
+            cur = conn.cursor(row_factory=dict_row)
+            up = cur.execute(q("embedded_uptime")).fetchone()
+            sizes = cur.execute(q("embedded_database_sizes")).fetchall()
+    except psycopg.Error as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return ServerStatus(pgdata=pgdata, running=False, postmaster=pm, error=reason)
+    assert up is not None
+    return ServerStatus(
+        pgdata=pgdata,
+        running=True,
+        postmaster=pm,
+        started_at=up["started_at"],
+        uptime=up["uptime"],
+        databases=tuple((str(r["name"]), int(r["size_bytes"])) for r in sizes),
+    )
 
 
 def _pg_ctl(pgdata: Path, action: str) -> None:

@@ -17,3 +17,14 @@ ALTER SYSTEM SET wal_compression = 'on'
 -- name: embedded_autovacuum_naptime
 -- Look for tables to analyse every 10 s: a store filling from empty gets statistics in its first minute (RFC 11.2).
 ALTER SYSTEM SET autovacuum_naptime = '10s'
+
+-- name: embedded_uptime
+-- When the running server started and for how long it has run, by its own clock (RFC 11.2).
+SELECT pg_postmaster_start_time() AS started_at, now() - pg_postmaster_start_time() AS uptime
+
+-- name: embedded_database_sizes
+-- The size on disk of every database but the templates, by name (RFC 11.2).
+SELECT datname AS name, pg_database_size(datname) AS size_bytes
+FROM pg_database
+WHERE NOT datistemplate
+ORDER BY datname
