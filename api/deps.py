@@ -10,8 +10,10 @@ from typing import Annotated
 from fastapi import Depends, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from api import access
 from api.auth import KeyRing
 from api.metrics import Registry
+from api.ratelimit import Limit, Limiter, Unlimited
 from membrane_core import Membrane, errors
 from membrane_core.inbox.submit import Dispatcher
 from membrane_core.trust import TrustPolicy
@@ -27,10 +29,36 @@ class Services:
     dispatcher: Dispatcher
     keys: KeyRing
     registry: Registry = field(default_factory=Registry)
+    limiter: Limiter = field(default_factory=Unlimited)
+
+    def admit(self, policy: TrustPolicy, *, captures: int | None = None) -> None:
+        """RFC 10.6: spend one request, or ``captures`` captures, from the caller's bucket.
+
+        Called by each ``/v1`` route before its core call, on the handler's thread: the
+        Redis round trip never blocks the event loop. Over the limit: ``RateLimited``
+        (429 with ``Retry-After``), counted by the caller's key id. No limit without keys.
+        """
+        limits = self.keys.limits(policy.actor)
+        if limits is None:
+            return
+        limit, units = (Limit.REQUESTS, 1) if captures is None else (Limit.CAPTURES, captures)
+        wait = self.limiter.spend(policy.actor, limits, limit, units)
+        if wait is None:
+            return
+        self.registry.refused(policy.actor, limit.value)
+        field_name = limits.field(limit)
+        raise errors.RateLimited(
+            f"this API key is over its {field_name} (burst {limits.burst:g} s); retry later",
+            retry_after=wait,
+            details=[
+                {"field": field_name, "message": f"{limits.rate(limit):g} per second", "type": "rate_limited"}
+            ],
+        )
 
 
 # The two dependencies below are ``async`` only so that FastAPI runs them on the event
-# loop instead of a thread-pool hop each: they do no I/O (the handlers stay plain ``def``).
+# loop instead of a thread-pool hop each: their only I/O is the key file's ``stat``, at most
+# once a second, and its reading when it changed (the handlers stay plain ``def``).
 
 
 async def services(request: Request) -> Services:
@@ -59,6 +87,7 @@ async def trust(request: Request, _: Bearer) -> TrustPolicy:
     was started (``uvicorn --host 0.0.0.0 api.app:app`` included).
     """
     svc = await services(request)
+    svc.keys.refresh()  # RFC 10.3: a changed key file is re-read, at most once a second
     if not svc.keys.enabled:
         server = request.scope.get("server")
         if server is not None and _is_public_ip(str(server[0])):
@@ -66,13 +95,18 @@ async def trust(request: Request, _: Bearer) -> TrustPolicy:
                 "this server has no API keys configured and serves only loopback "
                 "addresses (set MEMBRANE_API_KEYS to serve other addresses)"
             )
-    return svc.keys.authenticate(request.headers.get("authorization"))
+    policy = svc.keys.authenticate(request.headers.get("authorization"))
+    if svc.keys.enabled:
+        access.identify(policy.actor)  # RFC 14.3: the access line names the key's actor
+    return policy
 
 
 async def scraper(request: Request, _: Bearer) -> None:
     """RFC 10.1, 14.2: with keys configured, Prometheus text only for an operator's key or the
     metrics token."""
-    (await services(request)).keys.authenticate_scraper(request.headers.get("authorization"))
+    keys = (await services(request)).keys
+    keys.refresh()
+    keys.authenticate_scraper(request.headers.get("authorization"))
 
 
 def _is_public_ip(host: str) -> bool:

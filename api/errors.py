@@ -62,6 +62,7 @@ STATUS_BY_ERROR: dict[type[errors.MembraneError], int] = {
     errors.Forbidden: 403,
     errors.Conflict: 409,
     errors.RecordTooLarge: 413,
+    errors.RateLimited: 429,
     errors.Unavailable: 503,
 }
 
@@ -75,7 +76,7 @@ def status_of(exc: errors.MembraneError) -> int:
     return 500
 
 
-#: ``Retry-After`` of a 503 that names no window of its own, in whole seconds (RFC 10.5).
+#: ``Retry-After`` of a 429 or 503 that names no window of its own, in whole seconds (RFC 10.5).
 RETRY_AFTER_SECONDS = 1
 
 
@@ -86,8 +87,9 @@ async def on_membrane_error(request: Request, exc: Exception) -> JSONResponse:
     if status >= 500 and status != 503:
         log.error("internal error", exc_info=exc)
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-    if status == 503:
-        # RFC 10.5: when to try again; an outage refusal knows how long its window runs
+    if status in (429, 503):
+        # RFC 10.5, 10.6: when to try again; an outage refusal knows how long its window
+        # runs, a rate-limit refusal when its bucket admits the request
         headers = {"Retry-After": str(getattr(exc, "retry_after", RETRY_AFTER_SECONDS))}
     return error_response(status, exc.code, exc.message, exc.details, headers)
 

@@ -1,4 +1,5 @@
-"""Prometheus text exposition of request counts, latency and accepted operations (RFC 14.2).
+"""Prometheus text exposition of request counts, latency, accepted operations and rate-limit
+refusals (RFC 14.2, 10.6).
 
 A tiny in-process registry: one API process is one Prometheus target, so nothing
 needs the multi-process machinery of a client library.
@@ -32,6 +33,7 @@ class Registry:
         self.latency_count: dict[tuple[str, str], int] = defaultdict(int)
         self.latency_buckets: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0] * len(BUCKETS))
         self.operations: dict[tuple[str, str], int] = defaultdict(int)
+        self.refusals: dict[tuple[str, str], int] = defaultdict(int)
 
     def observe(self, method: str, route: str, status: int, seconds: float) -> None:
         """Record one finished request."""
@@ -49,6 +51,11 @@ class Registry:
         """Count operations accepted into the inbox, by kind and initial status."""
         with self._lock:
             self.operations[(kind, status)] += n
+
+    def refused(self, actor: str, limit: str) -> None:
+        """RFC 10.6: count a request refused over its key's rate limit, by key id (the actor)."""
+        with self._lock:
+            self.refusals[(actor, limit)] += 1
 
     def render(self) -> str:
         """The registry in Prometheus text format 0.0.4."""
@@ -83,6 +90,12 @@ class Registry:
             ]
             for (kind, status), n in sorted(self.operations.items()):
                 out.append(f'membrane_operations_accepted_total{{kind="{kind}",status="{status}"}} {n}')
+            out += [
+                "# HELP membrane_rate_limited_total Requests refused (429) over a key's rate limit.",
+                "# TYPE membrane_rate_limited_total counter",
+            ]
+            for (actor, limit), n in sorted(self.refusals.items()):
+                out.append(f'membrane_rate_limited_total{{actor="{_esc(actor)}",limit="{limit}"}} {n}')
         return "\n".join(out) + "\n"
 
 

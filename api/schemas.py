@@ -102,6 +102,7 @@ _DESCRIPTIONS = {
     409: "conflicts with the current state (idempotency key, revision refused, tombstone)",
     413: "over a byte or nesting budget",
     422: "invalid input, each field named by its path",
+    429: "over the API key's rate limit (Retry-After)",
     500: "a bug: the message names no detail, the log has it",
     503: "Postgres or the broker is unavailable (Retry-After)",
 }
@@ -117,7 +118,8 @@ def errors(*codes: int) -> dict[int | str, dict[str, Any]]:
     }
 
 
-#: What every write route may answer besides its 202: auth, policy, budgets, input, conflicts.
-WRITE_ERRORS = errors(400, 401, 403, 409, 413, 422)
+#: What every write route may answer besides its 202: auth, policy, budgets, input, conflicts,
+#: rate limits.
+WRITE_ERRORS = errors(400, 401, 403, 409, 413, 422, 429)
 #: What every read route with input may answer.
-READ_ERRORS = errors(401, 403, 404, 422)
+READ_ERRORS = errors(401, 403, 404, 422, 429)

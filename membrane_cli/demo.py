@@ -11,14 +11,15 @@ import httpx
 from rich.console import Console
 from rich.table import Table
 
+from api.keyfile import configured_keys
 from membrane_core import Settings
 
 SCOPE = "demo-acme-api"
 
 
 def first_key(settings: Settings) -> str | None:
-    """A configured API key for the demo client, if keys are configured."""
-    return next(iter(settings.api_keys), None)
+    """A configured API key for the demo client, if keys are configured (RFC 10.3)."""
+    return next(iter(configured_keys(settings)), None)
 
 
 def trace(now: datetime | None = None) -> list[dict[str, Any]]:

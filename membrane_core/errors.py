@@ -6,6 +6,7 @@ status code and workers map ``transient`` to a retry.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 
@@ -90,6 +91,24 @@ class Unavailable(MembraneError):
 
     code = "unavailable"
     transient = True
+
+
+class RateLimited(MembraneError):
+    """The API key is over its rate limit; retry later."""
+
+    code = "rate_limited"
+    transient = True
+
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        retry_after: float = 1.0,
+        details: list[dict[str, Any]] | None = None,
+    ):
+        super().__init__(message, details=details)
+        #: Whole seconds until the request would be admitted (the ``Retry-After`` header), at least 1.
+        self.retry_after = max(1, math.ceil(retry_after))
 
 
 def field_errors(exc: Exception) -> list[dict[str, Any]]:

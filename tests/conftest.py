@@ -29,6 +29,7 @@ import redis
 from pydantic import SecretStr
 
 from api.app import create_app
+from api.ratelimit import Unlimited
 from membrane_core import Membrane, Settings
 from membrane_core.inbox.submit import InlineDispatcher
 from membrane_core.storage import embedded
@@ -123,7 +124,8 @@ def api_membrane(settings: Settings, db: Database) -> Membrane:
 
 @pytest.fixture
 def serve(api_membrane: Membrane) -> Iterator[ServeFn]:
-    """``serve(dispatcher=..., keys=..., **create_app_kwargs)`` → an httpx client on a live server."""
+    """``serve(dispatcher=..., keys=..., keys_file=..., **create_app_kwargs)`` → an httpx client on a
+    live server."""
     stack: list[Any] = []
 
     def start(
@@ -133,17 +135,22 @@ def serve(api_membrane: Membrane) -> Iterator[ServeFn]:
         headers: dict[str, str] | None = None,
         broker_url: str | None = None,
         metrics_token: str | None = None,
+        keys_file: Path | None = None,
         **kwargs: Any,
     ) -> httpx.Client:
         settings = api_membrane.settings
         if keys is not None:
             settings = settings.model_copy(update={"api_keys": keys})
+        if keys_file is not None:
+            settings = settings.model_copy(update={"api_keys_file": keys_file})
         if metrics_token is not None:
             settings = settings.model_copy(update={"metrics_token": SecretStr(metrics_token)})
         if broker_url is not None:  # the app builds its real Celery dispatcher on this broker
             settings = settings.model_copy(update={"redis_url": broker_url})
         elif dispatcher is None:
             dispatcher = InlineDispatcher(api_membrane.inbox_worker)
+        if broker_url is None:  # no private Redis: no rate limits (RFC 10.6), not the host's Redis
+            kwargs.setdefault("rate_limiter", Unlimited())
         app = create_app(settings, membrane=api_membrane, dispatcher=dispatcher, **kwargs)
         server = Server(app).__enter__()
         client = httpx.Client(base_url=server.url, headers=headers or {}, timeout=60)

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from api import schemas, writes
 from api.deps import Svc, Trust
+from membrane_core import logs
 from membrane_core.enums import OperationKind
 from membrane_core.inbox.submit import OperationView
 from membrane_core.requests import CaptureRequest
@@ -49,7 +50,10 @@ def capture(
     svc: Svc, policy: Trust, body: CaptureRequest, wait: Wait = None, idempotency_key: IdemKey = None
 ) -> JSONResponse:
     """Accept one capture into the inbox (RFC 3.3, 9.1)."""
-    view = svc.membrane.inbox.submit_capture(body, policy, idempotency_key=idempotency_key)
+    svc.admit(policy, captures=1)
+    view = svc.membrane.inbox.submit_capture(
+        body, policy, idempotency_key=idempotency_key, request_id=logs.request_id()
+    )
     return writes.answer_one(svc, OperationKind.CAPTURE, view, wait, policy)
 
 
@@ -67,5 +71,8 @@ def capture_batch(
     svc: Svc, policy: Trust, body: CaptureBatch, wait: Wait = None, idempotency_key: IdemKey = None
 ) -> Response:
     """Accept up to 1,000 captures with one multi-row insert; bad items fail alone (RFC 3.6)."""
-    views = svc.membrane.inbox.submit_captures(body.captures, policy, idempotency_key=idempotency_key)
+    svc.admit(policy, captures=len(body.captures))  # RFC 10.6: a batch spends its captures
+    views = svc.membrane.inbox.submit_captures(
+        body.captures, policy, idempotency_key=idempotency_key, request_id=logs.request_id()
+    )
     return writes.answer_many(svc, OperationKind.CAPTURE, views, wait, policy)

@@ -12,7 +12,7 @@ from pydantic import Field
 from api import schemas, writes
 from api.deps import Scraper, Svc, Trust
 from api.routes.captures import ACCEPTED, QUEUED, IdemKey, Wait
-from membrane_core import errors
+from membrane_core import errors, logs
 from membrane_core.enums import OperationKind
 from membrane_core.inbox.submit import OperationView
 from membrane_core.models import ClientInput
@@ -41,13 +41,17 @@ def run_maintenance(
     svc: Svc, policy: Trust, body: MaintenanceRun, wait: Wait = None, idempotency_key: IdemKey = None
 ) -> JSONResponse:
     """Queue one batch of each maintenance job (RFC 6.5)."""
-    view = svc.membrane.inbox.submit_maintenance(body.jobs, policy, idempotency_key=idempotency_key)
+    svc.admit(policy)
+    view = svc.membrane.inbox.submit_maintenance(
+        body.jobs, policy, idempotency_key=idempotency_key, request_id=logs.request_id()
+    )
     return writes.answer_one(svc, OperationKind.MAINTENANCE, view, wait, policy)
 
 
-@router.get("/v1/metrics", response_model=schemas.Metrics, responses=schemas.errors(401))
+@router.get("/v1/metrics", response_model=schemas.Metrics, responses=schemas.errors(401, 429))
 def metrics_json(svc: Svc, policy: Trust) -> Any:
     """Totals, averages and audit counts; queue depths and backlog for an operator (RFC 14.2)."""
+    svc.admit(policy)
     return svc.membrane.metrics(policy)
 
 

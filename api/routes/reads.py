@@ -22,6 +22,7 @@ router = APIRouter(prefix="/v1", tags=["reads"])
 @router.get("/operations/{operation_id}", response_model=OperationView, responses=schemas.READ_ERRORS)
 def get_operation(svc: Svc, policy: Trust, operation_id: UUID) -> JSONResponse:
     """An operation's status and the records it wrote (RFC 9.1)."""
+    svc.admit(policy)
     return JSONResponse(writes.as_json(svc.membrane.inbox.get(operation_id, policy)))
 
 
@@ -34,16 +35,21 @@ def get_record(
     valid_at: Annotated[AwareDatetime | None, Query(description="only if valid then")] = None,
 ) -> RecordView:
     """One record, trust-checked, marked with its status (RFC 5.1); bitemporal (RFC 5.6)."""
+    svc.admit(policy)
     return svc.membrane.get(record_id, policy, as_of=as_of, valid_at=valid_at)
 
 
 @router.get("/records/{record_id}/audit", response_model=AuditHistory, responses=schemas.READ_ERRORS)
 def get_audit(svc: Svc, policy: Trust, record_id: UUID) -> AuditHistory:
     """A record's hash-chained audit history, also after deletion (RFC 5.5)."""
+    svc.admit(policy)
     return svc.membrane.audit(record_id, policy)
 
 
-@router.post("/retrieve", response_model=RetrieveResult, responses=schemas.errors(400, 401, 403, 413, 422))
+@router.post(
+    "/retrieve", response_model=RetrieveResult, responses=schemas.errors(400, 401, 403, 413, 422, 429)
+)
 def retrieve(svc: Svc, policy: Trust, body: RetrieveRequest) -> RetrieveResult:
     """Bounded, trust-aware retrieval (RFC 8)."""
+    svc.admit(policy)
     return svc.membrane.retrieve(body, policy)

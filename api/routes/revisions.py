@@ -12,6 +12,7 @@ from pydantic import BaseModel
 from api import schemas, writes
 from api.deps import Services, Svc, Trust
 from api.routes.captures import QUEUED, IdemKey, Wait
+from membrane_core import logs
 from membrane_core.enums import OperationKind
 from membrane_core.inbox.submit import OperationView
 from membrane_core.revision.rules import (
@@ -30,7 +31,7 @@ router = APIRouter(prefix="/v1", tags=["revisions"])
 #: A revision's answers: 202 queued, 200 finished, or an error; a missing target is 404.
 ACCEPTED: dict[int | str, dict[str, Any]] = {
     200: {"model": OperationView, "description": "finished within ?wait"},
-    **schemas.errors(400, 401, 403, 404, 409, 413, 422),
+    **schemas.errors(400, 401, 403, 404, 409, 413, 422, 429),
 }
 #: Reinforce and penalize may be sent without a body.
 Reinforcement = Annotated[ReinforceBody, Body(default_factory=ReinforceBody)]
@@ -53,8 +54,11 @@ def _submit(
     wait: float | None,
 ) -> JSONResponse:
     # the fields the caller sent, as sent: the idempotency hash binds the request (RFC 9.2)
+    svc.admit(policy)
     sent = body.model_dump(mode="json", exclude_unset=True)
-    view = svc.membrane.inbox.submit_revision(kind, target, sent, policy, idempotency_key=key)
+    view = svc.membrane.inbox.submit_revision(
+        kind, target, sent, policy, idempotency_key=key, request_id=logs.request_id()
+    )
     return writes.answer_one(svc, kind, view, wait, policy)
 
 

@@ -717,6 +717,8 @@ export interface components {
             created_at: string;
             /** Finished At */
             finished_at?: string | null;
+            /** Request Id */
+            request_id?: string | null;
         };
         /**
          * PenalizeBody
@@ -1146,6 +1148,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description over the API key's rate limit (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description a bug: the message names no detail, the log has it */
             500: {
                 headers: {
@@ -1249,6 +1260,15 @@ export interface operations {
             };
             /** @description invalid input, each field named by its path */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description over the API key's rate limit (Retry-After) */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1377,6 +1397,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description over the API key's rate limit (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description a bug: the message names no detail, the log has it */
             500: {
                 headers: {
@@ -1498,6 +1527,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description over the API key's rate limit (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description a bug: the message names no detail, the log has it */
             500: {
                 headers: {
@@ -1610,6 +1648,15 @@ export interface operations {
             };
             /** @description invalid input, each field named by its path */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description over the API key's rate limit (Retry-After) */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1738,6 +1785,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description over the API key's rate limit (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description a bug: the message names no detail, the log has it */
             500: {
                 headers: {
@@ -1852,6 +1908,15 @@ export interface operations {
             };
             /** @description invalid input, each field named by its path */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description over the API key's rate limit (Retry-After) */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1980,6 +2045,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description over the API key's rate limit (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description a bug: the message names no detail, the log has it */
             500: {
                 headers: {
@@ -2101,6 +2175,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description over the API key's rate limit (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description a bug: the message names no detail, the log has it */
             500: {
                 headers: {
@@ -2170,6 +2253,15 @@ export interface operations {
             };
             /** @description invalid input, each field named by its path */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description over the API key's rate limit (Retry-After) */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2258,6 +2350,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description over the API key's rate limit (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description a bug: the message names no detail, the log has it */
             500: {
                 headers: {
@@ -2327,6 +2428,15 @@ export interface operations {
             };
             /** @description invalid input, each field named by its path */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description over the API key's rate limit (Retry-After) */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2414,6 +2524,15 @@ export interface operations {
             };
             /** @description invalid input, each field named by its path */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description over the API key's rate limit (Retry-After) */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2531,6 +2650,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description over the API key's rate limit (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description a bug: the message names no detail, the log has it */
             500: {
                 headers: {
@@ -2571,6 +2699,15 @@ export interface operations {
             };
             /** @description no valid API key (WWW-Authenticate: Bearer) */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description over the API key's rate limit (Retry-After) */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
