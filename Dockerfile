@@ -1,5 +1,6 @@
 # The application image: API, workers, beat and Flower all run from it (compose.yaml).
-FROM python:3.11-slim
+# The base is pinned to a patch release, as compose.yaml pins its images.
+FROM python:3.11.14-slim-bookworm
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \

@@ -16,11 +16,14 @@ from uuid import UUID
 
 from fastapi import FastAPI
 
+from api import docs
 from api import errors as api_errors
-from api.auth import KeyRing
+from api.access import RequestContext
 from api.deps import Services
+from api.keyfile import key_ring, reload_on_sighup
 from api.limits import MAX_BATCH_BODY_BYTES, MAX_BODY_BYTES, BodyLimitMiddleware
 from api.metrics import MetricsMiddleware, Registry
+from api.ratelimit import Limiter, RedisLimiter
 from api.routes import captures, operators, reads, revisions
 from membrane_core import Membrane, Settings
 from membrane_core.inbox.submit import Dispatcher
@@ -73,26 +76,37 @@ def create_app(
     dispatcher: Dispatcher | None = None,
     max_body_bytes: int = MAX_BODY_BYTES,
     max_batch_body_bytes: int = MAX_BATCH_BODY_BYTES,
+    rate_limiter: Limiter | None = None,
 ) -> FastAPI:
-    """RFC 10.1: the HTTP API. ``membrane`` and ``dispatcher`` may be injected (tests)."""
+    """RFC 10.1: the HTTP API. ``membrane``, ``dispatcher`` and ``rate_limiter`` may be injected
+    (tests); the rate limiter is otherwise the deployment's Redis (RFC 10.6)."""
     registry = Registry()
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         s = settings or (membrane.settings if membrane else Settings())
-        token = s.metrics_token.get_secret_value() if s.metrics_token else None
-        keys = KeyRing(s.api_keys, metrics_token=token)
+        keys = key_ring(s)  # RFC 10.3: refuses a key file that does not load
         owned = membrane is None
         m = membrane or Membrane(s)
         m.retriever.warm()  # RFC 8.1.1: the query embedder is loaded before the first request
         try:
             d = dispatcher or CeleryBroker(s)
             app.state.broker = d
-            app.state.services = Services(membrane=m, dispatcher=d, keys=keys, registry=registry)
-            log.info("api ready", extra={"api_keys": keys.enabled})
-            yield
+            # RFC 10.6: the buckets live in the broker's Redis, shared by every API process
+            limiter = app.state.limiter = rate_limiter or RedisLimiter(_broker_url(s))
+            app.state.services = Services(
+                membrane=m, dispatcher=d, keys=keys, registry=registry, limiter=limiter
+            )
+            unhook = reload_on_sighup(keys)
+            try:
+                log.info("api ready", extra={"api_keys": keys.enabled})
+                yield
+            finally:
+                unhook()
         finally:
             app.state.services = None
+            if rate_limiter is None and isinstance(getattr(app.state, "limiter", None), RedisLimiter):
+                app.state.limiter.close()
             if owned:
                 m.close()
             if dispatcher is None and isinstance(getattr(app.state, "broker", None), CeleryBroker):
@@ -106,15 +120,27 @@ def create_app(
         # operation ids are the handlers' names (capture, retrieve, supersede ...), which
         # client generators turn into method names
         generate_unique_id_function=lambda route: route.name,
+        docs_url=None,  # RFC 10.1: /docs and /redoc come from api.docs, without a CDN
+        redoc_url=None,
     )
     app.state.services = None
     api_errors.install(app)
+    docs.install(app)
     for router in (captures.router, revisions.router, reads.router, operators.router):
         app.include_router(router)
     app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes, max_batch_bytes=max_batch_body_bytes)
     app.add_middleware(MetricsMiddleware, registry=registry)
-    app.add_middleware(api_errors.CatchAll)  # outermost: nothing escapes it (RFC 10.2)
+    app.add_middleware(api_errors.CatchAll)  # nothing escapes it (RFC 10.2)
+    # outermost: the request id covers every line of the request, CatchAll's too (RFC 14.3)
+    app.add_middleware(RequestContext)
     return app
+
+
+def _broker_url(settings: Settings) -> str:
+    # Imported here, as in CeleryBroker: the broker's URL is the workers' to define.
+    from workers.app import broker_url
+
+    return broker_url(settings)
 
 
 def __getattr__(name: str) -> Any:

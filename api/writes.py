@@ -9,6 +9,7 @@ from typing import Any
 from fastapi.responses import JSONResponse, Response
 from pydantic import TypeAdapter
 
+from api import access
 from api.deps import Services
 from membrane_core.inbox.submit import OperationView
 from membrane_core.trust import TrustPolicy
@@ -38,6 +39,7 @@ def publish(svc: Services, kind: Any, views: Sequence[Any]) -> None:
     """
     queued = [v.operation_id for v in views if _status(v) == "queued"]
     kind_name = str(getattr(kind, "value", kind))
+    access.operations([v.operation_id for v in views])  # RFC 14.3: named on the access line
     for v in views:
         svc.registry.accepted(kind_name, _status(v))
     if not queued:

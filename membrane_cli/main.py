@@ -9,6 +9,7 @@ import signal
 import sys
 import time
 from collections.abc import Iterator
+from importlib import metadata
 from pathlib import Path
 from types import FrameType
 from typing import Annotated, Any
@@ -21,7 +22,8 @@ from rich.table import Table
 
 from membrane_cli import demo as demo_mod
 from membrane_cli.stack import QUEUES, WATCH_SECONDS, Stack, StackError, StackOptions
-from membrane_core import Membrane, Settings, errors
+from membrane_core import Membrane, Settings, errors, logs
+from membrane_core.storage import embedded
 
 app = typer.Typer(
     name="membrane",
@@ -31,8 +33,10 @@ app = typer.Typer(
 )
 bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks that print figures beside a baseline.")
 eval_app = typer.Typer(no_args_is_help=True, help="Evaluations against labelled data.")
+db_app = typer.Typer(no_args_is_help=True, help="The embedded Postgres: status, stop, start (RFC 11.2).")
 app.add_typer(bench_app, name="bench")
 app.add_typer(eval_app, name="eval")
+app.add_typer(db_app, name="db")
 console = Console()
 
 #: Modules that add commands with ``register(app)``: (module, group).
@@ -42,6 +46,8 @@ PLUGINS = (
     ("membrane_cli.bench.maintenance", bench_app),
     ("membrane_cli.bench.query", bench_app),
     ("membrane_cli.evaluate", eval_app),
+    ("membrane_cli.db", db_app),
+    ("membrane_cli.keys", app),
 )
 
 
@@ -54,6 +60,25 @@ def _register_plugins() -> None:
                 continue
             raise
         module.register(group)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        try:
+            console.print(f"membrane {metadata.version('membrane')}", highlight=False)
+        except metadata.PackageNotFoundError:  # a source tree that was never installed
+            console.print("membrane (not installed: no version)", highlight=False)
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit."),
+    ] = False,
+) -> None:
+    pass
 
 
 def _sigterm_as_interrupt(signum: int, frame: FrameType | None) -> None:
@@ -69,7 +94,9 @@ def print_stack(stack: Stack) -> None:
     if o.flower:
         auth = f"   (basic auth {stack.flower_auth})" if stack.flower_auth else "   (open)"
         t.add_row("Flower", f"{stack.listen.scheme}://{o.host}:{o.flower_port}{auth}")
-    t.add_row("Postgres", ("embedded, " if stack.embedded else "") + _redact(stack.dsn))
+    if stack.embedded:
+        t.add_row("Postgres", postgres_banner(stack))
+    t.add_row("" if stack.embedded else "Postgres", _redact(stack.dsn))
     t.add_row("Redis", _redact(stack.redis_url))
     t.add_row(
         "Workers", ", ".join(o.queues) + (" + beat" if o.beat else "") + "   (one Celery pool per queue)"
@@ -77,6 +104,14 @@ def print_stack(stack: Stack) -> None:
     t.add_row("Embeddings", embedding_banner(stack.settings))
     t.add_row("Logs", str(stack.logs))
     console.print(t)
+
+
+def postgres_banner(stack: Stack) -> str:
+    """RFC 11.2: where the embedded server keeps its data and listens, and what stops it."""
+    pm = embedded.postmaster(stack.opts.data_dir)
+    socket = f"{pm.socket_dir} (port {pm.port})" if pm and pm.socket_dir else str(stack.pgdata)
+    on_exit = "stopped on exit" if stack.opts.stop_database else "kept on exit: membrane db stop stops it"
+    return f"embedded, data {stack.pgdata}, socket {socket}   ({on_exit})"
 
 
 def embedding_banner(settings: Settings) -> str:
@@ -127,6 +162,8 @@ def run(
         raise typer.Exit(2) from exc
     for warning in stack.warnings:
         console.print(f"[yellow]warning:[/yellow] {escape(warning)}")
+    # RFC 14.3: the terminal shows the supervisor's own output; its log lines from WARNING
+    logs.configure(settings.log_format, settings.log_level or "WARNING")
     signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     try:
         with console.status("starting Postgres, Redis, the API, workers, beat and Flower ..."):

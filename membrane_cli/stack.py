@@ -31,6 +31,7 @@ from urllib.parse import urlparse
 import httpx
 
 from api.auth import Listen, check_credentials, plan_listen, tls_files
+from api.keyfile import configured_keys
 from membrane_core import Settings
 from membrane_core.storage import embedded, migrate
 
@@ -214,7 +215,7 @@ class Stack:
         s, o = self.settings, self.opts
         self.listen = plan_listen(
             o.host,
-            s.api_keys,
+            configured_keys(s),  # RFC 10.3: a key file that does not load starts nothing
             certfile=s.tls_certfile,
             keyfile=s.tls_keyfile,
             allow_insecure=s.allow_insecure_credentials,

@@ -7,8 +7,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, PrivateAttr, SecretStr, model_validator
+from pydantic import Field, PrivateAttr, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from membrane_core import logs
 
 
 def local_model_installed() -> bool:
@@ -44,6 +46,15 @@ class Settings(BaseSettings):
 
     redis_url: str | None = None
     api_keys: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    #: The key ring as a JSON file in the format of ``api_keys``, re-read when it changes
+    #: (RFC 10.3); an empty value is unset.
+    api_keys_file: Path | None = None
+    #: A key's rate limits unless its entry sets its own (RFC 10.6): requests per second
+    #: (every ``/v1`` route but the captures), captures per second (a batch counts its
+    #: captures) and the burst, in seconds of either rate.
+    rate_requests_per_second: float = Field(default=1000.0, gt=0)
+    rate_captures_per_second: float = Field(default=20000.0, gt=0)
+    rate_burst: float = Field(default=2.0, gt=0)
     host: str = "127.0.0.1"
     port: int = 8080
     #: TLS for the API (RFC 7.5): both set, or neither.
@@ -92,8 +103,18 @@ class Settings(BaseSettings):
     #: Queued capture operations one ingest task drains beyond its own ids (RFC 9.5).
     ingest_drain: int = Field(default=1000, ge=0, le=10000)
     flower_basic_auth: SecretStr | None = None
+    #: RFC 14.3: JSON lines, text, or ``auto`` (text when stderr is a terminal, else JSON).
+    log_format: logs.LogFormat = "auto"
+    #: RFC 14.3: every process's level (the API's ``--log-level`` wins over it). Unset:
+    #: INFO for the API, Celery's ``--loglevel``, WARNING for the supervisor.
+    log_level: str | None = None
 
     _embedding_auto: bool = PrivateAttr(default=False)
+
+    @field_validator("log_level")
+    @classmethod
+    def _known_level(cls, value: str | None) -> str | None:
+        return logs.level_name(value) if value else None
 
     @model_validator(mode="after")
     def _resolve_auto_embedding(self) -> Settings:

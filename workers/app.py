@@ -17,6 +17,7 @@ from celery.signals import worker_process_init, worker_process_shutdown
 from kombu.entity import Queue
 
 import beat_schedule
+import workers.logs  # noqa: F401  (connects the logging signals of every Celery process, RFC 14.3)
 from membrane_core import Membrane, Settings
 
 log = logging.getLogger(__name__)

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 from pydantic import Field
 
-from membrane_core import budget, errors
+from membrane_core import budget, errors, logs
 from membrane_core.capture.plan import new_id
 from membrane_core.clock import Clock
 from membrane_core.enums import Job, OperationKind, OperationStatus, Sensitivity
@@ -67,6 +67,8 @@ class OperationView(Frozen):
     result: dict[str, Any] | None = None
     created_at: datetime
     finished_at: datetime | None = None
+    #: RFC 9.1, 14.3: the request id of the request that submitted it, if it had one.
+    request_id: str | None = None
 
 
 class Dispatcher(Protocol):
@@ -151,6 +153,7 @@ def _view(row: inbox.OperationRow) -> OperationView:
         result=row.result,
         created_at=row.created_at,
         finished_at=row.finished_at,
+        request_id=row.request_id,
     )
 
 
@@ -164,7 +167,17 @@ def _new_view(row: inbox.NewOperation) -> OperationView:
         error=json.loads(row.error) if row.error else None,
         created_at=row.created_at,
         finished_at=row.finished_at,
+        request_id=row.request_id,
     )
+
+
+def _request_id(value: str | None) -> str | None:
+    """RFC 14.3: a request id to store with an operation, or ``InvalidInput`` for a bad one."""
+    if value is not None and not logs.is_request_id(value):
+        raise errors.InvalidInput(
+            f"a request id is 1 to {logs.MAX_REQUEST_ID} letters, digits or ._:=+/- characters"
+        )
+    return value
 
 
 class _Prepared:
@@ -213,13 +226,16 @@ class Inbox:
         trust: TrustPolicy,
         *,
         idempotency_key: str | None = None,
+        request_id: str | None = None,
     ) -> OperationView:
         """RFC 9.1: validate and authorise one capture, then queue it durably.
 
         Raises ``InvalidInput``, ``PayloadTooLarge`` or ``Forbidden`` with nothing written,
         ``IdempotencyConflict`` when the key was used with another body (RFC 9.2). The
-        returned view carries the pre-assigned primary ``record_id``.
+        returned view carries the pre-assigned primary ``record_id``; ``request_id`` is
+        stored with the operation (RFC 14.3).
         """
+        rid = _request_id(request_id)
         now = self._clock()
         op_id = new_id()
         prep = self._prepare_capture(body, trust, op_id, now, keyed=idempotency_key is not None)
@@ -232,6 +248,7 @@ class Inbox:
             now,
             key=idempotency_key,
             record_id=prep.record_id,
+            request_id=rid,
         )
         return self._insert([row], trust)[0]
 
@@ -241,13 +258,15 @@ class Inbox:
         trust: TrustPolicy,
         *,
         idempotency_key: str | None = None,
+        request_id: str | None = None,
     ) -> list[OperationView]:
         """RFC 3.6, 9.1: queue a batch in one multi-row insert; views in input order.
 
         An item that fails validation or authorisation gets its own FAILED operation with
         the reason; the others are queued. With ``idempotency_key``, item ``i`` is bound to
-        ``key#i`` (RFC 9.2).
+        ``key#i`` (RFC 9.2). Every operation of the batch stores ``request_id`` (RFC 14.3).
         """
+        rid = _request_id(request_id)
         if len(bodies) > MAX_BATCH:
             raise errors.InvalidInput(
                 f"a batch holds at most {MAX_BATCH} captures, got {len(bodies)}",
@@ -263,7 +282,7 @@ class Inbox:
             try:
                 prep = self._prepare_capture(body, trust, op_id, now, keyed=idempotency_key is not None)
             except errors.MembraneError as exc:
-                rows.append(self._failed_row(op_id, trust, body, exc, now, key))
+                rows.append(self._failed_row(op_id, trust, body, exc, now, key, rid))
                 continue
             rows.append(
                 self._new_row(
@@ -275,6 +294,7 @@ class Inbox:
                     now,
                     key=key,
                     record_id=prep.record_id,
+                    request_id=rid,
                 )
             )
         return self._insert(rows, trust)
@@ -287,12 +307,15 @@ class Inbox:
         trust: TrustPolicy,
         *,
         idempotency_key: str | None = None,
+        request_id: str | None = None,
     ) -> OperationView:
         """RFC 5.2, 9.1: check and queue a revision for the revision queue.
 
         The targets must be visible to the caller and in a writable scope; the body must
         be a JSON object within the payload budget that the revision engine accepts.
+        ``request_id`` is stored with the operation (RFC 14.3).
         """
+        rid = _request_id(request_id)
         try:
             op_kind = OperationKind(kind)
         except ValueError as exc:
@@ -314,13 +337,21 @@ class Inbox:
         text = json.dumps(dict(body), separators=(",", ":"), ensure_ascii=False, default=str)
         now = self._clock()
         hash_ = request_hash(op_kind, target, json.loads(text))
-        row = self._new_row(new_id(), op_kind, trust, hash_, text, now, key=idempotency_key, target_id=target)
+        row = self._new_row(
+            new_id(), op_kind, trust, hash_, text, now, key=idempotency_key, target_id=target, request_id=rid
+        )
         return self._insert([row], trust)[0]
 
     def submit_maintenance(
-        self, jobs: Sequence[str], trust: TrustPolicy, *, idempotency_key: str | None = None
+        self,
+        jobs: Sequence[str],
+        trust: TrustPolicy,
+        *,
+        idempotency_key: str | None = None,
+        request_id: str | None = None,
     ) -> OperationView:
         """RFC 6.5: queue one batch of each named job; needs write access to every scope."""
+        rid = _request_id(request_id)
         if ALL_SCOPES not in trust.write_scopes:
             raise errors.Forbidden("maintenance needs a policy that writes every scope")
         wanted = list(dict.fromkeys(jobs))
@@ -342,6 +373,7 @@ class Inbox:
             json.dumps(body),
             now,
             key=idempotency_key,
+            request_id=rid,
         )
         return self._insert([row], trust)[0]
 
@@ -381,6 +413,7 @@ class Inbox:
         key: str | None = None,
         record_id: uuid.UUID | None = None,
         target_id: uuid.UUID | None = None,
+        request_id: str | None = None,
     ) -> inbox.NewOperation:
         return inbox.NewOperation(
             id=op_id,
@@ -396,6 +429,7 @@ class Inbox:
             error=None,
             created_at=now,
             finished_at=None,
+            request_id=request_id,
         )
 
     def _failed_row(
@@ -406,6 +440,7 @@ class Inbox:
         exc: errors.MembraneError,
         now: datetime,
         key: str | None,
+        request_id: str | None,
     ) -> inbox.NewOperation:
         try:
             hash_ = request_hash(OperationKind.CAPTURE, None, body)
@@ -425,6 +460,7 @@ class Inbox:
             error=json.dumps(exc.to_dict(), default=str),
             created_at=now,
             finished_at=now,
+            request_id=request_id,
         )
 
     def _insert(self, rows: list[inbox.NewOperation], trust: TrustPolicy) -> list[OperationView]:

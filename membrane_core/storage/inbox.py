@@ -45,6 +45,8 @@ class NewOperation:
     error: str | None  # JSON text
     created_at: datetime
     finished_at: datetime | None
+    #: The request that submitted it (RFC 9.1, 14.3).
+    request_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,7 @@ class OperationRow:
     result: dict[str, Any] | None
     created_at: datetime
     finished_at: datetime | None
+    request_id: str | None = None
 
     @classmethod
     def from_row(cls, *, kind: str, status: str, **rest: Any) -> OperationRow:
@@ -129,6 +132,7 @@ def insert(conn: psycopg.Connection, rows: Sequence[NewOperation]) -> set[uuid.U
                         r.error,
                         r.created_at,
                         r.finished_at,
+                        r.request_id,
                     )
                 )
         return {r.id for r in rows}
@@ -151,6 +155,7 @@ def insert(conn: psycopg.Connection, rows: Sequence[NewOperation]) -> set[uuid.U
             "errors": [r.error for r in rows],
             "created": [r.created_at for r in rows],
             "finished": [r.finished_at for r in rows],
+            "request_ids": [r.request_id for r in rows],
         },
     )
     return {row[0] for row in cur.fetchall()}

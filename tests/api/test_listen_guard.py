@@ -156,6 +156,7 @@ def test_the_insecure_opt_in_starts_and_warns(database_url: str, tmp_path: Path)
         MEMBRANE_DATABASE_URL=database_url,
         MEMBRANE_API_KEYS=KEYS,
         MEMBRANE_ALLOW_INSECURE_CREDENTIALS="true",
+        MEMBRANE_LOG_FORMAT="text",  # RFC 14.3: a log file is JSON unless told otherwise
     ) as port:
         assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5).status_code == 200
     text = log.read_text()

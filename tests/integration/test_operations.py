@@ -318,3 +318,43 @@ def test_poison_capture_that_trips_a_bug_fails_alone(
     assert failed.error is not None and failed.error["code"] == "internal"
     assert "simulated bug" in failed.error["message"]
     assert scalar(database_url, "SELECT count(*) FROM memory_records") == 7
+
+
+def test_the_submitting_request_id_is_stored_on_each_path(membrane: Membrane, database_url: str):
+    """RFC 9.1, 14.3: COPY, the keyed insert, a failed batch item, a revision and maintenance."""
+    single = membrane.inbox.submit_capture(EVENT, DEV, request_id="req-copy")
+    keyed = membrane.inbox.submit_captures(
+        [EVENT, {"source_kind": "bogus"}], DEV, idempotency_key="k", request_id="req-keyed"
+    )
+    plain = membrane.inbox.submit_capture(OBS, DEV)
+    assert single.request_id == "req-copy" and plain.request_id is None
+    assert [v.request_id for v in keyed] == ["req-keyed", "req-keyed"]
+    assert keyed[1].status is OperationStatus.FAILED  # the refused item keeps it too
+    membrane.inbox_worker.process_captures([single.operation_id, plain.operation_id], worker="w1")
+    target = membrane.inbox.get(plain.operation_id, DEV).record_ids[1]  # the observation's fact
+    revision = membrane.inbox.submit_revision("reinforce", target, {}, DEV, request_id="req-rev")
+    run = membrane.inbox.submit_maintenance(["decay"], DEV, request_id="req-run")
+    stored = {
+        str(op): scalar(database_url, "SELECT request_id FROM operations WHERE id = %s", op)
+        for op in (single.operation_id, keyed[0].operation_id, keyed[1].operation_id, revision.operation_id)
+    }
+    assert list(stored.values()) == ["req-copy", "req-keyed", "req-keyed", "req-rev"]
+    assert membrane.inbox.get(run.operation_id, DEV).request_id == "req-run"
+    assert membrane.inbox.get(single.operation_id, DEV).request_id == "req-copy"  # read back, finished
+    # a replay under the key answers the original operation, with the original request's id
+    again = membrane.inbox.submit_captures(
+        [EVENT, {"source_kind": "bogus"}], DEV, idempotency_key="k", request_id="req-2"
+    )
+    assert [v.request_id for v in again] == ["req-keyed", "req-keyed"]
+
+
+def test_a_bad_request_id_is_refused_with_nothing_written(membrane: Membrane, database_url: str):
+    before = scalar(database_url, "SELECT count(*) FROM operations")
+    for bad in ("two words", "x" * 129, ""):
+        with pytest.raises(errors.InvalidInput, match="request id"):
+            membrane.inbox.submit_capture(EVENT, DEV, request_id=bad)
+    assert scalar(database_url, "SELECT count(*) FROM operations") == before
+    op = membrane.inbox.submit_capture(EVENT, DEV, request_id="x" * 128).operation_id  # the bound itself
+    with psycopg.connect(database_url) as conn, pytest.raises(psycopg.errors.CheckViolation):
+        # the column's bound holds for any writer
+        conn.execute("UPDATE operations SET request_id = repeat('x', 129) WHERE id = %s", (op,))

@@ -1,18 +1,27 @@
-"""compose.yaml and the Dockerfile: structure only (no Docker engine here) (RFC 13.1)."""
+"""compose.yaml and the Dockerfile: structure only (no Docker engine here) (RFC 13.1).
+
+One test compares the Postgres image with the embedded server of the test run.
+"""
 
 from __future__ import annotations
 
 import re
+import tomllib
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 import yaml  # type: ignore[import-untyped]
 
-from workers.app import QUEUES
+from workers.app import DEFAULT_CONCURRENCY, QUEUES, worker_argv
 
 ROOT = Path(__file__).resolve().parents[2]
 APP_SERVICES = {"api", "beat", "flower", *(f"worker-{q}" for q in QUEUES)}
+#: ``pgvector/pgvector:<pgvector version>-pg<Postgres major>[-<Debian release>]``
+PGVECTOR_IMAGE = re.compile(r"pgvector/pgvector:(\d+\.\d+\.\d+)-pg(\d+)(-[a-z]+)?")
+#: An image tag that names one release: a version (``7.4.11``, ``0.8.5-pg18``), not a moving name.
+EXACT_TAG = re.compile(r"\d+\.\d+\.\d+(-[a-z0-9]+)*")
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +33,7 @@ def compose() -> dict[str, Any]:
 def test_every_service_is_present(compose: dict[str, Any]) -> None:
     services = compose["services"]
     assert set(services) == {"postgres", "redis", "migrate"} | APP_SERVICES
-    assert services["postgres"]["image"].startswith("pgvector/pgvector:pg17")
+    assert PGVECTOR_IMAGE.fullmatch(services["postgres"]["image"])
     assert services["redis"]["image"].startswith("redis:")
     for q in QUEUES:
         argv = services[f"worker-{q}"]["command"]
@@ -68,3 +77,69 @@ def test_dockerfile_ships_every_package() -> None:
     for part in ("membrane_core", "api", "workers", "membrane_cli", "beat_schedule.py"):
         assert re.search(rf"^COPY .*\b{re.escape(part)}\b", text, re.MULTILINE), part
     assert re.search(r"^USER (?!root)\w+", text, re.MULTILINE)
+
+
+def _tag(image: str) -> str:
+    """The tag of an image reference, with a compose default (``${VAR:-default}``) resolved."""
+    default = re.fullmatch(r"\$\{\w+:-([^}]+)\}", image)
+    ref = default.group(1) if default else image
+    assert "@" not in ref and ":" in ref, image
+    return ref.rpartition(":")[2]
+
+
+def test_every_image_is_pinned_to_a_version(compose: dict[str, Any]) -> None:
+    for name, svc in compose["services"].items():
+        tag = _tag(svc["image"])
+        assert EXACT_TAG.fullmatch(tag), (name, svc["image"])
+        assert "latest" not in tag, name
+    # the application's image is this tree's version
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert {_tag(compose["services"][n]["image"]) for n in APP_SERVICES | {"migrate"}} == {version}
+    # the Dockerfile's base too; negative control: the checks refuse a moving tag
+    base = re.search(r"^FROM python:(\S+)", (ROOT / "Dockerfile").read_text(), re.MULTILINE)
+    assert base and EXACT_TAG.fullmatch(base.group(1)), base
+    assert not any(EXACT_TAG.fullmatch(t) for t in ("latest", "7-alpine", "pg18", "3.11-slim"))
+
+
+def test_postgres_is_the_embedded_servers_major_and_pgvector(
+    compose: dict[str, Any], pg_admin_url: str
+) -> None:
+    """RFC 11.2, 13.1: production runs what the embedded server (and every test) runs."""
+    match = PGVECTOR_IMAGE.fullmatch(compose["services"]["postgres"]["image"])
+    assert match, compose["services"]["postgres"]["image"]
+    with psycopg.connect(pg_admin_url) as conn:
+        row = conn.execute(
+            "SELECT current_setting('server_version_num')::int / 10000, default_version"
+            "  FROM pg_available_extensions WHERE name = 'vector'"
+        ).fetchone()
+    assert row is not None
+    assert (int(match.group(2)), match.group(1)) == (18, row[1]) and row[0] == 18
+    # from 18 the image keeps its data below /var/lib/postgresql (in 18/docker)
+    assert any(v.endswith(":/var/lib/postgresql") for v in compose["services"]["postgres"]["volumes"])
+
+
+def test_pools_are_the_stacks_and_llm_runs_one_process(compose: dict[str, Any]) -> None:
+    """RFC 12.2: the llm pool's rate limit is per process, so one process is the deployment's rate."""
+    for q in QUEUES:
+        argv = compose["services"][f"worker-{q}"]["command"]
+        assert argv == ["celery", *worker_argv(q)[3:]], q  # what `membrane run` starts
+        assert argv[argv.index("-c") + 1] == str(DEFAULT_CONCURRENCY[q]), q
+    llm = compose["services"]["worker-llm"]["command"]
+    assert llm[llm.index("-c") + 1] == "1"
+
+
+def test_every_service_has_limits_and_rotated_logs(compose: dict[str, Any]) -> None:
+    for name, svc in compose["services"].items():
+        limits = svc["deploy"]["resources"]["limits"]
+        assert float(limits["cpus"]) > 0 and re.fullmatch(r"\d+[MG]", limits["memory"]), name
+        logging = svc["logging"]
+        assert logging["driver"] == "json-file", name
+        assert re.fullmatch(r"\d+m", logging["options"]["max-size"]), name
+        assert int(logging["options"]["max-file"]) >= 2, name
+
+
+def test_the_application_logs_json_lines(compose: dict[str, Any]) -> None:
+    """RFC 14.3: every long-running application container logs JSON (what a shipper parses)."""
+    for name in APP_SERVICES:
+        env = compose["services"][name]["environment"]
+        assert env["MEMBRANE_LOG_FORMAT"] == "${MEMBRANE_LOG_FORMAT:-json}", name

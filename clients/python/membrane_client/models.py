@@ -126,6 +126,8 @@ class Operation(Answer):
     result: dict[str, Any] | None = None
     created_at: datetime | None = None
     finished_at: datetime | None = None
+    #: The id of the request that submitted it, as the server's log lines name it.
+    request_id: str | None = None
 
     @property
     def finished(self) -> bool:

@@ -1,15 +1,16 @@
 -- name: op_insert
 -- Insert operations in one statement; a reused (principal, idempotency key) inserts nothing (RFC 9.1, 9.2). Binary parameters (%b): a text-format array escapes each element with a regex, most of a keyed batch's submit time.
 INSERT INTO operations (id, kind, status, principal, idempotency_key, request_hash, request, trust,
-                        target_id, record_id, error, created_at, finished_at)
+                        target_id, record_id, error, created_at, finished_at, request_id)
 SELECT u.id, u.kind, u.status, u.principal, u.idem, u.hash, u.request, u.trust, u.target,
-       u.record_id, u.error, u.created, u.finished
+       u.record_id, u.error, u.created, u.finished, u.request_id
   FROM unnest(%(ids)b::uuid[], %(kinds)b::text[], %(statuses)b::text[], %(principals)b::text[],
               %(keys)b::text[], %(hashes)b::text[], %(requests)b::text[]::jsonb[],
               %(trusts)b::text[]::jsonb[], %(targets)b::uuid[], %(record_ids)b::uuid[],
-              %(errors)b::text[]::jsonb[], %(created)b::timestamptz[], %(finished)b::timestamptz[])
+              %(errors)b::text[]::jsonb[], %(created)b::timestamptz[], %(finished)b::timestamptz[],
+              %(request_ids)b::text[])
        AS u(id, kind, status, principal, idem, hash, request, trust, target, record_id, error,
-            created, finished)
+            created, finished, request_id)
 ON CONFLICT (principal, idempotency_key) DO NOTHING
 RETURNING id
 
@@ -20,7 +21,8 @@ SELECT idempotency_key, id, request_hash FROM operations
 
 -- name: op_views
 -- Operations by id, as views (RFC 9.1).
-SELECT id, kind, status, principal, record_id, record_ids, error, result, created_at, finished_at
+SELECT id, kind, status, principal, record_id, record_ids, error, result, created_at, finished_at,
+       request_id
   FROM operations WHERE id = ANY(%(ids)s::uuid[])
 
 -- name: op_count_unfinished
@@ -121,7 +123,7 @@ SELECT id, kind, request, trust::text, target_id, attempts FROM operations
 -- name: op_copy
 -- Bulk insert of operations without idempotency keys, the high-volume path (RFC 9.1).
 COPY operations (id, kind, status, principal, request_hash, request, trust, target_id, record_id,
-                 error, created_at, finished_at) FROM STDIN
+                 error, created_at, finished_at, request_id) FROM STDIN
 
 -- name: op_purge_finished
 -- Delete up to limit operations finished before the cutoff, oldest first (RFC 9.2).
