@@ -667,11 +667,12 @@ def _api_client(membrane: Any) -> contextlib.AbstractContextManager[Any] | None:
 
 
 def _baselines(membrane: Any) -> list[tuple[str, Search]]:
-    """The other rankings of the same store (each arm alone, the other fusion), then Okapi."""
+    """The other rankings of the same store (the default without adjacent episodes, each arm
+    alone, the other fusion), then Okapi."""
     from membrane_core.retrieval import fusion
     from membrane_core.retrieval.retriever import Retriever
 
-    def arm(weights: dict[str, float], method: str = "rrf") -> Search:
+    def arm(weights: dict[str, float], method: str = "rrf", adjacent: bool = False) -> Search:
         r = Retriever(
             membrane.db,
             clock=membrane.clock,
@@ -679,16 +680,23 @@ def _baselines(membrane: Any) -> list[tuple[str, Search]]:
             embedder=membrane.retriever.embedder,
             fusion_method=method,
             weights=weights,
+            adjacent=adjacent,
         )
         return backend_search(LibraryBackend(membrane, r))
 
     zero = dict.fromkeys(fusion.FEATURES, 0.0)
-    out = [("full-text arm only", arm({**zero, "text": 1.0}))]
+    default = membrane.retriever.fusion_method
+    out = [
+        (f"{default} without adjacent episodes", arm(dict(fusion.DEFAULT_WEIGHTS), default)),
+        ("full-text arm only", arm({**zero, "text": 1.0})),
+    ]
     if membrane.settings.embedding_provider != "none":
         out.append(("vector arm only", arm({**zero, "vector": 1.0})))
     for method in fusion.METHODS:
-        if method != membrane.retriever.fusion_method:
-            out.append((f"fusion {method} (default weights)", arm(dict(fusion.DEFAULT_WEIGHTS), method)))
+        if method != default:
+            out.append(
+                (f"fusion {method} (default weights)", arm(dict(fusion.DEFAULT_WEIGHTS), method, True))
+            )
     out.append((OKAPI, okapi_search()))
     return out
 

@@ -28,6 +28,14 @@ SD_FLOOR: Mapping[str, float] = {"salience": 0.1}
 #: outranks the episodes that state it when the evidence for both is the same; as salience's
 #: weight, it breaks near-ties and does not lead.
 SEMANTIC_PRIOR = 0.25
+#: Adjacent episodes (RFC 8.2.1): the best ``ADJACENT_SOURCES`` active episodes of the pool
+#: lift the ``ADJACENT_REACH`` visible episodes before and after them in time (one the arms
+#: missed enters), the k-th by ``ADJACENT_DECAY ** k`` of its source's score, never past its
+#: source or a fact above it. Chosen on LoCoMo, reported on REALTALK
+#: (docs/design/adjacent-episodes.md).
+ADJACENT_SOURCES = 10
+ADJACENT_REACH = 2
+ADJACENT_DECAY = 0.5
 
 
 @dataclass(frozen=True)

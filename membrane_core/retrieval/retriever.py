@@ -162,6 +162,7 @@ class Retriever:
         selector_threshold: float = selector.DEFAULT_THRESHOLD,
         entity_max_links: int = ENTITY_MAX_LINKS,
         vector_k: int = 10,
+        adjacent: bool = True,
     ) -> None:
         if fusion_method not in fusion.METHODS:
             raise ValueError(f"unknown fusion {fusion_method!r}")
@@ -173,6 +174,8 @@ class Retriever:
         self.selector_threshold = selector_threshold
         self.entity_max_links = entity_max_links
         self.vector_k = vector_k
+        #: RFC 8.2.1: whether the best episodes lift the episodes adjacent to them in time
+        self.adjacent = adjacent
         # RFC 8.1.1: recent query vectors, so that a question asked again costs no model call
         self._recent: OrderedDict[str, list[float]] = OrderedDict()
         self._recent_lock = threading.Lock()
@@ -272,6 +275,9 @@ class Retriever:
                 rrf_k=fusion.RRF_K,
                 sd_floor_salience=fusion.SD_FLOOR["salience"],
                 semantic_prior=fusion.SEMANTIC_PRIOR,
+                adjacent=(fusion.ADJACENT_SOURCES, fusion.ADJACENT_REACH, fusion.ADJACENT_DECAY)
+                if self.adjacent and query is not None
+                else None,
                 target_visible=self._full(policy),
                 first_hop=(req.expand.max_edges, req.expand.max_nodes)
                 if req.expand is not None and req.expand.hops > 0

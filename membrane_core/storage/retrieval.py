@@ -302,6 +302,7 @@ def roots(
     target_visible: Callable[[str, str], bool],
     semantic_prior: float = 0.0,
     first_hop: tuple[int, int] | None = None,
+    adjacent: tuple[int, int, float] | None = None,
     df_cap: int = 1000,
     fts_cap: int = 5000,
 ) -> Roots:
@@ -310,8 +311,10 @@ def roots(
 
     ``first_hop = (max_edges, max_nodes)`` also runs the first expansion hop (RFC 8.4) from
     the fitting roots shown in full, as :func:`graph_hop` would, in the same statement.
+    ``adjacent = (sources, reach, decay)`` lifts the episodes next to the best ones (RFC 8.2.1).
     """
     edges, nodes = first_hop or (0, 0)
+    sources, reach, decay = adjacent or (0, 0, 0.0)
     st = shaped(
         "retrieval_roots",
         {
@@ -344,6 +347,10 @@ def roots(
             "hop_rows": 2 * edges + 1 if first_hop else 0,
             "hop_edges": edges,
             "hop_new": nodes,
+            "adjacent": adjacent is not None,
+            "adjacent_sources": sources,
+            "adjacent_reach": reach,
+            "adjacent_decay": decay,
         },
         ints=(
             "max_rank",
@@ -355,6 +362,8 @@ def roots(
             "tag_cap",
             "link_scan",
             "hop_rows",
+            "adjacent_sources",
+            "adjacent_reach",
         ),
         relations=("embeddings",),
     )

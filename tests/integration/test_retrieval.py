@@ -55,6 +55,7 @@ def ids(result: object) -> list[object]:
 
 
 def test_long_question_matches_any_informative_term(membrane: Membrane) -> None:
+    membrane.retriever.adjacent = False  # the full-text arm alone, no adjacent episodes (8.2.1)
     hit = membrane.capture(ev("s", "Caroline joined the pottery workshop downtown"))
     miss = membrane.capture(ev("s", "the weather was sunny all week"))
     got = membrane.retrieve(
@@ -150,6 +151,7 @@ def test_tag_filter_ranks_few_tagged_records_exactly(hashing: Membrane) -> None:
 
 
 def test_entity_arm_links_mentions(membrane: Membrane) -> None:
+    membrane.retriever.adjacent = False  # the entity arm alone, no adjacent episodes (8.2.1)
     linked = membrane.capture(
         {
             "source_kind": "event",

@@ -26,6 +26,12 @@ from tests.support.services import EMBEDDING_DIM
 TWINS = ("tenant-116889", "tenant-123010")
 
 
+@pytest.fixture(autouse=True)
+def _full_text_alone(membrane: Membrane) -> None:
+    """The full-text arm's candidates as they are: no adjacent episodes (RFC 8.2.1)."""
+    membrane.retriever.adjacent = False
+
+
 def _tag(scope: str) -> str:
     return hashlib.md5(scope.encode()).hexdigest()[:8]
 

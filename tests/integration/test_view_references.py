@@ -99,6 +99,7 @@ def test_as_of(membrane: Membrane, clock: FakeClock) -> None:
 
 def test_as_of_entity_arm(membrane: Membrane, clock: FakeClock) -> None:
     """RFC 5.6: the entity arm follows only the links made by as_of."""
+    membrane.retriever.adjacent = False  # the entity arm alone, no adjacent episodes (8.2.1)
     membrane.capture(
         {
             "source_kind": "event",

@@ -63,6 +63,10 @@ def roots_params(scopes: list[str] | None, qvec: list[float], clock: FakeClock) 
         "hop_rows": 0,
         "hop_edges": 0,
         "hop_new": 0,
+        "adjacent": False,
+        "adjacent_sources": 0,
+        "adjacent_reach": 0,
+        "adjacent_decay": 0.0,
     }
 
 

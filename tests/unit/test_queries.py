@@ -86,6 +86,10 @@ def test_shaped_writes_in_only_nulls_booleans_and_named_integers() -> None:
         "hop_rows": 0,
         "hop_edges": 0,
         "hop_new": 0,
+        "adjacent": False,
+        "adjacent_sources": 10,
+        "adjacent_reach": 2,
+        "adjacent_decay": 0.5,
         "w_vector": 1.0,
         "w_text": 1.0,
         "w_entity": 1.0,
@@ -102,11 +106,12 @@ def test_shaped_writes_in_only_nulls_booleans_and_named_integers() -> None:
     assert "DROP TABLE" not in sql and "1; select" not in sql
     # parts (RFC 8.1.5): no expansion, a query and no tag filter leave out the hop, the
     # salience arm's parts and the tagged branch; the other shapes keep them
-    assert not {"hop_budget", "sal_groups", "few_tagged"} & set(re.findall(r"\w+", sql))
+    assert not {"hop_budget", "sal_groups", "few_tagged", "adj_lift"} & set(re.findall(r"\w+", sql))
     other = queries.shaped(
-        "retrieval_roots", {**params, "hop": True, "has_query": False, "has_tags": True, "tags": ["t"]}
+        "retrieval_roots",
+        {**params, "hop": True, "has_query": False, "has_tags": True, "tags": ["t"], "adjacent": True},
     ).sql
-    assert {"hop_budget", "sal_groups", "few_tagged"} <= set(re.findall(r"\w+", other))
+    assert {"hop_budget", "sal_groups", "few_tagged", "adj_lift"} <= set(re.findall(r"\w+", other))
     assert not {"all_scopes", "types", "max_rank", "vec_k", "has_qvec"} & set(bound)
     assert max(int(n) for n in re.findall(r"\$(\d+)", sql)) == len(st.names) == len(st.values)
     # a string is never written in, even when named as an integer

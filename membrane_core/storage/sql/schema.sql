@@ -127,6 +127,8 @@ CREATE INDEX memory_records_floor ON memory_records
     (scope, least(base_salience, min_salience) DESC, created_at DESC, id)
     WHERE NOT pinned AND min_salience > 0;
 CREATE INDEX memory_records_pinned ON memory_records (scope, base_salience DESC) WHERE pinned;
+CREATE INDEX memory_records_episode_time ON memory_records (scope, occurred_at, id)
+    WHERE type = 'episodic';
 
 -- Revision status as of transaction time ``at`` (RFC 5.6); NULL ``at`` means the current status.
 CREATE FUNCTION status_at(status text, retracted timestamptz, contested timestamptz, at timestamptz)
@@ -288,6 +290,8 @@ CREATE TABLE operations (
     dispatched_at   timestamptz,
     started_at      timestamptz,
     finished_at     timestamptz,
+    -- the request that submitted it: the request id of its log lines (RFC 9.1, 14.3)
+    request_id      text CHECK (length(request_id) <= 128),
     UNIQUE (principal, idempotency_key)
 );
 -- (kind, created_at, id): the claim's ORDER BY, so a claim reads LIMIT rows in index order

@@ -3,8 +3,9 @@
 -- (valid_at) and revision status in SQL; the service checks each hydrated row again.
 
 -- retrieval_roots is written as its parts, included in order: one file per part under
--- retrieval/ (full text, vector, entity, salience, fusion, bounds, hop, and the filters
--- they share), each part a fragment holding CTEs whose last one the statement closes.
+-- retrieval/ (full text, vector, entity, salience, fusion, adjacent episodes, bounds, hop,
+-- and the filters they share), each part a fragment holding CTEs whose last one the
+-- statement closes.
 
 -- name: retrieval_scan_settings
 -- Per-transaction settings of a retrieval: iterative HNSW scans so that filters do not starve results (RFC 8.1), generic plans, no parallel workers (RFC 8.1.5).
@@ -25,7 +26,8 @@ WITH /*@fulltext_frequencies*/
 ), /*@salience_ranges*/
 )/*?end*//*?has_query*/, /*@salience_none*/
 )/*?end*/, /*@fusion*/
-), /*@bounds*/
+)/*?adjacent*/, /*@adjacent*/
+)/*?end*/, /*@bounds*/
 )/*?hop*/, /*@hop_first*/
 ), /*@hop_ctes*//*?end*/
 SELECT 'root' AS kind, b.ord, b.bytes, b.running, (b.running <= %(max_bytes)s) AS fits, b.score,

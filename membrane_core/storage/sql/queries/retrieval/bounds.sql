@@ -4,10 +4,11 @@
 -- Fragment (/*@bounds*/): the fused candidates ranked, and cut at the row cap with their running projected bytes (RFC 8.2, 8.3, 5.1); CTEs of retrieval_roots; the statement closes the last.
 ranked AS (
     -- RFC 8.2, 5.1: every active record above every contested one, then the fused score;
-    -- ties by salience, recency, id
-    SELECT s.*, row_number() OVER (ORDER BY s.status <> 'active', s.score DESC, s.salience DESC,
+    -- ties by salience, recency, id (with adjacent episodes, 8.2.1: first the unlifted)
+    SELECT s.*, row_number() OVER (ORDER BY s.status <> 'active', s.score DESC,
+                                            /*?adjacent*/s.lifted, /*?end*/s.salience DESC,
                                             s.created_at DESC, s.id) AS ord
-      FROM scored s
+      FROM /*?adjacent*/lifted/*?end*//*?!adjacent*/scored/*?end*/ s
 ), bounded AS (
     -- RFC 8.3: cut at the row cap and the running projected bytes before hydrating
     SELECT k.*, sum(k.bytes) OVER (ORDER BY k.ord) AS running

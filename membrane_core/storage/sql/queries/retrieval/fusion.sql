@@ -64,7 +64,7 @@ pool AS (
 ), scored AS (
     -- RFC 8.2: one fused score; a constant feature adds nothing
     SELECT m.id, m.status, m.vector_score, m.text_score, m.entity_score, m.salience,
-           m.created_at, m.bytes,
+           m.created_at, m.bytes, m.is_semantic,
            CASE WHEN %(rrf)s THEN
                 coalesce(%(w_vector)s / (%(rrf_k)s + CASE WHEN m.rv IS NOT NULL THEN m.kv END), 0)
               + coalesce(%(w_text)s / (%(rrf_k)s + CASE WHEN m.rt IS NOT NULL THEN m.kt END), 0)

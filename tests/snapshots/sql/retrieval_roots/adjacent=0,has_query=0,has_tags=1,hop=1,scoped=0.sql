@@ -1,4 +1,4 @@
--- $1 all_scopes, $2 scopes, $3 query, $4 df_cap, $5 as_of, $6 include_retracted, $7 max_rank, $8 valid_at, $9 include_contested, $10 types, $11 tags, $12 salience_floor, $13 now, $14 min_salience, $15 tag_cap, $16 qvec, $17 vec_k, $18 has_qvec, $19 fts_cap, $20 arm_k, $21 terms, $22 id_namespaces, $23 id_values, $24 link_scan, $25 fanout, $26 sd_floor_salience, $27 rrf, $28 w_vector, $29 rrf_k, $30 w_text, $31 w_entity, $32 w_salience, $33 semantic_prior, $34 limit, $35 max_bytes
+-- $1 all_scopes, $2 scopes, $3 query, $4 df_cap, $5 as_of, $6 include_retracted, $7 max_rank, $8 valid_at, $9 include_contested, $10 types, $11 tags, $12 salience_floor, $13 now, $14 min_salience, $15 tag_cap, $16 qvec, $17 vec_k, $18 has_qvec, $19 fts_cap, $20 arm_k, $21 terms, $22 id_namespaces, $23 id_values, $24 link_scan, $25 fanout, $26 sd_floor_salience, $27 rrf, $28 w_vector, $29 rrf_k, $30 w_text, $31 w_entity, $32 w_salience, $33 semantic_prior, $34 limit, $35 max_bytes, $36 hop_rows, $37 hop_edges, $38 hop_new
 WITH qlex AS MATERIALIZED (
     -- the query's lexemes; stsq: the lexeme in the caller's scopes: as the index of scoped
     -- lexemes holds it for a few scopes (`scoped`, written in), else ANDed with the scope
@@ -294,10 +294,232 @@ AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
      GROUP BY x.id
      ORDER BY score DESC, x.id
      LIMIT $20
-), sal AS (
-    -- with a query the salience arm proposes nothing (RFC 8.1.4); left out of the text, its
-    -- parts cost no executor set-up either (RFC 8.1.5)
-    SELECT NULL::uuid AS id WHERE false
+), sal_groups AS MATERIALIZED (
+    -- without a query, salience alone proposes candidates (RFC 8.1.4), read in index order
+    -- rather than computed for every record of the scope. Here: the (scope, half-life)
+    -- groups of the caller's unpinned records, one probe of memory_records_decay each
+    SELECT s.scope, h.half_life
+      FROM unnest($2::text[]) AS s(scope)
+     CROSS JOIN LATERAL (
+           WITH RECURSIVE hl(half_life) AS (
+                SELECT min(r.half_life_seconds) FROM memory_records r
+                 WHERE r.scope = s.scope AND NOT r.pinned
+                UNION ALL
+                SELECT (SELECT min(r.half_life_seconds) FROM memory_records r
+                         WHERE r.scope = s.scope AND NOT r.pinned AND r.half_life_seconds > hl.half_life)
+                  FROM hl WHERE hl.half_life IS NOT NULL)
+           SELECT hl.half_life FROM hl WHERE hl.half_life IS NOT NULL) h
+     -- written-in shape flags: with a query (or every scope) the planner drops all of this
+     WHERE NOT false AND NOT $1
+), sal_first AS MATERIALIZED (
+    -- the best arm_k that pass the filters by each order an index holds: decay_key within
+    -- each group (the order of decayed salience), the floor, and pinned records' base. UNION:
+    -- a record with a floor is found by two orders and must count once toward the bar
+    SELECT c.id, c.cur FROM sal_groups g CROSS JOIN LATERAL (
+           SELECT r.id, current_salience(r.base_salience, r.reinforced_at, r.half_life_seconds,
+                                         r.min_salience, r.pinned, $13) AS cur
+             FROM memory_records r
+            WHERE r.scope = g.scope AND NOT r.pinned AND r.half_life_seconds = g.half_life
+              AND r.sensitivity_rank <= $7 + 1
+AND ($5::timestamptz IS NULL OR r.recorded_at <= $5::timestamptz)
+AND ($8::timestamptz IS NULL
+     OR ((r.valid_from IS NULL OR r.valid_from <= $8::timestamptz)
+         AND (r.valid_to IS NULL OR $8::timestamptz < r.valid_to)))
+AND ($6
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'retracted')
+AND ($9
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'contested')
+AND ($10::text[] IS NULL OR r.type = ANY($10::text[]))
+AND ($11::text[] IS NULL OR EXISTS (
+         SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY($11::text[])))
+AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
+         r.half_life_seconds, r.min_salience, r.pinned, $13) >= $14)
+            ORDER BY decay_key(r.base_salience, r.reinforced_at, r.half_life_seconds) DESC
+            LIMIT $20) c
+     WHERE NOT false AND NOT $1
+    UNION
+    SELECT c.id, c.cur
+      FROM unnest($2::text[]) AS s(scope)
+     CROSS JOIN LATERAL (
+           SELECT r.id, current_salience(r.base_salience, r.reinforced_at, r.half_life_seconds,
+                                         r.min_salience, r.pinned, $13) AS cur
+             FROM memory_records r
+            WHERE r.scope = s.scope AND NOT r.pinned AND r.min_salience > 0
+              AND r.sensitivity_rank <= $7 + 1
+AND ($5::timestamptz IS NULL OR r.recorded_at <= $5::timestamptz)
+AND ($8::timestamptz IS NULL
+     OR ((r.valid_from IS NULL OR r.valid_from <= $8::timestamptz)
+         AND (r.valid_to IS NULL OR $8::timestamptz < r.valid_to)))
+AND ($6
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'retracted')
+AND ($9
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'contested')
+AND ($10::text[] IS NULL OR r.type = ANY($10::text[]))
+AND ($11::text[] IS NULL OR EXISTS (
+         SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY($11::text[])))
+AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
+         r.half_life_seconds, r.min_salience, r.pinned, $13) >= $14)
+            ORDER BY least(r.base_salience, r.min_salience) DESC
+            LIMIT $20) c
+     WHERE NOT false AND NOT $1
+    UNION
+    SELECT c.id, c.cur
+      FROM unnest($2::text[]) AS s(scope)
+     CROSS JOIN LATERAL (
+           SELECT r.id, r.base_salience AS cur
+             FROM memory_records r
+            WHERE r.scope = s.scope AND r.pinned
+              AND r.sensitivity_rank <= $7 + 1
+AND ($5::timestamptz IS NULL OR r.recorded_at <= $5::timestamptz)
+AND ($8::timestamptz IS NULL
+     OR ((r.valid_from IS NULL OR r.valid_from <= $8::timestamptz)
+         AND (r.valid_to IS NULL OR $8::timestamptz < r.valid_to)))
+AND ($6
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'retracted')
+AND ($9
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'contested')
+AND ($10::text[] IS NULL OR r.type = ANY($10::text[]))
+AND ($11::text[] IS NULL OR EXISTS (
+         SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY($11::text[])))
+AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
+         r.half_life_seconds, r.min_salience, r.pinned, $13) >= $14)
+            ORDER BY r.base_salience DESC
+            LIMIT $20) c
+     WHERE NOT false AND NOT $1
+), sal_bar AS (
+    -- the arm_k-th best current salience among them (none: no bar). A record's current
+    -- salience is at most the larger of its floor and 2^(decay_key - now / half_life)
+    -- (equal unless reinforced_at is in the future, where it is base), so every record at
+    -- or above the bar is within one of the three ranges below: ties included, exact
+    SELECT coalesce((SELECT f.cur FROM sal_first f ORDER BY f.cur DESC
+                      LIMIT 1 OFFSET $20 - 1), '-Infinity'::float8) AS c
+     WHERE NOT false AND NOT $1
+), sal_cand AS MATERIALIZED (
+    SELECT c.id FROM sal_groups g CROSS JOIN sal_bar b CROSS JOIN LATERAL (
+           -- log2(bar) + now / half_life, less a margin for rounding (more rows, never fewer)
+           SELECT CASE WHEN b.c > 0 THEN y.k - 1e-9 * (1.0 + abs(y.k)) ELSE '-Infinity'::float8 END AS k
+             FROM (SELECT ln(greatest(b.c, 1e-300)) / ln(2.0::float8)
+                          + extract(epoch FROM $13::timestamptz)::float8 / g.half_life AS k) y) x
+     CROSS JOIN LATERAL (
+           -- OFFSET 0 keeps this a range scan of memory_records_decay per group
+           SELECT r.id FROM memory_records r
+            WHERE r.scope = g.scope AND NOT r.pinned AND r.half_life_seconds = g.half_life
+              AND decay_key(r.base_salience, r.reinforced_at, r.half_life_seconds) >= x.k
+              AND r.sensitivity_rank <= $7 + 1
+AND ($5::timestamptz IS NULL OR r.recorded_at <= $5::timestamptz)
+AND ($8::timestamptz IS NULL
+     OR ((r.valid_from IS NULL OR r.valid_from <= $8::timestamptz)
+         AND (r.valid_to IS NULL OR $8::timestamptz < r.valid_to)))
+AND ($6
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'retracted')
+AND ($9
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'contested')
+AND ($10::text[] IS NULL OR r.type = ANY($10::text[]))
+AND ($11::text[] IS NULL OR EXISTS (
+         SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY($11::text[])))
+AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
+         r.half_life_seconds, r.min_salience, r.pinned, $13) >= $14)
+           OFFSET 0) c
+     WHERE NOT false AND NOT $1
+    UNION
+    SELECT r.id
+      FROM unnest($2::text[]) AS s(scope)
+     CROSS JOIN sal_bar b
+      JOIN memory_records r ON r.scope = s.scope
+     WHERE NOT false AND NOT $1
+       AND NOT r.pinned AND r.min_salience > 0 AND least(r.base_salience, r.min_salience) > b.c
+       AND r.sensitivity_rank <= $7 + 1
+AND ($5::timestamptz IS NULL OR r.recorded_at <= $5::timestamptz)
+AND ($8::timestamptz IS NULL
+     OR ((r.valid_from IS NULL OR r.valid_from <= $8::timestamptz)
+         AND (r.valid_to IS NULL OR $8::timestamptz < r.valid_to)))
+AND ($6
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'retracted')
+AND ($9
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'contested')
+AND ($10::text[] IS NULL OR r.type = ANY($10::text[]))
+AND ($11::text[] IS NULL OR EXISTS (
+         SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY($11::text[])))
+AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
+         r.half_life_seconds, r.min_salience, r.pinned, $13) >= $14)
+    UNION
+    -- records whose floor is the bar tie with it (a store decayed to its floors): the final
+    -- order breaks ties by recency, so the most recent arm_k of them are enough
+    SELECT c.id
+      FROM unnest($2::text[]) AS s(scope)
+     CROSS JOIN sal_bar b
+     CROSS JOIN LATERAL (
+           SELECT r.id FROM memory_records r
+            WHERE r.scope = s.scope AND NOT r.pinned AND r.min_salience > 0
+              AND least(r.base_salience, r.min_salience) = b.c
+              AND r.sensitivity_rank <= $7 + 1
+AND ($5::timestamptz IS NULL OR r.recorded_at <= $5::timestamptz)
+AND ($8::timestamptz IS NULL
+     OR ((r.valid_from IS NULL OR r.valid_from <= $8::timestamptz)
+         AND (r.valid_to IS NULL OR $8::timestamptz < r.valid_to)))
+AND ($6
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'retracted')
+AND ($9
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'contested')
+AND ($10::text[] IS NULL OR r.type = ANY($10::text[]))
+AND ($11::text[] IS NULL OR EXISTS (
+         SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY($11::text[])))
+AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
+         r.half_life_seconds, r.min_salience, r.pinned, $13) >= $14)
+            ORDER BY least(r.base_salience, r.min_salience) DESC, r.created_at DESC, r.id
+            LIMIT $20) c
+     WHERE NOT false AND NOT $1
+    UNION
+    SELECT r.id
+      FROM unnest($2::text[]) AS s(scope)
+     CROSS JOIN sal_bar b
+      JOIN memory_records r ON r.scope = s.scope
+     WHERE NOT false AND NOT $1
+       AND r.pinned AND r.base_salience >= b.c
+       AND r.sensitivity_rank <= $7 + 1
+AND ($5::timestamptz IS NULL OR r.recorded_at <= $5::timestamptz)
+AND ($8::timestamptz IS NULL
+     OR ((r.valid_from IS NULL OR r.valid_from <= $8::timestamptz)
+         AND (r.valid_to IS NULL OR $8::timestamptz < r.valid_to)))
+AND ($6
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'retracted')
+AND ($9
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'contested')
+AND ($10::text[] IS NULL OR r.type = ANY($10::text[]))
+AND ($11::text[] IS NULL OR EXISTS (
+         SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY($11::text[])))
+AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
+         r.half_life_seconds, r.min_salience, r.pinned, $13) >= $14)
+), sal AS MATERIALIZED (
+    SELECT x.id FROM (
+           SELECT r.id FROM memory_records r
+            WHERE NOT false AND NOT $1
+              AND r.id = ANY(ARRAY(SELECT c.id FROM sal_cand c))
+            ORDER BY current_salience(r.base_salience, r.reinforced_at, r.half_life_seconds,
+                                      r.min_salience, r.pinned, $13) DESC, r.created_at DESC, r.id
+            LIMIT $20) x
+    UNION ALL
+    -- a caller that may read every scope: every record is ranked (RFC 8.1.4)
+    SELECT x.id FROM (
+           SELECT r.id FROM memory_records r
+            WHERE NOT false AND $1
+              AND r.sensitivity_rank <= $7 + 1
+AND ($5::timestamptz IS NULL OR r.recorded_at <= $5::timestamptz)
+AND ($8::timestamptz IS NULL
+     OR ((r.valid_from IS NULL OR r.valid_from <= $8::timestamptz)
+         AND (r.valid_to IS NULL OR $8::timestamptz < r.valid_to)))
+AND ($6
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'retracted')
+AND ($9
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'contested')
+AND ($10::text[] IS NULL OR r.type = ANY($10::text[]))
+AND ($11::text[] IS NULL OR EXISTS (
+         SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY($11::text[])))
+AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
+         r.half_life_seconds, r.min_salience, r.pinned, $13) >= $14)
+            ORDER BY current_salience(r.base_salience, r.reinforced_at, r.half_life_seconds,
+                                      r.min_salience, r.pinned, $13) DESC, r.created_at DESC, r.id
+            LIMIT $20) x
 ), pool AS (
     SELECT id FROM vec UNION SELECT id FROM fts UNION SELECT id FROM ent UNION SELECT id FROM sal
 ), feat AS MATERIALIZED (
@@ -360,7 +582,7 @@ AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
 ), scored AS (
     -- RFC 8.2: one fused score; a constant feature adds nothing
     SELECT m.id, m.status, m.vector_score, m.text_score, m.entity_score, m.salience,
-           m.created_at, m.bytes,
+           m.created_at, m.bytes, m.is_semantic,
            CASE WHEN $27 THEN
                 coalesce($28 / ($29 + CASE WHEN m.rv IS NOT NULL THEN m.kv END), 0)
               + coalesce($30 / ($29 + CASE WHEN m.rt IS NOT NULL THEN m.kt END), 0)
@@ -381,8 +603,9 @@ AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
       FROM moments m
 ), ranked AS (
     -- RFC 8.2, 5.1: every active record above every contested one, then the fused score;
-    -- ties by salience, recency, id
-    SELECT s.*, row_number() OVER (ORDER BY s.status <> 'active', s.score DESC, s.salience DESC,
+    -- ties by salience, recency, id (with adjacent episodes, 8.2.1: first the unlifted)
+    SELECT s.*, row_number() OVER (ORDER BY s.status <> 'active', s.score DESC,
+                                            s.salience DESC,
                                             s.created_at DESC, s.id) AS ord
       FROM scored s
 ), bounded AS (
@@ -390,6 +613,86 @@ AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
     SELECT k.*, sum(k.bytes) OVER (ORDER BY k.ord) AS running
       FROM ranked k
      WHERE k.ord <= $34
+), f AS (
+    -- RFC 8.4: with expansion (the hop part, written in), its first hop runs here, from the
+    -- roots that fit and are shown in full; the service uses it when it keeps exactly these
+    SELECT b.id FROM bounded b JOIN memory_records r ON r.id = b.id
+     WHERE b.running <= $35 AND r.sensitivity_rank <= $7
+), hop_expanded AS (
+    SELECT NULL::uuid AS id WHERE false
+), hop_known AS (
+    SELECT b.id FROM bounded b WHERE b.running <= $35
+), hop_budget AS (
+    SELECT $35::bigint AS v
+), e AS (
+    -- at most hop_rows edges per frontier node and direction, so a hub costs no more; the
+    -- far end passes the filters (and is not a node expanded before) ahead of that cut, so
+    -- that edges the caller may not follow never crowd out one it may (RFC 8.4). A relation
+    -- is followed only to a record shown in full: a view omits the others (RFC 2.5)
+    SELECT o.* FROM f, LATERAL (
+           SELECT l.source_id, l.predicate, l.target_id, l.target_id AS other, l.weight,
+                  l.created_at, r.scope, r.sensitivity, r.status, r.retracted_at,
+                  r.contested_at, r.projected_bytes
+             FROM relations l JOIN memory_records r ON r.id = l.target_id
+            WHERE l.source_id = f.id
+              AND ($5::timestamptz IS NULL OR l.created_at <= $5::timestamptz)
+              AND NOT EXISTS (SELECT 1 FROM hop_expanded x WHERE x.id = l.target_id)
+              AND ($1 OR r.scope = ANY($2::text[]))
+              AND r.sensitivity_rank <= $7 AND r.sensitivity_rank <= $7 + 1
+AND ($5::timestamptz IS NULL OR r.recorded_at <= $5::timestamptz)
+AND ($8::timestamptz IS NULL
+     OR ((r.valid_from IS NULL OR r.valid_from <= $8::timestamptz)
+         AND (r.valid_to IS NULL OR $8::timestamptz < r.valid_to)))
+AND ($6
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'retracted')
+AND ($9
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'contested')
+            ORDER BY l.predicate, l.target_id LIMIT $36) o
+    UNION ALL
+    SELECT i.* FROM f, LATERAL (
+           SELECT l.source_id, l.predicate, l.target_id, l.source_id AS other, l.weight,
+                  l.created_at, r.scope, r.sensitivity, r.status, r.retracted_at,
+                  r.contested_at, r.projected_bytes
+             FROM relations l JOIN memory_records r ON r.id = l.source_id
+            WHERE l.target_id = f.id
+              AND ($5::timestamptz IS NULL OR l.created_at <= $5::timestamptz)
+              AND NOT EXISTS (SELECT 1 FROM hop_expanded x WHERE x.id = l.source_id)
+              AND ($1 OR r.scope = ANY($2::text[]))
+              AND r.sensitivity_rank <= $7 AND r.sensitivity_rank <= $7 + 1
+AND ($5::timestamptz IS NULL OR r.recorded_at <= $5::timestamptz)
+AND ($8::timestamptz IS NULL
+     OR ((r.valid_from IS NULL OR r.valid_from <= $8::timestamptz)
+         AND (r.valid_to IS NULL OR $8::timestamptz < r.valid_to)))
+AND ($6
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'retracted')
+AND ($9
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'contested')
+            LIMIT $36) i
+), hop AS MATERIALIZED (
+    SELECT e.source_id, e.predicate, e.target_id, e.other, e.scope, e.sensitivity,
+           status_at(e.status, e.retracted_at, e.contested_at, $5::timestamptz) AS status,
+           e.projected_bytes AS bytes,
+           row_number() OVER (ORDER BY coalesce(e.weight, 0) DESC, e.created_at, e.source_id,
+                                       e.predicate, e.target_id) AS n
+      FROM e
+     ORDER BY n
+     LIMIT $36
+), edges AS (
+    -- each edge once (a relation between two frontier nodes is found from both ends), at most
+    -- hop_edges of them: the edges the expansion will take, in its order
+    SELECT * FROM (SELECT DISTINCT ON (h.source_id, h.predicate, h.target_id) h.*
+                     FROM hop h ORDER BY h.source_id, h.predicate, h.target_id, h.n) d
+     ORDER BY d.n
+     LIMIT $37
+), fresh AS (
+    -- the neighbours these edges discover, in discovery order, up to hop_new, with the
+    -- running projected bytes: the rows worth hydrating now (RFC 8.3)
+    SELECT x.other, x.n, sum(x.bytes) OVER (ORDER BY x.n) AS running
+      FROM (SELECT DISTINCT ON (d.other) d.other, d.n, d.bytes
+              FROM edges d WHERE NOT EXISTS (SELECT 1 FROM hop_known k WHERE k.id = d.other)
+             ORDER BY d.other, d.n) x
+     ORDER BY x.n
+     LIMIT $38
 )
 SELECT 'root' AS kind, b.ord, b.bytes, b.running, (b.running <= $35) AS fits, b.score,
        b.status AS status_as_of, b.vector_score, b.text_score, b.entity_score,
@@ -421,4 +724,37 @@ to_jsonb(ARRAY(SELECT jsonb_build_object('kind', s.kind, 'ref', s.ref, 'hash', s
   FROM bounded b
   LEFT JOIN memory_records r ON r.id = b.id AND b.running <= $35
   LEFT JOIN record_payloads p ON p.record_id = r.id
+UNION ALL
+SELECT 'hop', NULL, h.bytes, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+       NULL, h.source_id, h.predicate, h.target_id, h.other, h.scope AS other_scope,
+h.sensitivity AS other_sensitivity, h.status AS other_status, h.n,
+(x.id IS NOT NULL) AS hydrated, x.*
+  FROM hop h
+LEFT JOIN fresh w ON w.n = h.n AND w.running <= (SELECT v FROM hop_budget)
+LEFT JOIN LATERAL (
+      -- the neighbour's columns only on the rows that hydrate it: the subqueries among them
+      -- (tags, provenance, relations) run for those rows alone, not for every edge
+      SELECT r.id, r.type, r.scope, r.sensitivity, r.confidence, r.salience, r.status,
+r.decay_curve, r.half_life_seconds, r.min_salience, r.max_age_seconds,
+r.reinforcement_gain, r.base_salience, r.reinforced_at, r.pinned, r.deletion_policy,
+r.validity_mode, r.valid_from, r.valid_to, r.recorded_at, r.retracted_at,
+r.occurred_at, r.created_at, r.updated_at, r.summary, r.metadata, p.body AS payload,
+ARRAY(SELECT t.tag FROM record_tags t WHERE t.record_id = r.id ORDER BY t.tag) AS tags,
+to_jsonb(ARRAY(SELECT jsonb_build_object('kind', s.kind, 'ref', s.ref, 'hash', s.hash,
+                                         'created_by', s.created_by, 'timestamp', s.ts)
+                 FROM provenance_sources s WHERE s.record_id = r.id
+                  AND ($5::timestamptz IS NULL OR s.added_at IS NULL
+                       OR s.added_at <= $5::timestamptz)
+                ORDER BY s.id)) AS provenance, to_jsonb(ARRAY(SELECT jsonb_build_object('predicate', l.predicate, 'target_id', l.target_id,
+                                         'weight', l.weight, 'target_scope', x.scope,
+                                         'target_sensitivity', x.sensitivity)
+                 FROM relations l JOIN memory_records x ON x.id = l.target_id
+                WHERE l.source_id = r.id
+                  AND ($1 OR x.scope = ANY($2::text[]))
+                  AND x.sensitivity_rank <= $7
+                  AND ($5::timestamptz IS NULL OR l.created_at <= $5::timestamptz)
+                ORDER BY l.created_at, l.predicate, l.target_id)) AS relations
+        FROM memory_records r LEFT JOIN record_payloads p ON p.record_id = r.id
+       WHERE r.id = w.other
+      OFFSET 0) x ON true
  ORDER BY kind DESC, ord, n

@@ -257,10 +257,232 @@ AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
      GROUP BY x.id
      ORDER BY score DESC, x.id
      LIMIT $19
-), sal AS (
-    -- with a query the salience arm proposes nothing (RFC 8.1.4); left out of the text, its
-    -- parts cost no executor set-up either (RFC 8.1.5)
-    SELECT NULL::uuid AS id WHERE false
+), sal_groups AS MATERIALIZED (
+    -- without a query, salience alone proposes candidates (RFC 8.1.4), read in index order
+    -- rather than computed for every record of the scope. Here: the (scope, half-life)
+    -- groups of the caller's unpinned records, one probe of memory_records_decay each
+    SELECT s.scope, h.half_life
+      FROM unnest($2::text[]) AS s(scope)
+     CROSS JOIN LATERAL (
+           WITH RECURSIVE hl(half_life) AS (
+                SELECT min(r.half_life_seconds) FROM memory_records r
+                 WHERE r.scope = s.scope AND NOT r.pinned
+                UNION ALL
+                SELECT (SELECT min(r.half_life_seconds) FROM memory_records r
+                         WHERE r.scope = s.scope AND NOT r.pinned AND r.half_life_seconds > hl.half_life)
+                  FROM hl WHERE hl.half_life IS NOT NULL)
+           SELECT hl.half_life FROM hl WHERE hl.half_life IS NOT NULL) h
+     -- written-in shape flags: with a query (or every scope) the planner drops all of this
+     WHERE NOT false AND NOT $1
+), sal_first AS MATERIALIZED (
+    -- the best arm_k that pass the filters by each order an index holds: decay_key within
+    -- each group (the order of decayed salience), the floor, and pinned records' base. UNION:
+    -- a record with a floor is found by two orders and must count once toward the bar
+    SELECT c.id, c.cur FROM sal_groups g CROSS JOIN LATERAL (
+           SELECT r.id, current_salience(r.base_salience, r.reinforced_at, r.half_life_seconds,
+                                         r.min_salience, r.pinned, $13) AS cur
+             FROM memory_records r
+            WHERE r.scope = g.scope AND NOT r.pinned AND r.half_life_seconds = g.half_life
+              AND r.sensitivity_rank <= $7 + 1
+AND ($5::timestamptz IS NULL OR r.recorded_at <= $5::timestamptz)
+AND ($8::timestamptz IS NULL
+     OR ((r.valid_from IS NULL OR r.valid_from <= $8::timestamptz)
+         AND (r.valid_to IS NULL OR $8::timestamptz < r.valid_to)))
+AND ($6
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'retracted')
+AND ($9
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'contested')
+AND ($10::text[] IS NULL OR r.type = ANY($10::text[]))
+AND ($11::text[] IS NULL OR EXISTS (
+         SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY($11::text[])))
+AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
+         r.half_life_seconds, r.min_salience, r.pinned, $13) >= $14)
+            ORDER BY decay_key(r.base_salience, r.reinforced_at, r.half_life_seconds) DESC
+            LIMIT $19) c
+     WHERE NOT false AND NOT $1
+    UNION
+    SELECT c.id, c.cur
+      FROM unnest($2::text[]) AS s(scope)
+     CROSS JOIN LATERAL (
+           SELECT r.id, current_salience(r.base_salience, r.reinforced_at, r.half_life_seconds,
+                                         r.min_salience, r.pinned, $13) AS cur
+             FROM memory_records r
+            WHERE r.scope = s.scope AND NOT r.pinned AND r.min_salience > 0
+              AND r.sensitivity_rank <= $7 + 1
+AND ($5::timestamptz IS NULL OR r.recorded_at <= $5::timestamptz)
+AND ($8::timestamptz IS NULL
+     OR ((r.valid_from IS NULL OR r.valid_from <= $8::timestamptz)
+         AND (r.valid_to IS NULL OR $8::timestamptz < r.valid_to)))
+AND ($6
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'retracted')
+AND ($9
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'contested')
+AND ($10::text[] IS NULL OR r.type = ANY($10::text[]))
+AND ($11::text[] IS NULL OR EXISTS (
+         SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY($11::text[])))
+AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
+         r.half_life_seconds, r.min_salience, r.pinned, $13) >= $14)
+            ORDER BY least(r.base_salience, r.min_salience) DESC
+            LIMIT $19) c
+     WHERE NOT false AND NOT $1
+    UNION
+    SELECT c.id, c.cur
+      FROM unnest($2::text[]) AS s(scope)
+     CROSS JOIN LATERAL (
+           SELECT r.id, r.base_salience AS cur
+             FROM memory_records r
+            WHERE r.scope = s.scope AND r.pinned
+              AND r.sensitivity_rank <= $7 + 1
+AND ($5::timestamptz IS NULL OR r.recorded_at <= $5::timestamptz)
+AND ($8::timestamptz IS NULL
+     OR ((r.valid_from IS NULL OR r.valid_from <= $8::timestamptz)
+         AND (r.valid_to IS NULL OR $8::timestamptz < r.valid_to)))
+AND ($6
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'retracted')
+AND ($9
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'contested')
+AND ($10::text[] IS NULL OR r.type = ANY($10::text[]))
+AND ($11::text[] IS NULL OR EXISTS (
+         SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY($11::text[])))
+AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
+         r.half_life_seconds, r.min_salience, r.pinned, $13) >= $14)
+            ORDER BY r.base_salience DESC
+            LIMIT $19) c
+     WHERE NOT false AND NOT $1
+), sal_bar AS (
+    -- the arm_k-th best current salience among them (none: no bar). A record's current
+    -- salience is at most the larger of its floor and 2^(decay_key - now / half_life)
+    -- (equal unless reinforced_at is in the future, where it is base), so every record at
+    -- or above the bar is within one of the three ranges below: ties included, exact
+    SELECT coalesce((SELECT f.cur FROM sal_first f ORDER BY f.cur DESC
+                      LIMIT 1 OFFSET $19 - 1), '-Infinity'::float8) AS c
+     WHERE NOT false AND NOT $1
+), sal_cand AS MATERIALIZED (
+    SELECT c.id FROM sal_groups g CROSS JOIN sal_bar b CROSS JOIN LATERAL (
+           -- log2(bar) + now / half_life, less a margin for rounding (more rows, never fewer)
+           SELECT CASE WHEN b.c > 0 THEN y.k - 1e-9 * (1.0 + abs(y.k)) ELSE '-Infinity'::float8 END AS k
+             FROM (SELECT ln(greatest(b.c, 1e-300)) / ln(2.0::float8)
+                          + extract(epoch FROM $13::timestamptz)::float8 / g.half_life AS k) y) x
+     CROSS JOIN LATERAL (
+           -- OFFSET 0 keeps this a range scan of memory_records_decay per group
+           SELECT r.id FROM memory_records r
+            WHERE r.scope = g.scope AND NOT r.pinned AND r.half_life_seconds = g.half_life
+              AND decay_key(r.base_salience, r.reinforced_at, r.half_life_seconds) >= x.k
+              AND r.sensitivity_rank <= $7 + 1
+AND ($5::timestamptz IS NULL OR r.recorded_at <= $5::timestamptz)
+AND ($8::timestamptz IS NULL
+     OR ((r.valid_from IS NULL OR r.valid_from <= $8::timestamptz)
+         AND (r.valid_to IS NULL OR $8::timestamptz < r.valid_to)))
+AND ($6
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'retracted')
+AND ($9
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'contested')
+AND ($10::text[] IS NULL OR r.type = ANY($10::text[]))
+AND ($11::text[] IS NULL OR EXISTS (
+         SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY($11::text[])))
+AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
+         r.half_life_seconds, r.min_salience, r.pinned, $13) >= $14)
+           OFFSET 0) c
+     WHERE NOT false AND NOT $1
+    UNION
+    SELECT r.id
+      FROM unnest($2::text[]) AS s(scope)
+     CROSS JOIN sal_bar b
+      JOIN memory_records r ON r.scope = s.scope
+     WHERE NOT false AND NOT $1
+       AND NOT r.pinned AND r.min_salience > 0 AND least(r.base_salience, r.min_salience) > b.c
+       AND r.sensitivity_rank <= $7 + 1
+AND ($5::timestamptz IS NULL OR r.recorded_at <= $5::timestamptz)
+AND ($8::timestamptz IS NULL
+     OR ((r.valid_from IS NULL OR r.valid_from <= $8::timestamptz)
+         AND (r.valid_to IS NULL OR $8::timestamptz < r.valid_to)))
+AND ($6
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'retracted')
+AND ($9
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'contested')
+AND ($10::text[] IS NULL OR r.type = ANY($10::text[]))
+AND ($11::text[] IS NULL OR EXISTS (
+         SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY($11::text[])))
+AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
+         r.half_life_seconds, r.min_salience, r.pinned, $13) >= $14)
+    UNION
+    -- records whose floor is the bar tie with it (a store decayed to its floors): the final
+    -- order breaks ties by recency, so the most recent arm_k of them are enough
+    SELECT c.id
+      FROM unnest($2::text[]) AS s(scope)
+     CROSS JOIN sal_bar b
+     CROSS JOIN LATERAL (
+           SELECT r.id FROM memory_records r
+            WHERE r.scope = s.scope AND NOT r.pinned AND r.min_salience > 0
+              AND least(r.base_salience, r.min_salience) = b.c
+              AND r.sensitivity_rank <= $7 + 1
+AND ($5::timestamptz IS NULL OR r.recorded_at <= $5::timestamptz)
+AND ($8::timestamptz IS NULL
+     OR ((r.valid_from IS NULL OR r.valid_from <= $8::timestamptz)
+         AND (r.valid_to IS NULL OR $8::timestamptz < r.valid_to)))
+AND ($6
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'retracted')
+AND ($9
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'contested')
+AND ($10::text[] IS NULL OR r.type = ANY($10::text[]))
+AND ($11::text[] IS NULL OR EXISTS (
+         SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY($11::text[])))
+AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
+         r.half_life_seconds, r.min_salience, r.pinned, $13) >= $14)
+            ORDER BY least(r.base_salience, r.min_salience) DESC, r.created_at DESC, r.id
+            LIMIT $19) c
+     WHERE NOT false AND NOT $1
+    UNION
+    SELECT r.id
+      FROM unnest($2::text[]) AS s(scope)
+     CROSS JOIN sal_bar b
+      JOIN memory_records r ON r.scope = s.scope
+     WHERE NOT false AND NOT $1
+       AND r.pinned AND r.base_salience >= b.c
+       AND r.sensitivity_rank <= $7 + 1
+AND ($5::timestamptz IS NULL OR r.recorded_at <= $5::timestamptz)
+AND ($8::timestamptz IS NULL
+     OR ((r.valid_from IS NULL OR r.valid_from <= $8::timestamptz)
+         AND (r.valid_to IS NULL OR $8::timestamptz < r.valid_to)))
+AND ($6
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'retracted')
+AND ($9
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'contested')
+AND ($10::text[] IS NULL OR r.type = ANY($10::text[]))
+AND ($11::text[] IS NULL OR EXISTS (
+         SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY($11::text[])))
+AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
+         r.half_life_seconds, r.min_salience, r.pinned, $13) >= $14)
+), sal AS MATERIALIZED (
+    SELECT x.id FROM (
+           SELECT r.id FROM memory_records r
+            WHERE NOT false AND NOT $1
+              AND r.id = ANY(ARRAY(SELECT c.id FROM sal_cand c))
+            ORDER BY current_salience(r.base_salience, r.reinforced_at, r.half_life_seconds,
+                                      r.min_salience, r.pinned, $13) DESC, r.created_at DESC, r.id
+            LIMIT $19) x
+    UNION ALL
+    -- a caller that may read every scope: every record is ranked (RFC 8.1.4)
+    SELECT x.id FROM (
+           SELECT r.id FROM memory_records r
+            WHERE NOT false AND $1
+              AND r.sensitivity_rank <= $7 + 1
+AND ($5::timestamptz IS NULL OR r.recorded_at <= $5::timestamptz)
+AND ($8::timestamptz IS NULL
+     OR ((r.valid_from IS NULL OR r.valid_from <= $8::timestamptz)
+         AND (r.valid_to IS NULL OR $8::timestamptz < r.valid_to)))
+AND ($6
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'retracted')
+AND ($9
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'contested')
+AND ($10::text[] IS NULL OR r.type = ANY($10::text[]))
+AND ($11::text[] IS NULL OR EXISTS (
+         SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY($11::text[])))
+AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
+         r.half_life_seconds, r.min_salience, r.pinned, $13) >= $14)
+            ORDER BY current_salience(r.base_salience, r.reinforced_at, r.half_life_seconds,
+                                      r.min_salience, r.pinned, $13) DESC, r.created_at DESC, r.id
+            LIMIT $19) x
 ), pool AS (
     SELECT id FROM vec UNION SELECT id FROM fts UNION SELECT id FROM ent UNION SELECT id FROM sal
 ), feat AS MATERIALIZED (
@@ -323,7 +545,7 @@ AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
 ), scored AS (
     -- RFC 8.2: one fused score; a constant feature adds nothing
     SELECT m.id, m.status, m.vector_score, m.text_score, m.entity_score, m.salience,
-           m.created_at, m.bytes,
+           m.created_at, m.bytes, m.is_semantic,
            CASE WHEN $26 THEN
                 coalesce($27 / ($28 + CASE WHEN m.rv IS NOT NULL THEN m.kv END), 0)
               + coalesce($29 / ($28 + CASE WHEN m.rt IS NOT NULL THEN m.kt END), 0)
@@ -344,8 +566,9 @@ AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
       FROM moments m
 ), ranked AS (
     -- RFC 8.2, 5.1: every active record above every contested one, then the fused score;
-    -- ties by salience, recency, id
-    SELECT s.*, row_number() OVER (ORDER BY s.status <> 'active', s.score DESC, s.salience DESC,
+    -- ties by salience, recency, id (with adjacent episodes, 8.2.1: first the unlifted)
+    SELECT s.*, row_number() OVER (ORDER BY s.status <> 'active', s.score DESC,
+                                            s.salience DESC,
                                             s.created_at DESC, s.id) AS ord
       FROM scored s
 ), bounded AS (

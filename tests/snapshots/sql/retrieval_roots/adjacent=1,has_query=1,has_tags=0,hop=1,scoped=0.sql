@@ -1,11 +1,11 @@
--- $1 all_scopes, $2 scopes, $3 query, $4 df_cap, $5 as_of, $6 include_retracted, $7 max_rank, $8 valid_at, $9 include_contested, $10 types, $11 tags, $12 salience_floor, $13 now, $14 min_salience, $15 qvec, $16 vec_k, $17 has_qvec, $18 fts_cap, $19 arm_k, $20 terms, $21 id_namespaces, $22 id_values, $23 link_scan, $24 fanout, $25 sd_floor_salience, $26 rrf, $27 w_vector, $28 rrf_k, $29 w_text, $30 w_entity, $31 w_salience, $32 semantic_prior, $33 limit, $34 max_bytes, $35 hop_rows, $36 hop_edges, $37 hop_new
+-- $1 all_scopes, $2 scopes, $3 query, $4 df_cap, $5 as_of, $6 include_retracted, $7 max_rank, $8 valid_at, $9 include_contested, $10 types, $11 tags, $12 salience_floor, $13 now, $14 min_salience, $15 qvec, $16 vec_k, $17 has_qvec, $18 fts_cap, $19 arm_k, $20 terms, $21 id_namespaces, $22 id_values, $23 link_scan, $24 fanout, $25 sd_floor_salience, $26 rrf, $27 w_vector, $28 rrf_k, $29 w_text, $30 w_entity, $31 w_salience, $32 semantic_prior, $33 adjacent_sources, $34 adjacent_decay, $35 adjacent_reach, $36 limit, $37 max_bytes, $38 hop_rows, $39 hop_edges, $40 hop_new
 WITH qlex AS MATERIALIZED (
     -- the query's lexemes; stsq: the lexeme in the caller's scopes: as the index of scoped
     -- lexemes holds it for a few scopes (`scoped`, written in), else ANDed with the scope
     -- lexemes; any scope for a caller that reads every scope (RFC 8.1.2)
     SELECT w.lexeme, quote_literal(w.lexeme)::tsquery AS tsq,
            CASE WHEN $1 THEN quote_literal(w.lexeme)::tsquery
-                WHEN true THEN scoped_tsquery(ARRAY[w.lexeme], $2::text[])
+                WHEN false THEN scoped_tsquery(ARRAY[w.lexeme], $2::text[])
                 ELSE quote_literal(w.lexeme)::tsquery && scopes_tsquery($2::text[]) END AS stsq
       FROM unnest(to_tsvector('english', coalesce($3::text, ''))) AS w
      LIMIT 32
@@ -16,7 +16,7 @@ WITH qlex AS MATERIALIZED (
 ), anyq AS (
     -- any query lexeme in the caller's scopes, spelled as stsq is
     SELECT CASE WHEN $1 THEN t.q
-                WHEN true THEN (SELECT scoped_tsquery(array_agg(lexeme), $2::text[])
+                WHEN false THEN (SELECT scoped_tsquery(array_agg(lexeme), $2::text[])
                                         FROM qlex)
                 ELSE t.q && scopes_tsquery($2::text[]) END AS q
       FROM (SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery AS q FROM qlex) t
@@ -45,7 +45,7 @@ AND ($11::text[] IS NULL OR EXISTS (
 AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
          r.half_life_seconds, r.min_salience, r.pinned, $13) >= $14)) AS eligible
       FROM memory_records r, anyq
-     WHERE anyq.q IS NOT NULL AND scoped_lexemes(r.scope, r.search_tsv) @@ anyq.q
+     WHERE anyq.q IS NOT NULL AND r.search_tsv @@ anyq.q
        AND ($1 OR (r.scope || '') = ANY($2::text[]))
        AND r.sensitivity_rank <= $7 + 1
      LIMIT 2 * $4
@@ -77,7 +77,7 @@ AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
                                                     WHERE h.lexeme = l.lexeme), 0))::float8
                   ELSE (SELECT count(*)::float8 FROM (
                         SELECT 1 FROM memory_records r
-                         WHERE scoped_lexemes(r.scope, r.search_tsv) @@ l.stsq
+                         WHERE r.search_tsv @@ l.stsq
                            AND ($1 OR (r.scope || '') = ANY($2::text[]))
                            AND r.sensitivity_rank <= $7 + 1
                            AND ($5::timestamptz IS NULL OR r.recorded_at <= $5::timestamptz)
@@ -96,7 +96,7 @@ AND ($6
 ), qs AS (
     -- the informative lexemes in the caller's scopes, spelled as stsq is
     SELECT CASE WHEN $1 THEN qq.gen
-                WHEN true THEN
+                WHEN false THEN
                      scoped_tsquery(coalesce((SELECT array_agg(lexeme) FROM idf WHERE df < $4),
                                              (SELECT array_agg(lexeme) FROM idf)),
                                     $2::text[])
@@ -152,7 +152,7 @@ AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
     (SELECT r.id, (length(r.search_tsv) - 1)::float8 AS dl,
             (SELECT sum(i.idf) FROM idf i WHERE r.search_tsv @@ i.tsq) AS s
        FROM memory_records r, qs, complete
-      WHERE NOT complete.yes AND qs.gen IS NOT NULL AND scoped_lexemes(r.scope, r.search_tsv) @@ qs.gen
+      WHERE NOT complete.yes AND qs.gen IS NOT NULL AND r.search_tsv @@ qs.gen
         AND ($1 OR (r.scope || '') = ANY($2::text[]))
         AND r.sensitivity_rank <= $7 + 1
 AND ($5::timestamptz IS NULL OR r.recorded_at <= $5::timestamptz)
@@ -257,232 +257,10 @@ AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
      GROUP BY x.id
      ORDER BY score DESC, x.id
      LIMIT $19
-), sal_groups AS MATERIALIZED (
-    -- without a query, salience alone proposes candidates (RFC 8.1.4), read in index order
-    -- rather than computed for every record of the scope. Here: the (scope, half-life)
-    -- groups of the caller's unpinned records, one probe of memory_records_decay each
-    SELECT s.scope, h.half_life
-      FROM unnest($2::text[]) AS s(scope)
-     CROSS JOIN LATERAL (
-           WITH RECURSIVE hl(half_life) AS (
-                SELECT min(r.half_life_seconds) FROM memory_records r
-                 WHERE r.scope = s.scope AND NOT r.pinned
-                UNION ALL
-                SELECT (SELECT min(r.half_life_seconds) FROM memory_records r
-                         WHERE r.scope = s.scope AND NOT r.pinned AND r.half_life_seconds > hl.half_life)
-                  FROM hl WHERE hl.half_life IS NOT NULL)
-           SELECT hl.half_life FROM hl WHERE hl.half_life IS NOT NULL) h
-     -- written-in shape flags: with a query (or every scope) the planner drops all of this
-     WHERE NOT false AND NOT $1
-), sal_first AS MATERIALIZED (
-    -- the best arm_k that pass the filters by each order an index holds: decay_key within
-    -- each group (the order of decayed salience), the floor, and pinned records' base. UNION:
-    -- a record with a floor is found by two orders and must count once toward the bar
-    SELECT c.id, c.cur FROM sal_groups g CROSS JOIN LATERAL (
-           SELECT r.id, current_salience(r.base_salience, r.reinforced_at, r.half_life_seconds,
-                                         r.min_salience, r.pinned, $13) AS cur
-             FROM memory_records r
-            WHERE r.scope = g.scope AND NOT r.pinned AND r.half_life_seconds = g.half_life
-              AND r.sensitivity_rank <= $7 + 1
-AND ($5::timestamptz IS NULL OR r.recorded_at <= $5::timestamptz)
-AND ($8::timestamptz IS NULL
-     OR ((r.valid_from IS NULL OR r.valid_from <= $8::timestamptz)
-         AND (r.valid_to IS NULL OR $8::timestamptz < r.valid_to)))
-AND ($6
-     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'retracted')
-AND ($9
-     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'contested')
-AND ($10::text[] IS NULL OR r.type = ANY($10::text[]))
-AND ($11::text[] IS NULL OR EXISTS (
-         SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY($11::text[])))
-AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
-         r.half_life_seconds, r.min_salience, r.pinned, $13) >= $14)
-            ORDER BY decay_key(r.base_salience, r.reinforced_at, r.half_life_seconds) DESC
-            LIMIT $19) c
-     WHERE NOT false AND NOT $1
-    UNION
-    SELECT c.id, c.cur
-      FROM unnest($2::text[]) AS s(scope)
-     CROSS JOIN LATERAL (
-           SELECT r.id, current_salience(r.base_salience, r.reinforced_at, r.half_life_seconds,
-                                         r.min_salience, r.pinned, $13) AS cur
-             FROM memory_records r
-            WHERE r.scope = s.scope AND NOT r.pinned AND r.min_salience > 0
-              AND r.sensitivity_rank <= $7 + 1
-AND ($5::timestamptz IS NULL OR r.recorded_at <= $5::timestamptz)
-AND ($8::timestamptz IS NULL
-     OR ((r.valid_from IS NULL OR r.valid_from <= $8::timestamptz)
-         AND (r.valid_to IS NULL OR $8::timestamptz < r.valid_to)))
-AND ($6
-     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'retracted')
-AND ($9
-     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'contested')
-AND ($10::text[] IS NULL OR r.type = ANY($10::text[]))
-AND ($11::text[] IS NULL OR EXISTS (
-         SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY($11::text[])))
-AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
-         r.half_life_seconds, r.min_salience, r.pinned, $13) >= $14)
-            ORDER BY least(r.base_salience, r.min_salience) DESC
-            LIMIT $19) c
-     WHERE NOT false AND NOT $1
-    UNION
-    SELECT c.id, c.cur
-      FROM unnest($2::text[]) AS s(scope)
-     CROSS JOIN LATERAL (
-           SELECT r.id, r.base_salience AS cur
-             FROM memory_records r
-            WHERE r.scope = s.scope AND r.pinned
-              AND r.sensitivity_rank <= $7 + 1
-AND ($5::timestamptz IS NULL OR r.recorded_at <= $5::timestamptz)
-AND ($8::timestamptz IS NULL
-     OR ((r.valid_from IS NULL OR r.valid_from <= $8::timestamptz)
-         AND (r.valid_to IS NULL OR $8::timestamptz < r.valid_to)))
-AND ($6
-     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'retracted')
-AND ($9
-     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'contested')
-AND ($10::text[] IS NULL OR r.type = ANY($10::text[]))
-AND ($11::text[] IS NULL OR EXISTS (
-         SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY($11::text[])))
-AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
-         r.half_life_seconds, r.min_salience, r.pinned, $13) >= $14)
-            ORDER BY r.base_salience DESC
-            LIMIT $19) c
-     WHERE NOT false AND NOT $1
-), sal_bar AS (
-    -- the arm_k-th best current salience among them (none: no bar). A record's current
-    -- salience is at most the larger of its floor and 2^(decay_key - now / half_life)
-    -- (equal unless reinforced_at is in the future, where it is base), so every record at
-    -- or above the bar is within one of the three ranges below: ties included, exact
-    SELECT coalesce((SELECT f.cur FROM sal_first f ORDER BY f.cur DESC
-                      LIMIT 1 OFFSET $19 - 1), '-Infinity'::float8) AS c
-     WHERE NOT false AND NOT $1
-), sal_cand AS MATERIALIZED (
-    SELECT c.id FROM sal_groups g CROSS JOIN sal_bar b CROSS JOIN LATERAL (
-           -- log2(bar) + now / half_life, less a margin for rounding (more rows, never fewer)
-           SELECT CASE WHEN b.c > 0 THEN y.k - 1e-9 * (1.0 + abs(y.k)) ELSE '-Infinity'::float8 END AS k
-             FROM (SELECT ln(greatest(b.c, 1e-300)) / ln(2.0::float8)
-                          + extract(epoch FROM $13::timestamptz)::float8 / g.half_life AS k) y) x
-     CROSS JOIN LATERAL (
-           -- OFFSET 0 keeps this a range scan of memory_records_decay per group
-           SELECT r.id FROM memory_records r
-            WHERE r.scope = g.scope AND NOT r.pinned AND r.half_life_seconds = g.half_life
-              AND decay_key(r.base_salience, r.reinforced_at, r.half_life_seconds) >= x.k
-              AND r.sensitivity_rank <= $7 + 1
-AND ($5::timestamptz IS NULL OR r.recorded_at <= $5::timestamptz)
-AND ($8::timestamptz IS NULL
-     OR ((r.valid_from IS NULL OR r.valid_from <= $8::timestamptz)
-         AND (r.valid_to IS NULL OR $8::timestamptz < r.valid_to)))
-AND ($6
-     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'retracted')
-AND ($9
-     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'contested')
-AND ($10::text[] IS NULL OR r.type = ANY($10::text[]))
-AND ($11::text[] IS NULL OR EXISTS (
-         SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY($11::text[])))
-AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
-         r.half_life_seconds, r.min_salience, r.pinned, $13) >= $14)
-           OFFSET 0) c
-     WHERE NOT false AND NOT $1
-    UNION
-    SELECT r.id
-      FROM unnest($2::text[]) AS s(scope)
-     CROSS JOIN sal_bar b
-      JOIN memory_records r ON r.scope = s.scope
-     WHERE NOT false AND NOT $1
-       AND NOT r.pinned AND r.min_salience > 0 AND least(r.base_salience, r.min_salience) > b.c
-       AND r.sensitivity_rank <= $7 + 1
-AND ($5::timestamptz IS NULL OR r.recorded_at <= $5::timestamptz)
-AND ($8::timestamptz IS NULL
-     OR ((r.valid_from IS NULL OR r.valid_from <= $8::timestamptz)
-         AND (r.valid_to IS NULL OR $8::timestamptz < r.valid_to)))
-AND ($6
-     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'retracted')
-AND ($9
-     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'contested')
-AND ($10::text[] IS NULL OR r.type = ANY($10::text[]))
-AND ($11::text[] IS NULL OR EXISTS (
-         SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY($11::text[])))
-AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
-         r.half_life_seconds, r.min_salience, r.pinned, $13) >= $14)
-    UNION
-    -- records whose floor is the bar tie with it (a store decayed to its floors): the final
-    -- order breaks ties by recency, so the most recent arm_k of them are enough
-    SELECT c.id
-      FROM unnest($2::text[]) AS s(scope)
-     CROSS JOIN sal_bar b
-     CROSS JOIN LATERAL (
-           SELECT r.id FROM memory_records r
-            WHERE r.scope = s.scope AND NOT r.pinned AND r.min_salience > 0
-              AND least(r.base_salience, r.min_salience) = b.c
-              AND r.sensitivity_rank <= $7 + 1
-AND ($5::timestamptz IS NULL OR r.recorded_at <= $5::timestamptz)
-AND ($8::timestamptz IS NULL
-     OR ((r.valid_from IS NULL OR r.valid_from <= $8::timestamptz)
-         AND (r.valid_to IS NULL OR $8::timestamptz < r.valid_to)))
-AND ($6
-     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'retracted')
-AND ($9
-     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'contested')
-AND ($10::text[] IS NULL OR r.type = ANY($10::text[]))
-AND ($11::text[] IS NULL OR EXISTS (
-         SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY($11::text[])))
-AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
-         r.half_life_seconds, r.min_salience, r.pinned, $13) >= $14)
-            ORDER BY least(r.base_salience, r.min_salience) DESC, r.created_at DESC, r.id
-            LIMIT $19) c
-     WHERE NOT false AND NOT $1
-    UNION
-    SELECT r.id
-      FROM unnest($2::text[]) AS s(scope)
-     CROSS JOIN sal_bar b
-      JOIN memory_records r ON r.scope = s.scope
-     WHERE NOT false AND NOT $1
-       AND r.pinned AND r.base_salience >= b.c
-       AND r.sensitivity_rank <= $7 + 1
-AND ($5::timestamptz IS NULL OR r.recorded_at <= $5::timestamptz)
-AND ($8::timestamptz IS NULL
-     OR ((r.valid_from IS NULL OR r.valid_from <= $8::timestamptz)
-         AND (r.valid_to IS NULL OR $8::timestamptz < r.valid_to)))
-AND ($6
-     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'retracted')
-AND ($9
-     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'contested')
-AND ($10::text[] IS NULL OR r.type = ANY($10::text[]))
-AND ($11::text[] IS NULL OR EXISTS (
-         SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY($11::text[])))
-AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
-         r.half_life_seconds, r.min_salience, r.pinned, $13) >= $14)
-), sal AS MATERIALIZED (
-    SELECT x.id FROM (
-           SELECT r.id FROM memory_records r
-            WHERE NOT false AND NOT $1
-              AND r.id = ANY(ARRAY(SELECT c.id FROM sal_cand c))
-            ORDER BY current_salience(r.base_salience, r.reinforced_at, r.half_life_seconds,
-                                      r.min_salience, r.pinned, $13) DESC, r.created_at DESC, r.id
-            LIMIT $19) x
-    UNION ALL
-    -- a caller that may read every scope: every record is ranked (RFC 8.1.4)
-    SELECT x.id FROM (
-           SELECT r.id FROM memory_records r
-            WHERE NOT false AND $1
-              AND r.sensitivity_rank <= $7 + 1
-AND ($5::timestamptz IS NULL OR r.recorded_at <= $5::timestamptz)
-AND ($8::timestamptz IS NULL
-     OR ((r.valid_from IS NULL OR r.valid_from <= $8::timestamptz)
-         AND (r.valid_to IS NULL OR $8::timestamptz < r.valid_to)))
-AND ($6
-     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'retracted')
-AND ($9
-     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'contested')
-AND ($10::text[] IS NULL OR r.type = ANY($10::text[]))
-AND ($11::text[] IS NULL OR EXISTS (
-         SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY($11::text[])))
-AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
-         r.half_life_seconds, r.min_salience, r.pinned, $13) >= $14)
-            ORDER BY current_salience(r.base_salience, r.reinforced_at, r.half_life_seconds,
-                                      r.min_salience, r.pinned, $13) DESC, r.created_at DESC, r.id
-            LIMIT $19) x
+), sal AS (
+    -- with a query the salience arm proposes nothing (RFC 8.1.4); left out of the text, its
+    -- parts cost no executor set-up either (RFC 8.1.5)
+    SELECT NULL::uuid AS id WHERE false
 ), pool AS (
     SELECT id FROM vec UNION SELECT id FROM fts UNION SELECT id FROM ent UNION SELECT id FROM sal
 ), feat AS MATERIALIZED (
@@ -545,7 +323,7 @@ AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
 ), scored AS (
     -- RFC 8.2: one fused score; a constant feature adds nothing
     SELECT m.id, m.status, m.vector_score, m.text_score, m.entity_score, m.salience,
-           m.created_at, m.bytes,
+           m.created_at, m.bytes, m.is_semantic,
            CASE WHEN $26 THEN
                 coalesce($27 / ($28 + CASE WHEN m.rv IS NOT NULL THEN m.kv END), 0)
               + coalesce($29 / ($28 + CASE WHEN m.rt IS NOT NULL THEN m.kt END), 0)
@@ -564,28 +342,119 @@ AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
            count(*) FILTER (WHERE m.in_text) OVER () AS n_text,
            count(*) FILTER (WHERE m.in_entity) OVER () AS n_entity
       FROM moments m
+), adj_sources AS MATERIALIZED (
+    SELECT s.id, s.score, r.scope, r.occurred_at
+      FROM scored s JOIN memory_records r ON r.id = s.id
+     WHERE r.type = 'episodic' AND r.occurred_at IS NOT NULL AND s.status = 'active'
+     ORDER BY s.score DESC, s.id
+     LIMIT $33
+), adj_lift AS (
+    -- each side read in index order (memory_records_episode_time) and cut at the reach before
+    -- it is numbered; a hidden episode is skipped, so it neither enters nor takes a place
+    SELECT n.id, h.score, greatest(h.score, 0) * power($34, n.k) AS share,
+           CASE WHEN h.score > 0 THEN h.score * power($34, n.k)
+                ELSE h.score + power($34, n.k) - 1 END AS entry
+      FROM adj_sources h
+     CROSS JOIN LATERAL (
+           SELECT b.id, row_number() OVER (ORDER BY b.occurred_at DESC, b.id DESC) AS k
+             FROM (SELECT r.id, r.occurred_at FROM memory_records r
+                    WHERE r.scope = h.scope AND r.type = 'episodic'
+                      AND (r.occurred_at, r.id) < (h.occurred_at, h.id)
+                      AND r.sensitivity_rank <= $7 + 1
+AND ($5::timestamptz IS NULL OR r.recorded_at <= $5::timestamptz)
+AND ($8::timestamptz IS NULL
+     OR ((r.valid_from IS NULL OR r.valid_from <= $8::timestamptz)
+         AND (r.valid_to IS NULL OR $8::timestamptz < r.valid_to)))
+AND ($6
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'retracted')
+AND ($9
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'contested')
+AND ($10::text[] IS NULL OR r.type = ANY($10::text[]))
+AND ($11::text[] IS NULL OR EXISTS (
+         SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY($11::text[])))
+AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
+         r.half_life_seconds, r.min_salience, r.pinned, $13) >= $14)
+                    ORDER BY r.occurred_at DESC, r.id DESC
+                    LIMIT $35) b
+           UNION ALL
+           SELECT a.id, row_number() OVER (ORDER BY a.occurred_at, a.id) AS k
+             FROM (SELECT r.id, r.occurred_at FROM memory_records r
+                    WHERE r.scope = h.scope AND r.type = 'episodic'
+                      AND (r.occurred_at, r.id) > (h.occurred_at, h.id)
+                      AND r.sensitivity_rank <= $7 + 1
+AND ($5::timestamptz IS NULL OR r.recorded_at <= $5::timestamptz)
+AND ($8::timestamptz IS NULL
+     OR ((r.valid_from IS NULL OR r.valid_from <= $8::timestamptz)
+         AND (r.valid_to IS NULL OR $8::timestamptz < r.valid_to)))
+AND ($6
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'retracted')
+AND ($9
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'contested')
+AND ($10::text[] IS NULL OR r.type = ANY($10::text[]))
+AND ($11::text[] IS NULL OR EXISTS (
+         SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY($11::text[])))
+AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
+         r.half_life_seconds, r.min_salience, r.pinned, $13) >= $14)
+                    ORDER BY r.occurred_at, r.id
+                    LIMIT $35) a) n
+), adj_raised AS (
+    -- the best each episode gets: a pool member its score plus its share, an episode outside
+    -- the pool its entry; never past its source
+    SELECT l.id, max(CASE WHEN x.id IS NULL THEN l.entry ELSE least(x.score + l.share, l.score) END)
+               AS score
+      FROM adj_lift l LEFT JOIN scored x ON x.id = l.id
+     GROUP BY l.id
+), adj_capped AS (
+    -- nor past an active fact: the store's current belief keeps its place above the episodes
+    -- that ranked below it (RFC 8.2)
+    SELECT a.id, least(a.score, coalesce(
+               (SELECT min(f.score) FROM scored f
+                 WHERE f.is_semantic AND f.status = 'active'
+                   AND f.score > coalesce(x.score, '-Infinity'::float8)),
+               'Infinity'::float8)) AS score
+      FROM adj_raised a LEFT JOIN scored x ON x.id = a.id
+), lifted AS (
+    SELECT s.id, s.status, s.vector_score, s.text_score, s.entity_score, s.salience, s.created_at,
+           s.bytes, greatest(s.score, c.score) AS score, s.pool_size, s.n_vector, s.n_text,
+           s.n_entity, coalesce(c.score > s.score, false) AS lifted
+      FROM scored s LEFT JOIN adj_capped c ON c.id = s.id
+    UNION ALL
+    -- outside the pool an episode has no evidence of its own (the pool's mean, 0 in zsum)
+    SELECT r.id, status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz),
+           NULL, NULL, NULL,
+           current_salience(r.base_salience, r.reinforced_at, r.half_life_seconds, r.min_salience,
+                            r.pinned, $13),
+           r.created_at,
+           CASE WHEN r.sensitivity_rank > $7 THEN 256 ELSE r.projected_bytes END,
+           c.score, p.pool_size, p.n_vector, p.n_text, p.n_entity, true
+      FROM adj_capped c
+      JOIN memory_records r ON r.id = c.id
+     CROSS JOIN (SELECT max(pool_size) AS pool_size, max(n_vector) AS n_vector,
+                        max(n_text) AS n_text, max(n_entity) AS n_entity FROM scored) p
+     WHERE NOT EXISTS (SELECT 1 FROM scored s WHERE s.id = c.id)
 ), ranked AS (
     -- RFC 8.2, 5.1: every active record above every contested one, then the fused score;
-    -- ties by salience, recency, id
-    SELECT s.*, row_number() OVER (ORDER BY s.status <> 'active', s.score DESC, s.salience DESC,
+    -- ties by salience, recency, id (with adjacent episodes, 8.2.1: first the unlifted)
+    SELECT s.*, row_number() OVER (ORDER BY s.status <> 'active', s.score DESC,
+                                            s.lifted, s.salience DESC,
                                             s.created_at DESC, s.id) AS ord
-      FROM scored s
+      FROM lifted s
 ), bounded AS (
     -- RFC 8.3: cut at the row cap and the running projected bytes before hydrating
     SELECT k.*, sum(k.bytes) OVER (ORDER BY k.ord) AS running
       FROM ranked k
-     WHERE k.ord <= $33
+     WHERE k.ord <= $36
 ), f AS (
     -- RFC 8.4: with expansion (the hop part, written in), its first hop runs here, from the
     -- roots that fit and are shown in full; the service uses it when it keeps exactly these
     SELECT b.id FROM bounded b JOIN memory_records r ON r.id = b.id
-     WHERE b.running <= $34 AND r.sensitivity_rank <= $7
+     WHERE b.running <= $37 AND r.sensitivity_rank <= $7
 ), hop_expanded AS (
     SELECT NULL::uuid AS id WHERE false
 ), hop_known AS (
-    SELECT b.id FROM bounded b WHERE b.running <= $34
+    SELECT b.id FROM bounded b WHERE b.running <= $37
 ), hop_budget AS (
-    SELECT $34::bigint AS v
+    SELECT $37::bigint AS v
 ), e AS (
     -- at most hop_rows edges per frontier node and direction, so a hub costs no more; the
     -- far end passes the filters (and is not a node expanded before) ahead of that cut, so
@@ -609,7 +478,7 @@ AND ($6
      OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'retracted')
 AND ($9
      OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'contested')
-            ORDER BY l.predicate, l.target_id LIMIT $35) o
+            ORDER BY l.predicate, l.target_id LIMIT $38) o
     UNION ALL
     SELECT i.* FROM f, LATERAL (
            SELECT l.source_id, l.predicate, l.target_id, l.source_id AS other, l.weight,
@@ -629,7 +498,7 @@ AND ($6
      OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'retracted')
 AND ($9
      OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'contested')
-            LIMIT $35) i
+            LIMIT $38) i
 ), hop AS MATERIALIZED (
     SELECT e.source_id, e.predicate, e.target_id, e.other, e.scope, e.sensitivity,
            status_at(e.status, e.retracted_at, e.contested_at, $5::timestamptz) AS status,
@@ -638,14 +507,14 @@ AND ($9
                                        e.predicate, e.target_id) AS n
       FROM e
      ORDER BY n
-     LIMIT $35
+     LIMIT $38
 ), edges AS (
     -- each edge once (a relation between two frontier nodes is found from both ends), at most
     -- hop_edges of them: the edges the expansion will take, in its order
     SELECT * FROM (SELECT DISTINCT ON (h.source_id, h.predicate, h.target_id) h.*
                      FROM hop h ORDER BY h.source_id, h.predicate, h.target_id, h.n) d
      ORDER BY d.n
-     LIMIT $36
+     LIMIT $39
 ), fresh AS (
     -- the neighbours these edges discover, in discovery order, up to hop_new, with the
     -- running projected bytes: the rows worth hydrating now (RFC 8.3)
@@ -654,9 +523,9 @@ AND ($9
               FROM edges d WHERE NOT EXISTS (SELECT 1 FROM hop_known k WHERE k.id = d.other)
              ORDER BY d.other, d.n) x
      ORDER BY x.n
-     LIMIT $37
+     LIMIT $40
 )
-SELECT 'root' AS kind, b.ord, b.bytes, b.running, (b.running <= $34) AS fits, b.score,
+SELECT 'root' AS kind, b.ord, b.bytes, b.running, (b.running <= $37) AS fits, b.score,
        b.status AS status_as_of, b.vector_score, b.text_score, b.entity_score,
        b.salience AS salience_now, b.pool_size, b.n_vector, b.n_text, b.n_entity,
        NULL AS source_id, NULL AS predicate, NULL AS target_id, NULL AS other,
@@ -684,7 +553,7 @@ to_jsonb(ARRAY(SELECT jsonb_build_object('kind', s.kind, 'ref', s.ref, 'hash', s
                   AND ($5::timestamptz IS NULL OR l.created_at <= $5::timestamptz)
                 ORDER BY l.created_at, l.predicate, l.target_id)) AS relations
   FROM bounded b
-  LEFT JOIN memory_records r ON r.id = b.id AND b.running <= $34
+  LEFT JOIN memory_records r ON r.id = b.id AND b.running <= $37
   LEFT JOIN record_payloads p ON p.record_id = r.id
 UNION ALL
 SELECT 'hop', NULL, h.bytes, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,

@@ -1,11 +1,11 @@
--- $1 all_scopes, $2 scopes, $3 query, $4 df_cap, $5 as_of, $6 include_retracted, $7 max_rank, $8 valid_at, $9 include_contested, $10 types, $11 tags, $12 salience_floor, $13 now, $14 min_salience, $15 qvec, $16 vec_k, $17 has_qvec, $18 fts_cap, $19 arm_k, $20 terms, $21 id_namespaces, $22 id_values, $23 link_scan, $24 fanout, $25 sd_floor_salience, $26 rrf, $27 w_vector, $28 rrf_k, $29 w_text, $30 w_entity, $31 w_salience, $32 semantic_prior, $33 limit, $34 max_bytes
+-- $1 all_scopes, $2 scopes, $3 query, $4 df_cap, $5 as_of, $6 include_retracted, $7 max_rank, $8 valid_at, $9 include_contested, $10 types, $11 tags, $12 salience_floor, $13 now, $14 min_salience, $15 qvec, $16 vec_k, $17 has_qvec, $18 fts_cap, $19 arm_k, $20 terms, $21 id_namespaces, $22 id_values, $23 link_scan, $24 fanout, $25 sd_floor_salience, $26 rrf, $27 w_vector, $28 rrf_k, $29 w_text, $30 w_entity, $31 w_salience, $32 semantic_prior, $33 limit, $34 max_bytes, $35 hop_rows, $36 hop_edges, $37 hop_new
 WITH qlex AS MATERIALIZED (
     -- the query's lexemes; stsq: the lexeme in the caller's scopes: as the index of scoped
     -- lexemes holds it for a few scopes (`scoped`, written in), else ANDed with the scope
     -- lexemes; any scope for a caller that reads every scope (RFC 8.1.2)
     SELECT w.lexeme, quote_literal(w.lexeme)::tsquery AS tsq,
            CASE WHEN $1 THEN quote_literal(w.lexeme)::tsquery
-                WHEN false THEN scoped_tsquery(ARRAY[w.lexeme], $2::text[])
+                WHEN true THEN scoped_tsquery(ARRAY[w.lexeme], $2::text[])
                 ELSE quote_literal(w.lexeme)::tsquery && scopes_tsquery($2::text[]) END AS stsq
       FROM unnest(to_tsvector('english', coalesce($3::text, ''))) AS w
      LIMIT 32
@@ -16,7 +16,7 @@ WITH qlex AS MATERIALIZED (
 ), anyq AS (
     -- any query lexeme in the caller's scopes, spelled as stsq is
     SELECT CASE WHEN $1 THEN t.q
-                WHEN false THEN (SELECT scoped_tsquery(array_agg(lexeme), $2::text[])
+                WHEN true THEN (SELECT scoped_tsquery(array_agg(lexeme), $2::text[])
                                         FROM qlex)
                 ELSE t.q && scopes_tsquery($2::text[]) END AS q
       FROM (SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery AS q FROM qlex) t
@@ -45,7 +45,7 @@ AND ($11::text[] IS NULL OR EXISTS (
 AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
          r.half_life_seconds, r.min_salience, r.pinned, $13) >= $14)) AS eligible
       FROM memory_records r, anyq
-     WHERE anyq.q IS NOT NULL AND r.search_tsv @@ anyq.q
+     WHERE anyq.q IS NOT NULL AND scoped_lexemes(r.scope, r.search_tsv) @@ anyq.q
        AND ($1 OR (r.scope || '') = ANY($2::text[]))
        AND r.sensitivity_rank <= $7 + 1
      LIMIT 2 * $4
@@ -77,7 +77,7 @@ AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
                                                     WHERE h.lexeme = l.lexeme), 0))::float8
                   ELSE (SELECT count(*)::float8 FROM (
                         SELECT 1 FROM memory_records r
-                         WHERE r.search_tsv @@ l.stsq
+                         WHERE scoped_lexemes(r.scope, r.search_tsv) @@ l.stsq
                            AND ($1 OR (r.scope || '') = ANY($2::text[]))
                            AND r.sensitivity_rank <= $7 + 1
                            AND ($5::timestamptz IS NULL OR r.recorded_at <= $5::timestamptz)
@@ -96,7 +96,7 @@ AND ($6
 ), qs AS (
     -- the informative lexemes in the caller's scopes, spelled as stsq is
     SELECT CASE WHEN $1 THEN qq.gen
-                WHEN false THEN
+                WHEN true THEN
                      scoped_tsquery(coalesce((SELECT array_agg(lexeme) FROM idf WHERE df < $4),
                                              (SELECT array_agg(lexeme) FROM idf)),
                                     $2::text[])
@@ -152,7 +152,7 @@ AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
     (SELECT r.id, (length(r.search_tsv) - 1)::float8 AS dl,
             (SELECT sum(i.idf) FROM idf i WHERE r.search_tsv @@ i.tsq) AS s
        FROM memory_records r, qs, complete
-      WHERE NOT complete.yes AND qs.gen IS NOT NULL AND r.search_tsv @@ qs.gen
+      WHERE NOT complete.yes AND qs.gen IS NOT NULL AND scoped_lexemes(r.scope, r.search_tsv) @@ qs.gen
         AND ($1 OR (r.scope || '') = ANY($2::text[]))
         AND r.sensitivity_rank <= $7 + 1
 AND ($5::timestamptz IS NULL OR r.recorded_at <= $5::timestamptz)
@@ -545,7 +545,7 @@ AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
 ), scored AS (
     -- RFC 8.2: one fused score; a constant feature adds nothing
     SELECT m.id, m.status, m.vector_score, m.text_score, m.entity_score, m.salience,
-           m.created_at, m.bytes,
+           m.created_at, m.bytes, m.is_semantic,
            CASE WHEN $26 THEN
                 coalesce($27 / ($28 + CASE WHEN m.rv IS NOT NULL THEN m.kv END), 0)
               + coalesce($29 / ($28 + CASE WHEN m.rt IS NOT NULL THEN m.kt END), 0)
@@ -566,8 +566,9 @@ AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
       FROM moments m
 ), ranked AS (
     -- RFC 8.2, 5.1: every active record above every contested one, then the fused score;
-    -- ties by salience, recency, id
-    SELECT s.*, row_number() OVER (ORDER BY s.status <> 'active', s.score DESC, s.salience DESC,
+    -- ties by salience, recency, id (with adjacent episodes, 8.2.1: first the unlifted)
+    SELECT s.*, row_number() OVER (ORDER BY s.status <> 'active', s.score DESC,
+                                            s.salience DESC,
                                             s.created_at DESC, s.id) AS ord
       FROM scored s
 ), bounded AS (
@@ -575,6 +576,86 @@ AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
     SELECT k.*, sum(k.bytes) OVER (ORDER BY k.ord) AS running
       FROM ranked k
      WHERE k.ord <= $33
+), f AS (
+    -- RFC 8.4: with expansion (the hop part, written in), its first hop runs here, from the
+    -- roots that fit and are shown in full; the service uses it when it keeps exactly these
+    SELECT b.id FROM bounded b JOIN memory_records r ON r.id = b.id
+     WHERE b.running <= $34 AND r.sensitivity_rank <= $7
+), hop_expanded AS (
+    SELECT NULL::uuid AS id WHERE false
+), hop_known AS (
+    SELECT b.id FROM bounded b WHERE b.running <= $34
+), hop_budget AS (
+    SELECT $34::bigint AS v
+), e AS (
+    -- at most hop_rows edges per frontier node and direction, so a hub costs no more; the
+    -- far end passes the filters (and is not a node expanded before) ahead of that cut, so
+    -- that edges the caller may not follow never crowd out one it may (RFC 8.4). A relation
+    -- is followed only to a record shown in full: a view omits the others (RFC 2.5)
+    SELECT o.* FROM f, LATERAL (
+           SELECT l.source_id, l.predicate, l.target_id, l.target_id AS other, l.weight,
+                  l.created_at, r.scope, r.sensitivity, r.status, r.retracted_at,
+                  r.contested_at, r.projected_bytes
+             FROM relations l JOIN memory_records r ON r.id = l.target_id
+            WHERE l.source_id = f.id
+              AND ($5::timestamptz IS NULL OR l.created_at <= $5::timestamptz)
+              AND NOT EXISTS (SELECT 1 FROM hop_expanded x WHERE x.id = l.target_id)
+              AND ($1 OR r.scope = ANY($2::text[]))
+              AND r.sensitivity_rank <= $7 AND r.sensitivity_rank <= $7 + 1
+AND ($5::timestamptz IS NULL OR r.recorded_at <= $5::timestamptz)
+AND ($8::timestamptz IS NULL
+     OR ((r.valid_from IS NULL OR r.valid_from <= $8::timestamptz)
+         AND (r.valid_to IS NULL OR $8::timestamptz < r.valid_to)))
+AND ($6
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'retracted')
+AND ($9
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'contested')
+            ORDER BY l.predicate, l.target_id LIMIT $35) o
+    UNION ALL
+    SELECT i.* FROM f, LATERAL (
+           SELECT l.source_id, l.predicate, l.target_id, l.source_id AS other, l.weight,
+                  l.created_at, r.scope, r.sensitivity, r.status, r.retracted_at,
+                  r.contested_at, r.projected_bytes
+             FROM relations l JOIN memory_records r ON r.id = l.source_id
+            WHERE l.target_id = f.id
+              AND ($5::timestamptz IS NULL OR l.created_at <= $5::timestamptz)
+              AND NOT EXISTS (SELECT 1 FROM hop_expanded x WHERE x.id = l.source_id)
+              AND ($1 OR r.scope = ANY($2::text[]))
+              AND r.sensitivity_rank <= $7 AND r.sensitivity_rank <= $7 + 1
+AND ($5::timestamptz IS NULL OR r.recorded_at <= $5::timestamptz)
+AND ($8::timestamptz IS NULL
+     OR ((r.valid_from IS NULL OR r.valid_from <= $8::timestamptz)
+         AND (r.valid_to IS NULL OR $8::timestamptz < r.valid_to)))
+AND ($6
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'retracted')
+AND ($9
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'contested')
+            LIMIT $35) i
+), hop AS MATERIALIZED (
+    SELECT e.source_id, e.predicate, e.target_id, e.other, e.scope, e.sensitivity,
+           status_at(e.status, e.retracted_at, e.contested_at, $5::timestamptz) AS status,
+           e.projected_bytes AS bytes,
+           row_number() OVER (ORDER BY coalesce(e.weight, 0) DESC, e.created_at, e.source_id,
+                                       e.predicate, e.target_id) AS n
+      FROM e
+     ORDER BY n
+     LIMIT $35
+), edges AS (
+    -- each edge once (a relation between two frontier nodes is found from both ends), at most
+    -- hop_edges of them: the edges the expansion will take, in its order
+    SELECT * FROM (SELECT DISTINCT ON (h.source_id, h.predicate, h.target_id) h.*
+                     FROM hop h ORDER BY h.source_id, h.predicate, h.target_id, h.n) d
+     ORDER BY d.n
+     LIMIT $36
+), fresh AS (
+    -- the neighbours these edges discover, in discovery order, up to hop_new, with the
+    -- running projected bytes: the rows worth hydrating now (RFC 8.3)
+    SELECT x.other, x.n, sum(x.bytes) OVER (ORDER BY x.n) AS running
+      FROM (SELECT DISTINCT ON (d.other) d.other, d.n, d.bytes
+              FROM edges d WHERE NOT EXISTS (SELECT 1 FROM hop_known k WHERE k.id = d.other)
+             ORDER BY d.other, d.n) x
+     ORDER BY x.n
+     LIMIT $37
 )
 SELECT 'root' AS kind, b.ord, b.bytes, b.running, (b.running <= $34) AS fits, b.score,
        b.status AS status_as_of, b.vector_score, b.text_score, b.entity_score,
@@ -606,4 +687,37 @@ to_jsonb(ARRAY(SELECT jsonb_build_object('kind', s.kind, 'ref', s.ref, 'hash', s
   FROM bounded b
   LEFT JOIN memory_records r ON r.id = b.id AND b.running <= $34
   LEFT JOIN record_payloads p ON p.record_id = r.id
+UNION ALL
+SELECT 'hop', NULL, h.bytes, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+       NULL, h.source_id, h.predicate, h.target_id, h.other, h.scope AS other_scope,
+h.sensitivity AS other_sensitivity, h.status AS other_status, h.n,
+(x.id IS NOT NULL) AS hydrated, x.*
+  FROM hop h
+LEFT JOIN fresh w ON w.n = h.n AND w.running <= (SELECT v FROM hop_budget)
+LEFT JOIN LATERAL (
+      -- the neighbour's columns only on the rows that hydrate it: the subqueries among them
+      -- (tags, provenance, relations) run for those rows alone, not for every edge
+      SELECT r.id, r.type, r.scope, r.sensitivity, r.confidence, r.salience, r.status,
+r.decay_curve, r.half_life_seconds, r.min_salience, r.max_age_seconds,
+r.reinforcement_gain, r.base_salience, r.reinforced_at, r.pinned, r.deletion_policy,
+r.validity_mode, r.valid_from, r.valid_to, r.recorded_at, r.retracted_at,
+r.occurred_at, r.created_at, r.updated_at, r.summary, r.metadata, p.body AS payload,
+ARRAY(SELECT t.tag FROM record_tags t WHERE t.record_id = r.id ORDER BY t.tag) AS tags,
+to_jsonb(ARRAY(SELECT jsonb_build_object('kind', s.kind, 'ref', s.ref, 'hash', s.hash,
+                                         'created_by', s.created_by, 'timestamp', s.ts)
+                 FROM provenance_sources s WHERE s.record_id = r.id
+                  AND ($5::timestamptz IS NULL OR s.added_at IS NULL
+                       OR s.added_at <= $5::timestamptz)
+                ORDER BY s.id)) AS provenance, to_jsonb(ARRAY(SELECT jsonb_build_object('predicate', l.predicate, 'target_id', l.target_id,
+                                         'weight', l.weight, 'target_scope', x.scope,
+                                         'target_sensitivity', x.sensitivity)
+                 FROM relations l JOIN memory_records x ON x.id = l.target_id
+                WHERE l.source_id = r.id
+                  AND ($1 OR x.scope = ANY($2::text[]))
+                  AND x.sensitivity_rank <= $7
+                  AND ($5::timestamptz IS NULL OR l.created_at <= $5::timestamptz)
+                ORDER BY l.created_at, l.predicate, l.target_id)) AS relations
+        FROM memory_records r LEFT JOIN record_payloads p ON p.record_id = r.id
+       WHERE r.id = w.other
+      OFFSET 0) x ON true
  ORDER BY kind DESC, ord, n
