@@ -167,3 +167,23 @@ def test_a_lifted_episode_never_passes_a_fact_above_it(membrane: Membrane, clock
     order = list(mixed)
     assert order.index(fact) < order.index(near)  # and after it on the tie
     assert mixed[fact] == plain[fact]
+
+
+def test_nothing_is_followed_from_or_to_a_redacted_episode(membrane: Membrane, clock: FakeClock) -> None:
+    # one level above the caller's maximum: shown redacted, like a redacted root (RFC 8.4)
+    t = conversation(membrane, clock, middle={"sensitivity": "medium"})
+    got = membrane.retrieve({"scopes": ["a"], "query": "comet harbour", "limit": 6}, CALLER)
+    found = [r.id for r in got.records]
+    assert t["hit"] == found[0] and t["before"] in found  # control: the lift runs
+    assert t["after"] not in found  # a redacted neighbour is skipped ...
+    assert t["farther"] in found  # ... and takes no place
+    # a redacted source lifts nothing
+    clock.advance(hours=1)
+    episode(membrane, clock, "a quiet evening")
+    source = episode(membrane, clock, "zodiacal light over the bay", sensitivity="medium")
+    after = episode(membrane, clock, "we watched until dawn")
+    got = membrane.retrieve({"scopes": ["a"], "query": "zodiacal light", "limit": 6}, CALLER)
+    assert [r.id for r in got.records] == [source] and got.records[0].redacted
+    assert after not in [r.id for r in got.records]
+    wide = membrane.retrieve({"scopes": ["a"], "query": "zodiacal light", "limit": 6})
+    assert after in [r.id for r in wide.records]  # control: the caller who sees it in full

@@ -383,11 +383,13 @@ AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
     SELECT s.id, s.score, r.scope, r.occurred_at
       FROM scored s JOIN memory_records r ON r.id = s.id
      WHERE r.type = 'episodic' AND r.occurred_at IS NOT NULL AND s.status = 'active'
+       -- as expansion (RFC 8.4): nothing is followed from or to a record shown redacted
+       AND r.sensitivity_rank <= $7
      ORDER BY s.score DESC, s.id
      LIMIT $34
 ), adj_lift AS (
     -- each side read in index order (memory_records_episode_time) and cut at the reach before
-    -- it is numbered; a hidden episode is skipped, so it neither enters nor takes a place
+    -- it is numbered; an episode hidden or redacted is skipped: it neither enters nor takes a place
     SELECT n.id, h.score, greatest(h.score, 0) * power($35, n.k) AS share,
            CASE WHEN h.score > 0 THEN h.score * power($35, n.k)
                 ELSE h.score + power($35, n.k) - 1 END AS entry
@@ -410,7 +412,7 @@ AND ($10::text[] IS NULL OR r.type = ANY($10::text[]))
 AND ($11::text[] IS NULL OR EXISTS (
          SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY($11::text[])))
 AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
-         r.half_life_seconds, r.min_salience, r.pinned, $13) >= $14)
+         r.half_life_seconds, r.min_salience, r.pinned, $13) >= $14) AND r.sensitivity_rank <= $7
                     ORDER BY r.occurred_at DESC, r.id DESC
                     LIMIT $36) b
            UNION ALL
@@ -431,7 +433,7 @@ AND ($10::text[] IS NULL OR r.type = ANY($10::text[]))
 AND ($11::text[] IS NULL OR EXISTS (
          SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY($11::text[])))
 AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
-         r.half_life_seconds, r.min_salience, r.pinned, $13) >= $14)
+         r.half_life_seconds, r.min_salience, r.pinned, $13) >= $14) AND r.sensitivity_rank <= $7
                     ORDER BY r.occurred_at, r.id
                     LIMIT $36) a) n
 ), adj_raised AS (

@@ -1,16 +1,18 @@
 -- Adjacent episodes of retrieval_roots (RFC 8.2.1): the best fused episodes lift the episodes next to them in time.
 
 -- name: adjacent
--- Fragment (/*@adjacent*/): the fused pool with adjacent episodes lifted, as CTE lifted, which bounds ranks (RFC 8.2.1): the adjacent_sources best active episodes each reach the adjacent_reach visible episodes of their scope before and after them in (occurred_at, id) order, the k-th getting the share adjacent_decay^k of its source's positive score; a pool member adds its share, and one outside the pool enters at it (from a source at or below the pool's mean, 1 - adjacent_decay^k below the source); a lifted episode passes neither its source nor an active semantic record, and ranks after either on a tie (column lifted); CTEs of retrieval_roots; the statement closes the last.
+-- Fragment (/*@adjacent*/): the fused pool with adjacent episodes lifted, as CTE lifted, which bounds ranks (RFC 8.2.1): the adjacent_sources best active episodes shown in full each reach the adjacent_reach episodes shown in full of their scope before and after them in (occurred_at, id) order, the k-th getting the share adjacent_decay^k of its source's positive score; a pool member adds its share, and one outside the pool enters at it (from a source at or below the pool's mean, 1 - adjacent_decay^k below the source); a lifted episode passes neither its source nor an active semantic record, and ranks after either on a tie (column lifted); CTEs of retrieval_roots; the statement closes the last.
 adj_sources AS MATERIALIZED (
     SELECT s.id, s.score, r.scope, r.occurred_at
       FROM scored s JOIN memory_records r ON r.id = s.id
      WHERE r.type = 'episodic' AND r.occurred_at IS NOT NULL AND s.status = 'active'
+       -- as expansion (RFC 8.4): nothing is followed from or to a record shown redacted
+       AND r.sensitivity_rank <= %(max_rank)s
      ORDER BY s.score DESC, s.id
      LIMIT %(adjacent_sources)s
 ), adj_lift AS (
     -- each side read in index order (memory_records_episode_time) and cut at the reach before
-    -- it is numbered; a hidden episode is skipped, so it neither enters nor takes a place
+    -- it is numbered; an episode hidden or redacted is skipped: it neither enters nor takes a place
     SELECT n.id, h.score, greatest(h.score, 0) * power(%(adjacent_decay)s, n.k) AS share,
            CASE WHEN h.score > 0 THEN h.score * power(%(adjacent_decay)s, n.k)
                 ELSE h.score + power(%(adjacent_decay)s, n.k) - 1 END AS entry
@@ -20,7 +22,7 @@ adj_sources AS MATERIALIZED (
              FROM (SELECT r.id, r.occurred_at FROM memory_records r
                     WHERE r.scope = h.scope AND r.type = 'episodic'
                       AND (r.occurred_at, r.id) < (h.occurred_at, h.id)
-                      AND /*@request_filters*/
+                      AND /*@request_filters*/ AND r.sensitivity_rank <= %(max_rank)s
                     ORDER BY r.occurred_at DESC, r.id DESC
                     LIMIT %(adjacent_reach)s) b
            UNION ALL
@@ -28,7 +30,7 @@ adj_sources AS MATERIALIZED (
              FROM (SELECT r.id, r.occurred_at FROM memory_records r
                     WHERE r.scope = h.scope AND r.type = 'episodic'
                       AND (r.occurred_at, r.id) > (h.occurred_at, h.id)
-                      AND /*@request_filters*/
+                      AND /*@request_filters*/ AND r.sensitivity_rank <= %(max_rank)s
                     ORDER BY r.occurred_at, r.id
                     LIMIT %(adjacent_reach)s) a) n
 ), adj_raised AS (
