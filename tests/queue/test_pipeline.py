@@ -1,4 +1,9 @@
-"""The pipeline through real Celery workers, a real redis-server and Postgres (RFC 9.1, 9.5)."""
+"""The pipeline through real Celery workers, a real redis-server and Postgres (RFC 9.1, 9.5).
+
+The project's app runs its tasks in an in-process worker (``celery_worker``,
+tests/queue/conftest.py); a SIGKILL mid-batch and beat's re-dispatch need real worker and
+beat processes (``spawn``).
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from celery.worker import WorkController
 
 from membrane_core import Membrane, Settings
 from membrane_core.enums import OperationKind, OperationStatus
@@ -30,10 +36,10 @@ def all_finished(m: Membrane, ids: list) -> bool:
     return all(v.status in (OperationStatus.SUCCEEDED, OperationStatus.FAILED) for v in m.inbox.wait(ids, 0))
 
 
+@pytest.mark.in_process_worker(queues=("ingest",))
 def test_capture_through_the_queue(
-    live: Membrane, spawn: Spawn, dispatcher: CeleryDispatcher, database_url: str
+    live: Membrane, celery_worker: WorkController, dispatcher: CeleryDispatcher, database_url: str
 ) -> None:
-    spawn("worker", "ingest", concurrency=2)
     single = live.inbox.submit_capture(event(0), DEV)
     batch = live.inbox.submit_captures([event(i) for i in range(1, 301)] + [{"source_kind": "bogus"}], DEV)
     assert dispatcher.publish(OperationKind.CAPTURE, [single.operation_id])
@@ -154,12 +160,13 @@ def test_broker_down_at_accept_is_processed_after_it_returns(
         broker.stop()
 
 
+@pytest.mark.in_process_worker(
+    queues=("ingest", "embedding", "llm"),
+    env={"MEMBRANE_EMBEDDING_PROVIDER": "hashing", "MEMBRANE_LLM_PROVIDER": "deterministic"},
+)
 def test_embedding_and_llm_pools(
-    live: Membrane, spawn: Spawn, dispatcher: CeleryDispatcher, database_url: str
+    live: Membrane, celery_worker: WorkController, dispatcher: CeleryDispatcher, database_url: str
 ) -> None:
-    env = {"MEMBRANE_EMBEDDING_PROVIDER": "hashing", "MEMBRANE_LLM_PROVIDER": "deterministic"}
-    for queue in ("ingest", "embedding", "llm"):
-        spawn("worker", queue, env=env)
     texts = ["Ann lives in Oslo and works at Acme.", "Bob prefers tea.", "Nothing to see here"]
     views = live.inbox.submit_captures(
         [
@@ -205,11 +212,10 @@ def test_embedding_and_llm_pools(
     )
 
 
+@pytest.mark.in_process_worker(queues=("revision", "maintenance"))
 def test_revision_and_maintenance_through_their_queues(
-    live: Membrane, spawn: Spawn, dispatcher: CeleryDispatcher
+    live: Membrane, celery_worker: WorkController, dispatcher: CeleryDispatcher
 ) -> None:
-    spawn("worker", "revision")
-    spawn("worker", "maintenance")
     obs = {
         "source_kind": "observation",
         "scope": "proj",
