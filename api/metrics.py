@@ -1,17 +1,27 @@
-"""Prometheus text exposition of request counts, latency, accepted operations and rate-limit
-refusals (RFC 14.2, 10.6).
+"""Prometheus ``/metrics`` of the API: requests, latency, accepted operations, rate-limit refusals,
+and the deployment gauges read at scrape time (RFC 14.2, 10.6).
 
-A tiny in-process registry: one API process is one Prometheus target, so nothing
-needs the multi-process machinery of a client library.
+The counters and the histogram are ``prometheus_client`` metrics in a registry of this app's
+own. When ``PROMETHEUS_MULTIPROC_DIR`` is set before the process imports ``prometheus_client``
+(``python -m api --workers N`` sets it for its processes, :mod:`api.server`), every API process
+writes its values to files of its own in that directory, and a scrape, whichever process
+answers it, sums the files of every process, so no counter goes back when consecutive
+scrapes land on different processes. Rationale: docs/design/metrics-multiprocess.md.
 """
 
 from __future__ import annotations
 
-import threading
+import os
 import time
-from collections import defaultdict
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from typing import Any
+
+import prometheus_client
+from prometheus_client import values
+from prometheus_client.metrics_core import GaugeMetricFamily, Metric
+from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
+
+from membrane_core.metrics import DeploymentGauges
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -22,85 +32,148 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 #: Latency histogram buckets in seconds.
 BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.015, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
+#: The ``method`` label's values; any other method is ``other``, so that a client cannot grow
+#: the series (and each process's file in multiprocess mode) without bound.
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
+#: The exposition format of ``generate_latest``.
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+#: The environment variable that puts prometheus_client in its multiprocess mode.
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+
+# A counter's ``_created`` series is per process (and absent in multiprocess mode): one
+# exposition in either mode.
+prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
+
+
+def multiprocess_dir() -> str | None:
+    """The multiprocess directory this process writes its values to, or ``None``.
+
+    ``None`` also when the variable was set only after prometheus_client was imported: the
+    values then live in this process's memory, and the registry of the app is what to read.
+    """
+    path = os.environ.get(MULTIPROC_ENV)
+    return path if path and getattr(values.ValueClass, "_multiprocess", False) else None
+
+
+def process_exited(pid: int) -> None:
+    """RFC 14.2: what an exiting API process leaves in the multiprocess directory.
+
+    Its counters stay (they are part of every total); ``mark_process_dead`` removes the files
+    of its live gauges, which the API does not keep today.
+    """
+    path = multiprocess_dir()
+    if path is not None:
+        mark_process_dead(pid, path)  # type: ignore[no-untyped-call]
+
+
+_Children = tuple[prometheus_client.Counter, prometheus_client.Histogram]
+
 
 class Registry:
-    """Counters and a latency histogram keyed by (method, route, status)."""
+    """Counters and a latency histogram by (method, route, status), in Prometheus form."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.requests: dict[tuple[str, str, str], int] = defaultdict(int)
-        self.latency_sum: dict[tuple[str, str], float] = defaultdict(float)
-        self.latency_count: dict[tuple[str, str], int] = defaultdict(int)
-        self.latency_buckets: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0] * len(BUCKETS))
-        self.operations: dict[tuple[str, str], int] = defaultdict(int)
-        self.refusals: dict[tuple[str, str], int] = defaultdict(int)
+        self.multiprocess_dir = multiprocess_dir()
+        self.own = prometheus_client.CollectorRegistry()
+        reg = self.own
+        self.requests = prometheus_client.Counter(
+            "membrane_http_requests",
+            "HTTP requests by route and status.",
+            ("method", "route", "status"),
+            registry=reg,
+        )
+        self.latency = prometheus_client.Histogram(
+            "membrane_http_request_duration_seconds",
+            "HTTP request latency by route.",
+            ("method", "route"),
+            buckets=BUCKETS,
+            registry=reg,
+        )
+        self.operations = prometheus_client.Counter(
+            "membrane_operations_accepted",
+            "Operations accepted into the inbox, by kind and initial status.",
+            ("kind", "status"),
+            registry=reg,
+        )
+        self.refusals = prometheus_client.Counter(
+            "membrane_rate_limited",
+            "Requests refused (429) over a key's rate limit, by key id.",
+            ("actor", "limit"),
+            registry=reg,
+        )
+        # the labelled children of each (method, route, status): ``labels()`` takes a lock
+        # and builds a key on every call; the request path looks one tuple up instead
+        self._children: dict[tuple[str, str, int], _Children] = {}
 
     def observe(self, method: str, route: str, status: int, seconds: float) -> None:
         """Record one finished request."""
-        with self._lock:
-            self.requests[(method, route, str(status))] += 1
-            key = (method, route)
-            self.latency_sum[key] += seconds
-            self.latency_count[key] += 1
-            buckets = self.latency_buckets[key]
-            for i, bound in enumerate(BUCKETS):
-                if seconds <= bound:
-                    buckets[i] += 1
+        key = (method, route, status)
+        pair = self._children.get(key)
+        if pair is None:
+            pair = self._children[key] = (
+                self.requests.labels(method, route, str(status)),
+                self.latency.labels(method, route),
+            )
+        pair[0].inc()
+        pair[1].observe(seconds)
 
     def accepted(self, kind: str, status: str, n: int = 1) -> None:
         """Count operations accepted into the inbox, by kind and initial status."""
-        with self._lock:
-            self.operations[(kind, status)] += n
+        self.operations.labels(kind, status).inc(n)
 
     def refused(self, actor: str, limit: str) -> None:
         """RFC 10.6: count a request refused over its key's rate limit, by key id (the actor)."""
-        with self._lock:
-            self.refusals[(actor, limit)] += 1
+        self.refusals.labels(actor, limit).inc()
 
-    def render(self) -> str:
-        """The registry in Prometheus text format 0.0.4."""
-        out: list[str] = []
-        with self._lock:
-            out += [
-                "# HELP membrane_http_requests_total HTTP requests by route and status.",
-                "# TYPE membrane_http_requests_total counter",
-            ]
-            for (method, route, status), n in sorted(self.requests.items()):
-                out.append(
-                    f'membrane_http_requests_total{{method="{method}",route="{_esc(route)}",'
-                    f'status="{status}"}} {n}'
-                )
-            out += [
-                "# HELP membrane_http_request_duration_seconds HTTP request latency by route.",
-                "# TYPE membrane_http_request_duration_seconds histogram",
-            ]
-            for (method, route), count in sorted(self.latency_count.items()):
-                labels = f'method="{method}",route="{_esc(route)}"'
-                for bound, n in zip(BUCKETS, self.latency_buckets[(method, route)], strict=True):
-                    out.append(f'membrane_http_request_duration_seconds_bucket{{{labels},le="{bound}"}} {n}')
-                out.append(f'membrane_http_request_duration_seconds_bucket{{{labels},le="+Inf"}} {count}')
-                out.append(
-                    f"membrane_http_request_duration_seconds_sum{{{labels}}} "
-                    f"{self.latency_sum[(method, route)]:.6f}"
-                )
-                out.append(f"membrane_http_request_duration_seconds_count{{{labels}}} {count}")
-            out += [
-                "# HELP membrane_operations_accepted_total Operations accepted into the inbox.",
-                "# TYPE membrane_operations_accepted_total counter",
-            ]
-            for (kind, status), n in sorted(self.operations.items()):
-                out.append(f'membrane_operations_accepted_total{{kind="{kind}",status="{status}"}} {n}')
-            out += [
-                "# HELP membrane_rate_limited_total Requests refused (429) over a key's rate limit.",
-                "# TYPE membrane_rate_limited_total counter",
-            ]
-            for (actor, limit), n in sorted(self.refusals.items()):
-                out.append(f'membrane_rate_limited_total{{actor="{_esc(actor)}",limit="{limit}"}} {n}')
-        return "\n".join(out) + "\n"
+    def render(self, gauges: DeploymentGauges | None = None) -> bytes:
+        """RFC 14.2: Prometheus text format 0.0.4: every API process's figures (the sum over the
+        multiprocess directory, else this app's), then ``gauges`` when given."""
+        if self.multiprocess_dir is None:
+            text = prometheus_client.generate_latest(self.own)
+        else:
+            text = prometheus_client.generate_latest(
+                MultiProcessCollector(None, path=self.multiprocess_dir)  # type: ignore[no-untyped-call]
+            )
+        if gauges is not None:
+            text += prometheus_client.generate_latest(GaugeCollector(gauges))
+        return text
 
 
-def _esc(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"')
+class GaugeCollector:
+    """RFC 14.2: the deployment gauges of one scrape as metric families."""
+
+    def __init__(self, gauges: DeploymentGauges) -> None:
+        self.gauges = gauges
+
+    def collect(self) -> Iterator[Metric]:
+        """The inbox depth, the due work and its oldest item by kind, and the embedding lag."""
+        g = self.gauges
+        inbox = GaugeMetricFamily(
+            "membrane_inbox_operations",
+            "Operations in the inbox not yet finished, by kind and status (queued, running).",
+            labels=("kind", "status"),
+        )
+        for (kind, status), n in sorted(g.inbox.items()):
+            inbox.add_metric((kind, status), n)
+        due = GaugeMetricFamily(
+            "membrane_work_due_items", "Work items due and not dead, by kind.", labels=("kind",)
+        )
+        oldest = GaugeMetricFamily(
+            "membrane_work_oldest_due_seconds",
+            "Age of the oldest due work item, by kind (0 when none is due).",
+            labels=("kind",),
+        )
+        for kind in sorted(g.work_due):
+            due.add_metric((kind,), g.work_due[kind])
+            oldest.add_metric((kind,), g.oldest_due_seconds.get(kind, 0.0))
+        lag = GaugeMetricFamily(
+            "membrane_embedding_lag_seconds",
+            "Age of the oldest record still waiting for its embedding (0 when none waits).",
+            value=g.embedding_lag_seconds,
+        )
+        yield from (inbox, due, oldest, lag)
 
 
 class MetricsMiddleware:
@@ -128,4 +201,5 @@ class MetricsMiddleware:
         finally:
             route = scope.get("route")
             path = getattr(route, "path", None) or "unmatched"
-            self.registry.observe(scope["method"], path, status, time.perf_counter() - start)
+            method = scope["method"] if scope["method"] in METHODS else "other"
+            self.registry.observe(method, path, status, time.perf_counter() - start)

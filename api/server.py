@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
+import os
+import shutil
 import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import uvicorn
 
+from api import metrics
 from api.app import create_app
 from api.auth import plan_listen
 from api.keyfile import configured_keys
@@ -29,7 +36,9 @@ def serve(
 
     The checks run before the app (and its Membrane) is built and before binding, so a
     refused start connects to nothing. With ``workers > 1`` uvicorn forks that many
-    processes, each building its own app (and Membrane) from the environment's settings.
+    processes, each building its own app (and Membrane) from the environment's settings,
+    and every one writes its Prometheus figures to one multiprocess directory
+    (:func:`metrics_dir`), so any of them answers a scrape with the sum (RFC 14.2).
 
     RFC 14.3: once the address is accepted, ``log_level`` (else ``MEMBRANE_LOG_LEVEL``, else
     INFO) and ``MEMBRANE_LOG_FORMAT`` set up this process's logging; uvicorn applies the
@@ -58,10 +67,40 @@ def serve(
     }
     if plan.certfile and plan.keyfile:
         common.update(ssl_certfile=str(plan.certfile), ssl_keyfile=str(plan.keyfile))
-    if workers > 1:
-        uvicorn.run("api.app:create_app", factory=True, workers=workers, **common)
-    else:
-        uvicorn.run(create_app(s), **common)
+    with metrics_dir(workers):
+        if workers > 1:
+            uvicorn.run("api.app:create_app", factory=True, workers=workers, **common)
+        else:
+            uvicorn.run(create_app(s), **common)
+
+
+@contextlib.contextmanager
+def metrics_dir(workers: int) -> Iterator[str | None]:
+    """RFC 14.2: the multiprocess directory of this API's processes, emptied for this start.
+
+    ``PROMETHEUS_MULTIPROC_DIR`` when set (its files are removed: the totals start at this
+    start); else, with ``workers > 1``, a new temporary directory, set in the environment
+    before uvicorn spawns the processes (each imports prometheus_client afresh, so each
+    writes its values there) and removed when the server stops. One process without it keeps
+    its figures in memory (``None``).
+    """
+    given = os.environ.get(metrics.MULTIPROC_ENV)
+    if given:
+        Path(given).mkdir(parents=True, exist_ok=True)
+        for stale in Path(given).glob("*.db"):
+            stale.unlink(missing_ok=True)
+        yield given
+        return
+    if workers <= 1:
+        yield None
+        return
+    made = tempfile.mkdtemp(prefix="membrane-api-metrics-")
+    os.environ[metrics.MULTIPROC_ENV] = made
+    try:
+        yield made
+    finally:
+        os.environ.pop(metrics.MULTIPROC_ENV, None)
+        shutil.rmtree(made, ignore_errors=True)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -40,8 +41,8 @@ def publish(svc: Services, kind: Any, views: Sequence[Any]) -> None:
     queued = [v.operation_id for v in views if _status(v) == "queued"]
     kind_name = str(getattr(kind, "value", kind))
     access.operations([v.operation_id for v in views])  # RFC 14.3: named on the access line
-    for v in views:
-        svc.registry.accepted(kind_name, _status(v))
+    for status, n in collections.Counter(_status(v) for v in views).items():
+        svc.registry.accepted(kind_name, status, n)  # one count per status, not per capture
     if not queued:
         return
     try:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from membrane_core.enums import OperationKind, OperationStatus, WorkKind
 from membrane_core.storage import metrics
 from membrane_core.storage.db import Database
 from membrane_core.trust import TrustPolicy
@@ -79,3 +81,42 @@ def collect(db: Database, trust: TrustPolicy, *, now: datetime) -> dict[str, Any
     with db.reader() as conn:
         raw = metrics.collect(conn, readable, deployment=trust.operator)
     return shape(raw)
+
+
+#: RFC 14.2: the statuses of an operation still in the inbox.
+PENDING = (OperationStatus.QUEUED, OperationStatus.RUNNING)
+
+
+@dataclass(frozen=True)
+class DeploymentGauges:
+    """RFC 14.2: the deployment's queues at one moment, every kind present (zero when empty)."""
+
+    #: Operations by (kind, status), for the queued and running statuses.
+    inbox: dict[tuple[str, str], int]
+    #: Due, live work items by kind.
+    work_due: dict[str, int]
+    #: Age in seconds of the oldest due item by kind; 0 when none is due.
+    oldest_due_seconds: dict[str, float]
+    #: Age in seconds of the oldest live ``embed`` item: how long the record that has waited
+    #: longest for its embedding has waited; 0 when none waits.
+    embedding_lag_seconds: float
+
+
+def deployment(db: Database, *, now: datetime) -> DeploymentGauges:
+    """RFC 14.2: the deployment gauges, read from the primary (the queues are the primary's)."""
+    with db.transaction() as conn:
+        samples = metrics.deployment(conn, now=now)
+    inbox = {(k.value, s.value): 0 for k in OperationKind for s in PENDING}
+    due = {k.value: 0 for k in WorkKind}
+    oldest = {k.value: 0.0 for k in WorkKind}
+    lag = 0.0
+    for row in samples:
+        if row.gauge == "inbox_operations" and row.status is not None:
+            inbox[(row.kind, row.status)] = int(row.value)
+        elif row.gauge == "work_due_items":
+            due[row.kind] = int(row.value)
+        elif row.gauge == "work_oldest_due_seconds":
+            oldest[row.kind] = max(0.0, row.value)
+        elif row.gauge == "embedding_lag_seconds":
+            lag = max(0.0, row.value)
+    return DeploymentGauges(inbox=inbox, work_due=due, oldest_due_seconds=oldest, embedding_lag_seconds=lag)

@@ -9,7 +9,7 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from pydantic import Field
 
-from api import schemas, writes
+from api import metrics, schemas, writes
 from api.deps import Scraper, Svc, Trust
 from api.routes.captures import ACCEPTED, QUEUED, IdemKey, Wait
 from membrane_core import errors, logs
@@ -69,8 +69,17 @@ def metrics_json(svc: Svc, policy: Trust) -> Any:
     },
 )
 def metrics_prometheus(svc: Svc) -> PlainTextResponse:
-    """Prometheus text: request counts and latency by route, operations accepted (RFC 14.2)."""
-    return PlainTextResponse(svc.registry.render(), media_type="text/plain; version=0.0.4")
+    """Prometheus text: requests and latency by route, operations accepted, rate-limit refusals
+    over every API process, and the deployment gauges read from Postgres now (RFC 14.2).
+
+    Postgres down: the process figures are still answered, without the gauges.
+    """
+    gauges = None
+    try:
+        gauges = svc.membrane.deployment_gauges()
+    except errors.Unavailable as exc:
+        log.warning("deployment gauges unavailable", extra={"error": exc.message})
+    return PlainTextResponse(svc.registry.render(gauges), media_type=metrics.CONTENT_TYPE)
 
 
 @router.get("/healthz", response_model=schemas.Health)

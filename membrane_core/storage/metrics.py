@@ -9,8 +9,10 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
+from membrane_core.enums import WorkKind
 from membrane_core.storage import workqueue
 from membrane_core.storage.queries import q
+from membrane_core.storage.rows import fetch_all
 
 
 @dataclass(frozen=True)
@@ -52,3 +54,20 @@ def collect(conn: psycopg.Connection, readable: Readable, *, deployment: bool) -
         raw["operations"] = [dict(r) for r in cur.execute(q("metrics_operations")).fetchall()]
         raw["backlog"] = workqueue.backlog(conn, now=readable.now)
     return raw
+
+
+@dataclass(frozen=True)
+class GaugeSample:
+    """One sample of the deployment gauges: which gauge, its kind (and status), its value."""
+
+    gauge: str
+    kind: str
+    status: str | None
+    value: float
+
+
+def deployment(conn: psycopg.Connection, *, now: datetime) -> list[GaugeSample]:
+    """RFC 14.2: the deployment gauges of a Prometheus scrape, in one statement that reads
+    only pending operations and due work items (the queues' partial indexes)."""
+    params = {"now": now, "work_kinds": [k.value for k in WorkKind]}
+    return fetch_all(conn, GaugeSample, q("metrics_deployment"), params)

@@ -78,10 +78,12 @@ def api_env(database_url: str, redis_url: str, data_dir: Path, **extra: str) -> 
 class ApiProcess:
     """``python -m api`` on a free loopback port, in its own process (its own key ring, limiter)."""
 
-    def __init__(self, env: dict[str, str], log: Path) -> None:
+    def __init__(self, env: dict[str, str], log: Path, *, workers: int = 1) -> None:
         self.port = services.free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         argv = [sys.executable, "-m", "api", "--host", "127.0.0.1", "--port", str(self.port)]
+        if workers > 1:
+            argv += ["--workers", str(workers)]
         self.proc = Proc(argv, env, log)
 
     def wait_ready(self, timeout: float = 60.0) -> ApiProcess:

@@ -63,7 +63,13 @@ def test_health_checks_and_depends_on_healthy(compose: dict[str, Any]) -> None:
 
 def test_secrets_are_required(compose: dict[str, Any]) -> None:
     text = (ROOT / "compose.yaml").read_text()
-    for var in ("POSTGRES_PASSWORD", "REDIS_PASSWORD", "MEMBRANE_API_KEYS", "MEMBRANE_FLOWER_BASIC_AUTH"):
+    for var in (
+        "POSTGRES_PASSWORD",
+        "REDIS_PASSWORD",
+        "MEMBRANE_API_KEYS",
+        "MEMBRANE_FLOWER_BASIC_AUTH",
+        "MEMBRANE_METRICS_TOKEN",
+    ):
         assert re.search(r"\$\{" + var + r":\?[^}]+\}", text), var
         assert not re.search(r"\$\{" + var + r":-", text), var  # never a default secret
     env = compose["services"]["api"]["environment"]
@@ -143,3 +149,21 @@ def test_the_application_logs_json_lines(compose: dict[str, Any]) -> None:
     for name in APP_SERVICES:
         env = compose["services"][name]["environment"]
         assert env["MEMBRANE_LOG_FORMAT"] == "${MEMBRANE_LOG_FORMAT:-json}", name
+
+
+def test_the_api_every_pool_and_flower_are_scrape_targets(compose: dict[str, Any]) -> None:
+    """RFC 14.2: each pool serves its own /metrics on the compose network, behind the token."""
+    services = compose["services"]
+    targets = {"api": "8080", "flower": "5555", **{f"worker-{q}": "9808" for q in QUEUES}}
+    for name, port in targets.items():
+        labels = services[name]["labels"]
+        assert labels["prometheus.io/scrape"] == "true" and labels["prometheus.io/path"] == "/metrics", name
+        assert labels["prometheus.io/port"] == port, name
+    for q in QUEUES:
+        svc = services[f"worker-{q}"]
+        env = svc["environment"]
+        assert env["MEMBRANE_WORKER_METRICS_PORT"] == "9808" and svc["expose"] == ["9808"], q
+        assert env["MEMBRANE_WORKER_METRICS_HOST"] == "0.0.0.0", q  # the network, not the host:
+        assert "ports" not in svc, q
+        assert env["MEMBRANE_METRICS_TOKEN"].startswith("${MEMBRANE_METRICS_TOKEN:?"), q  # RFC 7.5
+    assert services["api"]["environment"]["MEMBRANE_METRICS_TOKEN"].startswith("${MEMBRANE_METRICS_TOKEN:?")

@@ -50,3 +50,29 @@ SELECT coalesce(sum(g.n), 0)::bigint
 -- name: metrics_operations
 -- Operations inbox depth by kind and status (RFC 14.2).
 SELECT kind, status, count(*) AS n FROM operations GROUP BY kind, status ORDER BY kind, status
+
+-- name: metrics_deployment
+-- The deployment gauges of a scrape, reading only pending rows through the queues' partial indexes (RFC 14.2).
+-- One row per sample: the inbox depth by kind and status (operations_pending holds every
+-- queued or running operation, so finished ones are not read); the due work items and
+-- the oldest due time of each kind (work_items_due, walked per kind up to now, so items
+-- scheduled later, a decay checkpoint per record, are not read); and the embedding lag,
+-- from the oldest live embed item.
+SELECT 'inbox_operations' AS gauge, o.kind, o.status, count(*)::float8 AS value
+  FROM operations o
+ WHERE o.status IN ('queued', 'running')
+ GROUP BY o.kind, o.status
+UNION ALL
+SELECT g.gauge, k.kind, NULL, g.value
+  FROM unnest(%(work_kinds)s::text[]) AS k(kind)
+ CROSS JOIN LATERAL (SELECT count(*) AS n, min(w.due_at) AS oldest
+                       FROM work_items w
+                      WHERE w.kind = k.kind AND NOT w.dead AND w.due_at <= %(now)s) d
+ CROSS JOIN LATERAL (VALUES ('work_due_items', d.n::float8),
+                            ('work_oldest_due_seconds',
+                             coalesce(extract(epoch FROM %(now)s - d.oldest), 0)::float8)) AS g(gauge, value)
+UNION ALL
+SELECT 'embedding_lag_seconds', 'embed', NULL,
+       coalesce(extract(epoch FROM %(now)s - min(w.created_at)), 0)::float8
+  FROM work_items w
+ WHERE w.kind = 'embed' AND NOT w.dead
