@@ -29,6 +29,10 @@ def build(settings: Settings) -> dict[str, dict[str, Any]]:
             {"job": Job.CONSOLIDATE.value},
         ),
     ]
+    if s.encryption_keys is not None:  # RFC 7.6: rotation's seal items
+        entries.append(
+            ("maintenance-seal", "membrane.maintenance_job", s.beat_seal_seconds, {"job": Job.SEAL.value})
+        )
     if s.embedding_provider != "none":
         entries.append(("embedding-batch", "membrane.embed_batch", s.beat_embed_seconds, {}))
     if s.llm_provider != "none":

@@ -64,6 +64,7 @@ STATUS_BY_ERROR: dict[type[errors.MembraneError], int] = {
     errors.RecordTooLarge: 413,
     errors.RateLimited: 429,
     errors.Unavailable: 503,
+    errors.EncryptionKeyUnavailable: 503,
 }
 
 
@@ -86,6 +87,8 @@ async def on_membrane_error(request: Request, exc: Exception) -> JSONResponse:
     status = status_of(exc)
     if status >= 500 and status != 503:
         log.error("internal error", exc_info=exc)
+    elif isinstance(exc, errors.EncryptionKeyUnavailable):  # RFC 7.6: the operator's to fix
+        log.error("encryption key unavailable: %s", exc.message)
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
     if status in (429, 503):
         # RFC 10.5, 10.6: when to try again; an outage refusal knows how long its window

@@ -162,6 +162,7 @@ class WorkKind(StrEnum):
     COMPRESS = "compress"  #: episodic compression after the age threshold
     DECAY = "decay"  #: refresh stored salience at its checkpoint
     PRUNE = "prune"  #: consider deletion at the salience floor
+    SEAL = "seal"  #: seal the record under the current encryption key (RFC 7.6)
 
 
 class Job(StrEnum):
@@ -177,3 +178,4 @@ class Job(StrEnum):
     CONSOLIDATE = "consolidate"
     EMBED = "embed"
     EXTRACT = "extract"
+    SEAL = "seal"

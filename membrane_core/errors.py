@@ -93,6 +93,14 @@ class Unavailable(MembraneError):
     transient = True
 
 
+class EncryptionKeyUnavailable(MembraneError):
+    """A sealed value names an encryption key the key ring does not hold, or holds wrongly."""
+
+    code = "encryption_key_unavailable"
+    #: RFC 7.6: seconds a client waits before asking again (the ring is the operator's to fix)
+    retry_after = 60
+
+
 class RateLimited(MembraneError):
     """The API key is over its rate limit; retry later."""
 

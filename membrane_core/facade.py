@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
@@ -16,13 +17,17 @@ from membrane_core.inbox.worker import InboxWorker
 from membrane_core.jobs.embed import EmbeddingService
 from membrane_core.jobs.extract import ExtractionService
 from membrane_core.jobs.maintenance import Maintenance
+from membrane_core.jobs.seal import Sealing
+from membrane_core.metrics import DeploymentGauges
 from membrane_core.models import AuditHistory
 from membrane_core.policy import Policy, policy_from_settings
+from membrane_core.providers import is_external
 from membrane_core.requests import CaptureRequest, RetrieveRequest, parse
 from membrane_core.results import CaptureResult, RecordView, RetrieveResult
 from membrane_core.retrieval.retriever import Retriever
 from membrane_core.revision import history
 from membrane_core.revision.engine import Revisions
+from membrane_core.sealing import Sealer
 from membrane_core.settings import Settings
 from membrane_core.storage import migrate, records
 from membrane_core.storage.db import Database, resolve_dsn
@@ -48,6 +53,9 @@ class Membrane:
 
     The embedded server outlives this object and its process: :meth:`close` releases
     connections only. ``membrane db stop`` stops the server (``membrane db status`` shows it).
+
+    With ``MEMBRANE_ENCRYPTION_KEYS`` every write seals the records at or above
+    ``MEMBRANE_ENCRYPT_AT_OR_ABOVE`` (RFC 7.6); a ``work`` without a sealer of its own gets it.
     """
 
     def __init__(
@@ -85,20 +93,37 @@ class Membrane:
         self.db = database
         self.policy = policy or policy_from_settings(self.settings)
         self.clock = clock
-        self.work = work or records.WorkOptions(
-            embed=self.settings.embedding_provider != "none",
-            extract=self.settings.llm_provider != "none",
-            policy=self.policy,
-        )
         s = self.settings
+        ring = s.encryption_ring()
+        sealer = Sealer(ring, at_or_above=s.encrypt_at_or_above)
+        # RFC 7.6: sealed records go only to providers in the process, unless allowed
+        embed_sealed = s.embed_encrypted_externally or not is_external(s.embedding_provider)
+        extract_sealed = not is_external(s.llm_provider)
+        if work is None:
+            work = records.WorkOptions(
+                embed=s.embedding_provider != "none",
+                extract=s.llm_provider != "none",
+                policy=self.policy,
+                sealer=sealer,
+                embed_sealed=embed_sealed,
+                extract_sealed=extract_sealed,
+            )
+        elif ring is not None and not work.sealer.enabled:
+            work = dataclasses.replace(
+                work, sealer=sealer, embed_sealed=embed_sealed, extract_sealed=extract_sealed
+            )
+        self.work = work
+        sealer = self.work.sealer
         # Built in dependency order; each service gets exactly what it uses.
         self.captures = CaptureService(self.db, policy=self.policy, clock=clock, work=self.work)
-        self.embedding = EmbeddingService.from_settings(s, self.db, clock=clock)
+        self.embedding = EmbeddingService.from_settings(s, self.db, clock=clock, sealer=sealer)
         self.extraction = ExtractionService.from_settings(
             s, self.db, policy=self.policy, clock=clock, work=self.work
         )
         embedding = self.embedding
-        self.retriever = Retriever(self.db, clock=clock, settings=s, embedder=lambda: embedding.provider)
+        self.retriever = Retriever(
+            self.db, clock=clock, settings=s, embedder=lambda: embedding.provider, sealer=sealer
+        )
         self.revisions = Revisions(self.db, policy=self.policy, clock=clock, work=self.work)
         self.maintenance = Maintenance(
             self.db,
@@ -110,7 +135,7 @@ class Membrane:
             embedding=self.embedding,
             extraction=self.extraction,
         )
-        self.inbox = Inbox(self.db, clock=clock, captures=self.captures)
+        self.inbox = Inbox(self.db, clock=clock, captures=self.captures, sealer=sealer)
         self.inbox_worker = InboxWorker(
             self.db,
             clock=clock,
@@ -120,7 +145,10 @@ class Membrane:
             maintenance=self.maintenance,
             lease_seconds=s.claim_seconds,
             retention_seconds=s.operations_retention_seconds,
+            sealer=sealer,
         )
+        #: RFC 7.6: rotation's side of the store (``membrane rotate-encryption-key``)
+        self.sealing = Sealing(self.db, sealer, clock=clock)
 
     # -- capture (RFC 3) ------------------------------------------------------
 
@@ -190,7 +218,7 @@ class Membrane:
 
     def audit(self, record_id: uuid.UUID | str, trust: TrustPolicy = DEVELOPMENT_POLICY) -> AuditHistory:
         """RFC 5.5: a record's audit history with ``chain_valid``, also after deletion."""
-        return history.history(self.db, _record_id(record_id), trust)
+        return history.history(self.db, _record_id(record_id), trust, self.work.sealer)
 
     def delete(
         self,
@@ -199,11 +227,18 @@ class Membrane:
         rationale: str = "deleted",
     ) -> None:
         """RFC 5.5: hard-delete a record its deletion policy allows; its audit log stays."""
-        history.delete(self.db, _record_id(record_id), trust, rationale, now=self.clock())
+        history.delete(
+            self.db, _record_id(record_id), trust, rationale, now=self.clock(), sealer=self.work.sealer
+        )
 
     def metrics(self, trust: TrustPolicy = DEVELOPMENT_POLICY) -> dict[str, Any]:
         """RFC 14.2: memory metrics over what ``trust`` may read, queue depths, work backlog."""
         return metrics.collect(self.db, trust, now=self.clock())
+
+    def deployment_gauges(self) -> DeploymentGauges:
+        """RFC 14.2: inbox depth, due work, its oldest item and the embedding lag (an operator's
+        Prometheus figures: the caller checks who asks)."""
+        return metrics.deployment(self.db, now=self.clock())
 
     def close(self) -> None:
         """Release the connection pools."""

@@ -5,12 +5,13 @@ from __future__ import annotations
 import importlib.util
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, PrivateAttr, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from membrane_core import logs
+from membrane_core import logs, sealing
+from membrane_core.enums import Sensitivity
 
 
 def local_model_installed() -> bool:
@@ -64,6 +65,10 @@ class Settings(BaseSettings):
     allow_insecure_credentials: bool = False
     #: Bearer token for ``GET /metrics`` besides an operator key (RFC 10.1, 14.2).
     metrics_token: SecretStr | None = None
+    #: RFC 14.2: a worker pool serves its own ``/metrics`` on this port (unset: none); off
+    #: loopback it needs ``metrics_token`` (RFC 7.5).
+    worker_metrics_port: int | None = Field(default=None, ge=1, le=65535)
+    worker_metrics_host: str = "127.0.0.1"
 
     #: RFC 12.1: ``auto`` is ``local`` when the local model's extra is installed and the
     #: dimension is its 384, else ``none``.
@@ -78,6 +83,17 @@ class Settings(BaseSettings):
     llm_rate_limit_per_second: float = Field(default=2.0, gt=0)
 
     default_sensitivity: str = "low"
+    #: RFC 7.6: encryption at rest. The key ring is a JSON object of key id to the base64 of
+    #: 32 bytes; ``encryption_key_id`` names the key of new writes (optional with one key);
+    #: the index key (base64 of 32 bytes) keys the blind indexes and seals audit rationales.
+    #: Without keys nothing is sealed.
+    encryption_keys: SecretStr | None = None
+    encryption_key_id: str | None = None
+    encryption_index_key: SecretStr | None = None
+    #: RFC 7.6: records at or above this level are sealed (when keys are configured).
+    encrypt_at_or_above: Sensitivity = Sensitivity.HIGH
+    #: RFC 7.6: whether an embedding provider outside the process (``http``) may embed them.
+    embed_encrypted_externally: bool = False
     half_life_episodic_seconds: int = Field(default=3600, ge=1)
     half_life_working_seconds: int = Field(default=86400, ge=1)
     half_life_semantic_seconds: int = Field(default=30 * 86400, ge=1)
@@ -97,6 +113,8 @@ class Settings(BaseSettings):
     beat_decay_seconds: float = Field(default=60, ge=0)
     beat_prune_seconds: float = Field(default=300, ge=0)
     beat_consolidate_seconds: float = Field(default=60, ge=0)
+    #: RFC 7.6: the seal job (rotation), scheduled only with encryption keys.
+    beat_seal_seconds: float = Field(default=60, ge=0)
     beat_purge_operations_seconds: float = Field(default=3600, ge=0)
     #: Finished operations (and their idempotency keys) are kept this long (RFC 9.2).
     operations_retention_seconds: int = Field(default=7 * 86400, ge=60)
@@ -108,6 +126,13 @@ class Settings(BaseSettings):
     #: RFC 14.3: every process's level (the API's ``--log-level`` wins over it). Unset:
     #: INFO for the API, Celery's ``--loglevel``, WARNING for the supervisor.
     log_level: str | None = None
+    #: RFC 14.4: where each process sends its spans: ``none`` (tracing off, nothing of
+    #: OpenTelemetry imported), ``otlp`` (OTLP over HTTP) or ``console`` (stdout). Needs
+    #: the ``otel`` extra.
+    otel_exporter: Literal["none", "otlp", "console"] = "none"
+    #: RFC 14.4: the OTLP collector's base URL (spans go to ``<url>/v1/traces``); unset, the
+    #: SDK's ``OTEL_EXPORTER_OTLP_*`` variables or its default (``http://localhost:4318``).
+    otel_endpoint: str | None = None
 
     _embedding_auto: bool = PrivateAttr(default=False)
 
@@ -123,6 +148,20 @@ class Settings(BaseSettings):
             self.embedding_provider = "local" if installed else "none"
             self._embedding_auto = True
         return self
+
+    @model_validator(mode="after")
+    def _valid_key_ring(self) -> Settings:
+        self.encryption_ring()  # RFC 7.6: a broken ring refuses the start, naming the setting
+        return self
+
+    def encryption_ring(self) -> sealing.KeyRing | None:
+        """RFC 7.6: the encryption key ring, or ``None`` when no keys are configured."""
+        keys, index = self.encryption_keys, self.encryption_index_key
+        return sealing.ring_from_config(
+            keys.get_secret_value() if keys else None,
+            self.encryption_key_id,
+            index.get_secret_value() if index else None,
+        )
 
     @property
     def embedding_provider_auto(self) -> bool:

@@ -6,12 +6,16 @@ process at start and end, and — same run, same database — a raw COPY of one 
 capture into a scratch table as the physical limit. With ``--via sdk`` the same run then
 sends as many captures again through the Python SDK's ``ingest`` (``membrane_client``,
 encoding included in its time), in the order batch, SDK, SDK, batch with half of each,
-and reports its committed rate beside the batch endpoint's.
+and reports its committed rate beside the batch endpoint's. ``--hyper-share`` sends that
+share of the captures at sensitivity ``hyper``, and ``--encryption`` runs the stack with a
+key ring, so that those are sealed (RFC 7.6): the same run with and without it measures
+what sealing costs.
 Targets are reported, never asserted.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import platform
@@ -137,6 +141,11 @@ class Result:
     #: ``--embedding``: the provider, and seconds from the last commit to the last vector
     embedding: str = "none"
     embed_lag_s: float | None = None
+    #: ``--hyper-share`` and ``--encryption`` (RFC 7.6)
+    hyper_share: float = 0.0
+    encryption: bool = False
+    #: records the run's captures left sealed (RFC 7.6)
+    sealed: int = 0
 
     def rate(self) -> float:
         """Captures committed per second through the batch endpoint."""
@@ -302,7 +311,13 @@ def report(res: Result, argv: str, hw: str) -> str:
         f"Command: `{argv}`  ",
         f"Hardware: {hw}  ",
         f"Run: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; 1-minute load average "
-        f"{' → '.join(res.load)} (the host's other work included)",
+        f"{' → '.join(res.load)} (the host's other work included)"
+        + (
+            f"; {100 * res.hyper_share:.0f} % of the captures at hyper, encryption "
+            + (f"on ({res.sealed:,} records sealed)" if res.encryption else "off (plain)")
+            if res.hyper_share or res.encryption
+            else ""
+        ),
         "",
         "| figure | measured | target |",
         "| --- | --- | --- |",
@@ -356,10 +371,16 @@ def write_markdown(path: Path, block: str) -> None:
     )
 
 
-def _batches(count: int, size: int, rng: random.Random) -> tuple[list[bytes], list[tuple[Any, ...]]]:
+def _batches(
+    count: int, size: int, rng: random.Random, hyper_share: float = 0.0
+) -> tuple[list[bytes], list[tuple[Any, ...]]]:
     batches, rows = [], []
+    levels = random.Random(13)  # its own stream: the mix of captures is the same at every share
     for start in range(0, count, size):
         caps = [make_capture(i, rng) for i in range(start, min(count, start + size))]
+        for c in caps:
+            if levels.random() < hyper_share:
+                c["sensitivity"] = "hyper"
         batches.append(json.dumps({"captures": caps}, separators=(",", ":")).encode())
         rows += [(uuid.uuid4(), "capture", c["scope"], json.dumps(c, separators=(",", ":"))) for c in caps]
     return batches, rows
@@ -401,6 +422,12 @@ def ingest(
             "without) or local, which also reports how far the embedding pool lags behind."
         ),
     ] = "none",
+    hyper_share: Annotated[
+        float, typer.Option(min=0.0, max=1.0, help="Share of the batch captures sent at sensitivity hyper.")
+    ] = 0.0,
+    encryption: Annotated[
+        bool, typer.Option(help="Run the stack with a fresh key ring: hyper captures are sealed (RFC 7.6).")
+    ] = False,
 ) -> None:
     """N captures through POST /v1/captures:batch vs a raw COPY (RFC 14.1); prints figures."""
     if via not in ("batch", "sdk"):
@@ -409,10 +436,11 @@ def ingest(
         raise typer.BadParameter("--embedding is none, local or hashing")
     # the stack's children read it from the environment, as the store does
     os.environ["MEMBRANE_EMBEDDING_PROVIDER"] = embedding
+    _key_ring(encryption)
     settings = Settings()
     stack: Stack | None = None
     rng = random.Random(7)
-    res = Result(count=count, embedding=embedding)
+    res = Result(count=count, embedding=embedding, hyper_share=hyper_share, encryption=encryption)
     try:
         if url is None:
             data_dir = Path(tempfile.mkdtemp(prefix="membrane-bench-"))
@@ -430,7 +458,7 @@ def ingest(
         lib = Membrane(settings.model_copy(update={"database_url": SecretStr(dsn)}))
         try:
             with console.status("encoding the captures"):
-                batches, rows = _batches(count, batch, rng)
+                batches, rows = _batches(count, batch, rng, hyper_share)
             with httpx.Client(base_url=url, headers=headers, timeout=30) as client:
                 warm = [
                     client.post("/v1/captures", json=make_capture(0, rng)).json()["operation_id"]
@@ -461,6 +489,7 @@ def ingest(
                         n = half * batch
                         _sdk_phase(url, api_key, n, 0, batch, clients, lib, progress, timeout, res)
                         _sdk_phase(url, api_key, count - n, n, batch, clients, lib, progress, timeout, res)
+            res.sealed = sum(lib.sealing.progress()["by_key"].values())
             if embedding != "none":
                 res.embed_lag_s = _embedding_lag(lib, timeout)
             res.rss_end = rss_by_process(pids)
@@ -480,12 +509,24 @@ def ingest(
         f"membrane bench ingest --count {count} --batch {batch} --clients {clients} --single {single}"
         + (" --via sdk" if via == "sdk" else "")
         + (f" --embedding {embedding}" if embedding != "none" else "")
+        + (f" --hyper-share {hyper_share:g}" if hyper_share else "")
+        + (" --encryption" if encryption else "")
     )
     block = report(res, argv, hardware())
     _print(res)
     if markdown:
         write_markdown(markdown, block)
         console.print(f"wrote {markdown}")
+
+
+def _key_ring(on: bool) -> None:
+    """RFC 7.6: a fresh key ring in the environment the stack's children read, or none."""
+    names = ("MEMBRANE_ENCRYPTION_KEYS", "MEMBRANE_ENCRYPTION_INDEX_KEY", "MEMBRANE_ENCRYPTION_KEY_ID")
+    for name in names:
+        os.environ.pop(name, None)
+    if on:
+        os.environ[names[0]] = json.dumps({"bench": base64.b64encode(os.urandom(32)).decode()})
+        os.environ[names[1]] = base64.b64encode(os.urandom(32)).decode()
 
 
 def _embedding_lag(lib: Membrane, timeout: float) -> float | None:
@@ -527,6 +568,13 @@ def _print(res: Result) -> None:
     t.add_row("raw COPY, same database", f"{cp:,.0f} rows/s", "physical limit")
     t.add_row("committed / COPY", f"{100 * com / cp if cp else 0:.1f} %", "")
     t.add_row("load average (1 min)", " → ".join(res.load), "")
+    if res.hyper_share or res.encryption:
+        sealed = "on (sealed)" if res.encryption else "off (plain)"
+        t.add_row(
+            "captures at hyper / encryption",
+            f"{100 * res.hyper_share:.0f} % / {sealed}, {res.sealed:,} records sealed",
+            "",
+        )
     t.add_row(
         "single accept p50 / p99",
         f"{_pct(res.single_ms, 50):.1f} / {_pct(res.single_ms, 99):.1f} ms",

@@ -5,15 +5,18 @@ mentions, record-to-record relations) with one COPY per table into a dedicated d
 then runs the same queries three ways in the same run, interleaved: the bare pgvector
 top-10 (``ORDER BY embedding <=> q LIMIT 10`` under the same scope filter and iterative
 scan), hybrid retrieve with a scope filter, and hybrid retrieve with one-hop expansion.
-Latencies are end to end in this process (Python, driver, Postgres). Targets are
-reported, never asserted.
+Latencies are end to end in this process (Python, driver, Postgres). ``--sealed-share``
+loads that share of the episodes at ``hyper``, sealed as a capture seals them (RFC 7.6),
+and retrieves with the key ring that opens them. Targets are reported, never asserted.
 """
 
 from __future__ import annotations
 
+import base64
 import functools
 import json
 import math
+import os
 import random
 import shutil
 import tempfile
@@ -37,8 +40,10 @@ from membrane_cli.bench.ingest import hardware
 from membrane_core import errors
 from membrane_core.requests import RetrieveRequest, parse
 from membrane_core.retrieval.retriever import Retriever
+from membrane_core.sealing import NO_KEYS, Sealer, ring_from_config
 from membrane_core.storage import embedded, migrate
 from membrane_core.storage.db import Database
+from membrane_core.storage.rowbatch import sealed_content
 from membrane_core.trust import DEVELOPMENT_POLICY
 
 console = Console()
@@ -91,9 +96,26 @@ def _scope(i: int) -> str:
     return f"scope-{i}"
 
 
-def _chunks(corpus: Corpus, size: int, chunk: int, now: datetime) -> Iterator[dict[str, list[Any]]]:
+def bench_sealer() -> Sealer:
+    """A fresh key ring for a run with sealed records (RFC 7.6)."""
+    key = base64.b64encode(os.urandom(32)).decode()
+    return Sealer(
+        ring_from_config(json.dumps({"bench": key}), None, base64.b64encode(os.urandom(32)).decode())
+    )
+
+
+def _chunks(
+    corpus: Corpus,
+    size: int,
+    chunk: int,
+    now: datetime,
+    *,
+    sealed_share: float = 0.0,
+    sealer: Sealer = NO_KEYS,
+) -> Iterator[dict[str, list[Any]]]:
     rng = np.random.default_rng(corpus.seed + 1)
     trng = np.random.default_rng(corpus.seed + 3)  # tags: the rest of the corpus as before
+    srng = random.Random(corpus.seed + 4)  # which episodes are sealed: the rest as before
     entity_ids = {(c, s): uuid.uuid4() for c in range(corpus.clusters) for s in range(corpus.scopes)}
     last: dict[tuple[int, int], uuid.UUID] = {}
     first = True
@@ -120,7 +142,7 @@ def _chunks(corpus: Corpus, size: int, chunk: int, now: datetime) -> Iterator[di
                     "description": None,
                 }
                 out["records"].append(_row(eid, "entity", _scope(s), name, ebody, now, 90))
-                out["payloads"].append((eid, "entity", json.dumps(ebody)))
+                out["payloads"].append((eid, "entity", json.dumps(ebody), None, None))
                 out["terms"].append((eid, _scope(s), name, "canonical"))
             first = False
         clusters = rng.integers(0, corpus.clusters, n)
@@ -149,9 +171,17 @@ def _chunks(corpus: Corpus, size: int, chunk: int, now: datetime) -> Iterator[di
             # what a capture writes besides the payload (RFC 3.3): most records carry a tag or
             # two, and every one the provenance source of its capture
             tags = sorted({TAGS[int(j)] for j in trng.integers(0, len(TAGS), int(trng.integers(0, 3)))})
-            out["records"].append(_row(rid, "episodic", _scope(s), full_text, body, at, 30, tags))
-            out["payloads"].append((rid, "episodic", json.dumps(body)))
-            out["tags"].extend((rid, t) for t in tags)
+            row = _row(rid, "episodic", _scope(s), full_text, body, at, 30, tags)
+            if sealed_share and srng.random() < sealed_share:
+                # as a capture at hyper writes it (RFC 7.6): no indexed text, blind tags
+                content = sealed_content(json.dumps(body), None, {}, list(tags))
+                out["records"].append((*row[:3], "hyper", *row[4:-1], ""))
+                out["payloads"].append((rid, "episodic", None, *sealer.seal_content(rid, content)))
+                out["tags"].extend((rid, sealer.blind_tag(t)) for t in tags)
+            else:
+                out["records"].append(row)
+                out["payloads"].append((rid, "episodic", json.dumps(body), None, None))
+                out["tags"].extend((rid, t) for t in tags)
             out["provenance"].append((rid, "event", f"capture:{rid}", None, "bench-pipeline", at))
             out["embeddings"].append((rid, _scope(s), "bench", vectors[k]))
             if mentions:
@@ -246,7 +276,15 @@ def loadavg() -> str:
         return "?"
 
 
-def _load(dsn: str, corpus: Corpus, size: int, figures: Figures) -> None:
+def _load(
+    dsn: str,
+    corpus: Corpus,
+    size: int,
+    figures: Figures,
+    *,
+    sealed_share: float = 0.0,
+    sealer: Sealer = NO_KEYS,
+) -> None:
     benchload.drop_indexes(dsn)
     now = datetime.now(UTC)
     t0 = time.perf_counter()
@@ -258,7 +296,7 @@ def _load(dsn: str, corpus: Corpus, size: int, figures: Figures) -> None:
         console=console,
     ) as progress:
         task = progress.add_task("COPY synthetic records", total=size)
-        for chunk in _chunks(corpus, size, 20_000, now):
+        for chunk in _chunks(corpus, size, 20_000, now, sealed_share=sealed_share, sealer=sealer):
             benchload.copy_chunk(
                 dsn,
                 records=chunk["records"],
@@ -426,6 +464,14 @@ def retrieve(
     ] = None,
     reuse: Annotated[bool, typer.Option(help="Reuse an already loaded benchmark database.")] = False,
     markdown: Annotated[Path | None, typer.Option(help="Write the result block into this file.")] = None,
+    sealed_share: Annotated[
+        float,
+        typer.Option(
+            min=0.0,
+            max=1.0,
+            help="Share of the episodes loaded at hyper and sealed (RFC 7.6), opened by the retrieval.",
+        ),
+    ] = 0.0,
 ) -> None:
     """Hybrid retrieve (with and without one-hop expansion) vs bare pgvector top-10 (RFC 14.1)."""
     temp = data_dir is None and database_url is None
@@ -447,19 +493,23 @@ def retrieve(
         else:
             admin = database_url
         figures.shared_buffers = benchload.shared_buffers(admin)
-        name = f"membrane_bench_retrieve_{size}_{dim}"
-        dsn = benchload.create_database(admin, name, drop=not reuse)
+        name = f"membrane_bench_retrieve_{size}_{dim}" + (
+            f"_sealed{round(100 * sealed_share)}" if sealed_share else ""
+        )
+        # a sealed corpus is opened only by the ring it was sealed with: it is loaded afresh
+        dsn = benchload.create_database(admin, name, drop=not reuse or bool(sealed_share))
         migrate.migrate(dsn, dim)
         db = Database(dsn, embedding_dim=dim, min_size=1, max_size=2)
         try:
             corpus = Corpus(dim=dim, clusters=clusters, scopes=scopes, seed=11)
+            sealer = bench_sealer() if sealed_share else NO_KEYS
             if benchload.loaded(dsn) == 0:
-                _load(dsn, corpus, size, figures)
+                _load(dsn, corpus, size, figures, sealed_share=sealed_share, sealer=sealer)
             with console.status("reading the database files into the OS page cache"):
                 figures.warmed = benchload.warm_os_cache(dsn)
             embedder = FixedEmbedder(dim)
             qs = _queries(corpus, queries + warmup, embedder)
-            retriever = Retriever(db, clock=lambda: datetime.now(UTC), embedder=embedder)
+            retriever = Retriever(db, clock=lambda: datetime.now(UTC), embedder=embedder, sealer=sealer)
             figures.warmup = warmup
             _measure(db, retriever, qs, figures, warmup)
         finally:
@@ -475,6 +525,7 @@ def retrieve(
     argv = (
         f"membrane bench retrieve --size {size} --queries {queries} --warmup {warmup} "
         f"--dim {dim} --scopes {scopes} --clusters {clusters}"
+        + (f" --sealed-share {sealed_share:g}" if sealed_share else "")
     )
     block = report(figures, size, argv, hardware())
     _print(figures, size)

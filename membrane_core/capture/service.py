@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from membrane_core import errors
 from membrane_core.capture.plan import CapturePlan, check_content, plan_capture
 from membrane_core.clock import Clock
+from membrane_core.enums import Sensitivity
 from membrane_core.policy import Policy
 from membrane_core.requests import CaptureRequest, parse
 from membrane_core.results import CaptureResult
@@ -73,6 +74,10 @@ class CaptureService:
         with _content_errors():
             check_content(req)
         return req
+
+    def level(self, request: CaptureRequest) -> Sensitivity:
+        """RFC 3.2: the sensitivity a capture is written at: its own, else the configured default."""
+        return self._policy.sensitivity(request.sensitivity)
 
     def plan(
         self,

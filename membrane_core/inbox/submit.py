@@ -27,6 +27,7 @@ from membrane_core.inbox.worker import MAX_ATTEMPTS, as_uuid
 from membrane_core.models import Frozen
 from membrane_core.requests import CaptureRequest
 from membrane_core.revision import rules
+from membrane_core.sealing import NO_KEYS, Sealer
 from membrane_core.storage import inbox, retrieval
 from membrane_core.storage.db import Database
 from membrane_core.storage.workqueue import worker_name
@@ -109,6 +110,10 @@ class CaptureChecker(Protocol):
     """What the inbox asks of the capture service at accept time (RFC 9.1)."""
 
     def check(self, request: CaptureRequest | Mapping[str, Any], trust: TrustPolicy) -> CaptureRequest: ...
+
+    def level(self, request: CaptureRequest) -> Sensitivity:
+        """The sensitivity a checked capture is written at (RFC 3.2)."""
+        ...
 
 
 class InlineDispatcher:
@@ -196,10 +201,14 @@ class Inbox:
     worker side.
     """
 
-    def __init__(self, db: Database, *, clock: Clock, captures: CaptureChecker) -> None:
+    def __init__(
+        self, db: Database, *, clock: Clock, captures: CaptureChecker, sealer: Sealer = NO_KEYS
+    ) -> None:
         self._db = db
         self._clock = clock
         self._captures = captures
+        #: RFC 7.6: a write at a sealed level is stored sealed in the inbox too
+        self._sealer = sealer
 
     # -- submit (API side) ----------------------------------------------------
 
@@ -218,7 +227,10 @@ class Inbox:
         if req.occurred_at is None:
             # The event happened when it was accepted, not when a worker got to it.
             req = req.model_copy(update={"occurred_at": now})
-        return _Prepared(new_id(), req.model_dump_json(), hash_)
+        text = req.model_dump_json()
+        if self._sealer.seals(self._captures.level(req)):  # RFC 7.6: never in plain text
+            text = self._sealer.seal_json(op_id, text)
+        return _Prepared(new_id(), text, hash_)
 
     def submit_capture(
         self,
@@ -333,12 +345,16 @@ class Inbox:
         rules.require_level(
             getattr(getattr(parsed, "record", None), "sensitivity", None), trust.max_sensitivity.rank
         )
-        self._authorise_targets(op_kind, target, body, trust)
+        rank = self._authorise_targets(op_kind, target, body, trust)
         text = json.dumps(dict(body), separators=(",", ":"), ensure_ascii=False, default=str)
         now = self._clock()
         hash_ = request_hash(op_kind, target, json.loads(text))
+        level = getattr(getattr(parsed, "record", None), "sensitivity", None)
+        op_id = new_id()
+        if self._sealer.seals(max(rank, level.rank if level else 0)):  # RFC 7.6
+            text = self._sealer.seal_json(op_id, text)
         row = self._new_row(
-            new_id(), op_kind, trust, hash_, text, now, key=idempotency_key, target_id=target, request_id=rid
+            op_id, op_kind, trust, hash_, text, now, key=idempotency_key, target_id=target, request_id=rid
         )
         return self._insert([row], trust)[0]
 
@@ -379,7 +395,8 @@ class Inbox:
 
     def _authorise_targets(
         self, kind: OperationKind, target: uuid.UUID | None, body: Mapping[str, Any], trust: TrustPolicy
-    ) -> None:
+    ) -> int:
+        """RFC 5.2: check the caller may revise every target; returns their highest sensitivity rank."""
         ids: list[uuid.UUID] = [target] if target is not None else []
         if kind is OperationKind.MERGE:
             raw = body.get("record_ids")
@@ -400,6 +417,7 @@ class Inbox:
             rules.require_revisable(
                 rid, trust.visibility(got.scope, got.sensitivity), trust.can_write_scope(got.scope)
             )
+        return max(a.sensitivity.rank for a in found.values())
 
     def _new_row(
         self,

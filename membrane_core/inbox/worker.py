@@ -9,6 +9,7 @@ own batches. :class:`InboxWorker` is the worker half of the inbox;
 
 from __future__ import annotations
 
+import json
 import logging
 import uuid
 from collections.abc import Mapping, Sequence
@@ -23,6 +24,7 @@ from membrane_core.clock import Clock
 from membrane_core.enums import OperationKind, OperationStatus
 from membrane_core.providers.base import TransientProviderError
 from membrane_core.requests import CaptureRequest
+from membrane_core.sealing import NO_KEYS, SEALED_BODY, Sealer
 from membrane_core.storage import inbox
 from membrane_core.storage.db import Connection, Database
 from membrane_core.storage.records import WorkOptions
@@ -110,8 +112,11 @@ class InboxWorker:
         maintenance: MaintenanceRunner,
         lease_seconds: int,
         retention_seconds: float,
+        sealer: Sealer = NO_KEYS,
     ) -> None:
         self._db = db
+        #: RFC 7.6: opens the requests the inbox stored sealed
+        self._sealer = sealer
         self._clock = clock
         self._captures = captures
         self._work = work
@@ -169,11 +174,8 @@ class InboxWorker:
                 trust = trusts.get(op.trust)
                 if trust is None:
                     trust = trusts[op.trust] = TrustPolicy.model_validate_json(op.trust)
-                plans.append(
-                    self._captures.plan(
-                        _parse_json_capture(op.request), trust, record_id=op.record_id, operation_id=op.id
-                    )
-                )
+                request = _parse_json_capture(self._sealer.open_json(op.id, op.request))
+                plans.append(self._captures.plan(request, trust, record_id=op.record_id, operation_id=op.id))
                 plan_ops.append(op.id)
             except Exception as exc:  # one bad capture fails its own operation (RFC 3.6)
                 if not isinstance(exc, errors.MembraneError):
@@ -220,8 +222,11 @@ class InboxWorker:
         now = self._clock()
         try:
             trust = TrustPolicy.model_validate_json(op.trust)
+            body = op.request
+            if SEALED_BODY in body:  # RFC 7.6
+                body = json.loads(self._sealer.open_json(op.id, json.dumps(body)))
             with conn.transaction():  # a savepoint: a refused revision writes nothing
-                ids = self._revisions.apply(op.kind, op.target_id, op.request, trust, conn=conn)
+                ids = self._revisions.apply(op.kind, op.target_id, body, trust, conn=conn)
         except (errors.Unavailable, TransientProviderError):
             raise
         except Exception as exc:

@@ -11,6 +11,7 @@ from membrane_core.enums import WorkKind
 from membrane_core.jobs import consolidation
 from membrane_core.jobs.runner import Outcome
 from membrane_core.policy import Policy
+from membrane_core.sealing import NO_KEYS, Sealer
 from membrane_core.storage.db import Connection
 from membrane_core.storage.workqueue import WorkItem
 
@@ -20,15 +21,25 @@ class ConsolidateHandler:
 
     kind = WorkKind.CONSOLIDATE
 
-    def __init__(self, *, policy: Policy, embed: bool) -> None:
+    def __init__(
+        self, *, policy: Policy, embed: bool, sealer: Sealer = NO_KEYS, embed_sealed: bool = False
+    ) -> None:
         self._policy = policy
         self._embed = embed
+        self._sealer = sealer
+        self._embed_sealed = embed_sealed
 
     def prepare(self, items: Sequence[WorkItem]) -> None:
         """Nothing to do outside the transaction."""
 
     def apply(self, conn: Connection, held: dict[int, uuid.UUID], prepared: None, now: datetime) -> Outcome:
         """Run the stages over the held episodes in the batch's transaction."""
-        ctx = consolidation.Context(policy=self._policy, now=now, embed=self._embed)
+        ctx = consolidation.Context(
+            policy=self._policy,
+            now=now,
+            embed=self._embed,
+            sealer=self._sealer,
+            embed_sealed=self._embed_sealed,
+        )
         stats = consolidation.consolidate(conn, sorted(set(held.values())), ctx)
         return Outcome(done=list(held), stats=Counter(stats))

@@ -11,15 +11,16 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from membrane_core import providers
+from membrane_core import errors, providers
 from membrane_core.clock import Clock
 from membrane_core.enums import WorkKind
 from membrane_core.jobs.runner import BatchRunner, Outcome
 from membrane_core.providers.base import EmbeddingProvider, ProviderError, unit
+from membrane_core.sealing import NO_KEYS, Sealer
 from membrane_core.settings import Settings
 from membrane_core.storage import derived
 from membrane_core.storage.db import Connection, Database
@@ -30,26 +31,46 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Vectors:
-    """A batch's vectors by record, and the records that get none: no text, or no direction."""
+    """A batch's vectors by record, and the records that get none: no text, no direction, or
+    sealed from a provider that may not read them."""
 
     units: dict[uuid.UUID, list[float]]
     missing: frozenset[uuid.UUID]
     degenerate: frozenset[uuid.UUID]
+    withheld: frozenset[uuid.UUID] = frozenset()
+    #: RFC 7.6: sealed records whose key the ring lacks, with the error naming it
+    unopened: dict[uuid.UUID, str] = field(default_factory=dict)
 
 
 class EmbedHandler:
-    """RFC 12.1: the vectors of a batch's records from one provider call."""
+    """RFC 12.1: the vectors of a batch's records from one provider call.
+
+    A sealed record is opened for a provider that runs in the process, or for an external
+    one when ``sealed_externally`` allows it; otherwise it gets no vector (RFC 7.6).
+    """
 
     kind = WorkKind.EMBED
 
-    def __init__(self, db: Database, provider: EmbeddingProvider) -> None:
+    def __init__(
+        self,
+        db: Database,
+        provider: EmbeddingProvider,
+        *,
+        sealer: Sealer = NO_KEYS,
+        sealed_externally: bool = False,
+    ) -> None:
         self._db = db
         self._provider = provider
+        self._sealer = sealer
+        self._open_sealed = sealed_externally or not providers.is_external(provider.name)
 
     def prepare(self, items: Sequence[WorkItem]) -> Vectors:
         """Read the records' texts and embed them; ``ProviderError`` fails the batch."""
         with self._db.transaction() as conn:
-            found = derived.texts(conn, [it.target_id for it in items])
+            read = derived.texts(
+                conn, [it.target_id for it in items], self._sealer, open_sealed=self._open_sealed
+            )
+        found, withheld = read.texts, read.withheld
         targets = list(dict.fromkeys(it.target_id for it in items if it.target_id in found))
         vectors = self._provider.embed([found[t] for t in targets]) if targets else []
         bad = [len(v) for v in vectors if len(v) != self._db.embedding_dim]
@@ -71,15 +92,28 @@ class EmbedHandler:
             )
         return Vectors(
             units={t: u for t, u in units.items() if u is not None},
-            missing=frozenset(it.target_id for it in items if it.target_id not in found),
+            missing=frozenset(
+                it.target_id
+                for it in items
+                if it.target_id not in found
+                and it.target_id not in withheld
+                and it.target_id not in read.unopened
+            ),
             degenerate=frozenset(degenerate),
+            withheld=frozenset(withheld),
+            unopened=read.unopened,
         )
 
     def apply(
         self, conn: Connection, held: dict[int, uuid.UUID], prepared: Vectors, now: datetime
     ) -> Outcome:
-        """Write the held records' vectors and complete their items."""
+        """Write the held records' vectors and complete their items; a record whose key the
+        ring lacks fails the batch, which the runner then applies item by item (RFC 9.4), so
+        that item alone fails, naming the key (RFC 7.6)."""
         keep = set(held.values())
+        unopened = [t for t in sorted(keep) if t in prepared.unopened]
+        if unopened:
+            raise errors.EncryptionKeyUnavailable(prepared.unopened[unopened[0]])
         written = derived.write_embeddings(
             conn,
             {t: u for t, u in prepared.units.items() if t in keep},
@@ -93,6 +127,8 @@ class EmbedHandler:
             missing=sum(t in prepared.missing for t in keep),
             degenerate=sum(t in prepared.degenerate for t in keep),
         )
+        if prepared.withheld:
+            out.stats.update(sealed_withheld=sum(t in prepared.withheld for t in keep))
         return out
 
 
@@ -108,8 +144,12 @@ class EmbeddingService:
         batch_size: int = 500,
         lease_seconds: int = 300,
         owner: Callable[[], str] = worker_name,
+        sealer: Sealer = NO_KEYS,
+        sealed_externally: bool = False,
     ) -> None:
         self._db = db
+        self._sealer = sealer
+        self._sealed_externally = sealed_externally
         self._factory = provider_factory
         self._provider: EmbeddingProvider | None = None
         self._built = False
@@ -117,7 +157,9 @@ class EmbeddingService:
         self._runner = BatchRunner(WorkQueue(db), clock=clock, owner=owner, lease_seconds=lease_seconds)
 
     @classmethod
-    def from_settings(cls, settings: Settings, db: Database, *, clock: Clock) -> EmbeddingService:
+    def from_settings(
+        cls, settings: Settings, db: Database, *, clock: Clock, sealer: Sealer = NO_KEYS
+    ) -> EmbeddingService:
         """RFC 12.1: the provider named by the settings, built on first use (not at import)."""
 
         def factory() -> EmbeddingProvider | None:
@@ -132,7 +174,13 @@ class EmbeddingService:
             )
 
         return cls(
-            db, factory, clock=clock, batch_size=settings.batch_size, lease_seconds=settings.claim_seconds
+            db,
+            factory,
+            clock=clock,
+            batch_size=settings.batch_size,
+            lease_seconds=settings.claim_seconds,
+            sealer=sealer,
+            sealed_externally=settings.embed_encrypted_externally,
         )
 
     @property
@@ -158,5 +206,7 @@ class EmbeddingService:
         provider = self.provider
         if provider is None:
             return {**summary, "provider": "none"}
-        handler = EmbedHandler(self._db, provider)
+        handler = EmbedHandler(
+            self._db, provider, sealer=self._sealer, sealed_externally=self._sealed_externally
+        )
         return {**summary, "provider": provider.name, **self._runner.run(handler, limit or self._batch_size)}

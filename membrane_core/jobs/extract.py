@@ -19,7 +19,7 @@ from uuid import UUID
 
 from pydantic import ValidationError
 
-from membrane_core import providers
+from membrane_core import errors, providers
 from membrane_core.capture.plan import new_id
 from membrane_core.clock import Clock
 from membrane_core.enums import MemoryType, ProvenanceKind, RevisionStatus, Sensitivity, WorkKind
@@ -67,13 +67,25 @@ class ExtractHandler:
         self._extractor = extractor
         self._policy = policy
         self._work = work
+        #: RFC 7.6: sealed sources whose key the ring lacks, with the error naming it
+        self._unopened: dict[UUID, str] = {}
 
     def prepare(self, items: Sequence[WorkItem]) -> dict[UUID, list[Triple]] | None:
-        """The triples of each live episode's text; None without an extractor."""
+        """The triples of each live episode's text; None without an extractor. A sealed
+        episode is read only by an extractor that runs in the process (RFC 7.6)."""
         if self._extractor is None:
             return None
+        sealer = self._work.sealer
         with self._db.transaction() as conn:
-            sources = records.hydrate(conn, {it.target_id for it in items})
+            rows = records.hydrate_rows(conn, {it.target_id for it in items})
+        if providers.is_external(self._extractor.name):
+            rows = {rid: row for rid, row in rows.items() if row["sealed"] is None}
+        sources: dict[UUID, MemoryRecord] = {}
+        for rid, row in rows.items():
+            try:
+                sources[rid] = records.row_to_record(sealer.open_row(row))
+            except errors.EncryptionKeyUnavailable as exc:
+                self._unopened[rid] = exc.message
         texts = {
             rid: t
             for rid, r in sources.items()
@@ -90,7 +102,12 @@ class ExtractHandler:
         prepared: dict[UUID, list[Triple]] | None,
         now: datetime,
     ) -> Outcome:
-        """Write the held episodes' facts under a lock on their sources; complete the items."""
+        """Write the held episodes' facts under a lock on their sources; complete the items. A
+        source whose key the ring lacks fails the batch, and then (item by item, RFC 9.4) its
+        own item only (RFC 7.6)."""
+        unopened = [t for t in sorted(set(held.values())) if t in self._unopened]
+        if unopened:
+            raise errors.EncryptionKeyUnavailable(self._unopened[unopened[0]])
         out = Outcome(done=list(held))
         if prepared is None or self._extractor is None:
             return out
@@ -113,23 +130,27 @@ class ExtractHandler:
         *,
         actor: str,
     ) -> tuple[list[derived.DerivedFact], int]:
-        groups: dict[_Key, tuple[Triple, list[UUID]]] = {}
+        # RFC 7.6: a sealed source's key is blind, so its facts meet sealed facts only
+        groups: dict[_Key, tuple[Triple, str, list[UUID]]] = {}
+        sealer = self._work.sealer
         for source, found in triples.items():
             label = labels.get(source)
             if label is None or label.status is RevisionStatus.RETRACTED:
                 continue
             for t in found:
                 pred = normalise_predicate(t.predicate)
-                key = records.fact_key(label.scope, t.subject, pred, t.object)
                 if not pred:
                     continue
-                best, srcs = groups.get(key, (t, []))
+                key = records.fact_key(
+                    label.scope, t.subject, pred, t.object, sealer=sealer, rank=label.sensitivity.rank
+                )
+                best, _, srcs = groups.get(key, (t, pred, []))
                 if source not in srcs:
                     srcs.append(source)
-                groups[key] = (best if best.confidence >= t.confidence else t, srcs)
+                groups[key] = (best if best.confidence >= t.confidence else t, pred, srcs)
         facts: list[derived.DerivedFact] = []
         invalid = 0
-        for (scope, _, pred, _), (t, srcs) in groups.items():
+        for (scope, _, _, _), (t, pred, srcs) in groups.items():
             sens = Sensitivity.from_rank(max(labels[s].sensitivity.rank for s in srcs))
             try:
                 record = self._fact_record(t, pred, scope, sens, srcs, now, actor)

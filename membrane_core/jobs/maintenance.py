@@ -21,6 +21,7 @@ from membrane_core.jobs.consolidate import ConsolidateHandler
 from membrane_core.jobs.decay import DecayHandler
 from membrane_core.jobs.prune import ACTOR, PruneHandler
 from membrane_core.jobs.runner import BatchRunner, Handler
+from membrane_core.jobs.seal import SealHandler
 from membrane_core.policy import Policy
 from membrane_core.storage.db import Database
 from membrane_core.storage.records import WorkOptions
@@ -77,7 +78,10 @@ class Maintenance:
             Job.DECAY: DecayHandler(),
             Job.PRUNE: PruneHandler(),
             Job.COMPRESS: CompressHandler(after=work.compress_after),
-            Job.CONSOLIDATE: ConsolidateHandler(policy=policy, embed=work.embed),
+            Job.CONSOLIDATE: ConsolidateHandler(
+                policy=policy, embed=work.embed, sealer=work.sealer, embed_sealed=work.embed_sealed
+            ),
+            Job.SEAL: SealHandler(work.sealer),
         }
         self._services = {Job.EMBED: ("embedding", embedding), Job.EXTRACT: ("extraction", extraction)}
 

@@ -17,6 +17,7 @@ from membrane_core.providers.base import (
     TransientProviderError,
     Triple,
     TripleExtractor,
+    is_external,
     normalise_predicate,
 )
 from membrane_core.providers.deterministic import (
@@ -46,6 +47,7 @@ __all__ = [
     "TripleExtractor",
     "build_embedding_provider",
     "build_extractor",
+    "is_external",
     "normalise_predicate",
     "parse_triples",
 ]

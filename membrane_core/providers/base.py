@@ -22,6 +22,7 @@ __all__ = [
     "TransientProviderError",
     "Triple",
     "TripleExtractor",
+    "is_external",
     "normalise_predicate",
 ]
 
@@ -64,6 +65,16 @@ def normalise_predicate(predicate: str) -> str:
     Returns an empty string when nothing word-like is left.
     """
     return _NON_WORD.sub("_", predicate.casefold()).strip("_")
+
+
+#: RFC 7.6, 12.3: the providers that run inside the process: what they read stays in it.
+IN_PROCESS_PROVIDERS = frozenset({"local", "hashing", "deterministic", "none"})
+
+
+def is_external(name: str) -> bool:
+    """RFC 7.6: whether the provider kind ``name`` sends what it reads out of the process
+    (an HTTP provider, or a kind this module does not know)."""
+    return name not in IN_PROCESS_PROVIDERS
 
 
 @runtime_checkable

@@ -21,6 +21,7 @@ from membrane_core.providers.base import unit
 from membrane_core.requests import RetrieveRequest
 from membrane_core.results import Edge, RecordView, RetrieveResult, shown_references, view
 from membrane_core.retrieval import fusion, graph, selector
+from membrane_core.sealing import NO_KEYS, Sealer
 from membrane_core.settings import Settings
 from membrane_core.storage import records, retrieval
 from membrane_core.storage.db import Database
@@ -126,13 +127,16 @@ def arm_window(limit: int) -> int:
     return window(max(25, 2 * limit))
 
 
-def read_filter(req: RetrieveRequest, policy: TrustPolicy, now: datetime) -> retrieval.ReadFilter:
-    """RFC 8.1, 7.3, 5.6: the SQL predicates of a request under the caller's narrowed policy."""
+def read_filter(
+    req: RetrieveRequest, policy: TrustPolicy, now: datetime, sealer: Sealer = NO_KEYS
+) -> retrieval.ReadFilter:
+    """RFC 8.1, 7.3, 5.6: the SQL predicates of a request under the caller's narrowed policy;
+    a tag also matches a sealed record's blind value of it (RFC 7.6)."""
     return retrieval.ReadFilter(
         scopes=None if policy.reads_all else sorted(policy.read_scopes),
         max_rank=policy.max_sensitivity.rank,
         types=[t.value for t in req.memory_types] if req.memory_types else None,
-        tags=list(req.tags) if req.tags else None,
+        tags=sealer.tag_forms(list(req.tags)) if req.tags else None,
         include_retracted=req.include_retracted,
         include_contested=req.include_contested,
         min_salience=req.min_salience,
@@ -148,6 +152,7 @@ class Retriever:
     ``embedder`` embeds the query for the vector arm: a provider, or a factory called once on
     first use (to share the pipeline's provider); without one it is built lazily from
     ``settings`` (``None`` when no provider is configured, and the vector arm is skipped).
+    ``sealer`` opens sealed records, each only after its trust check (RFC 7.6).
     """
 
     def __init__(
@@ -163,6 +168,7 @@ class Retriever:
         entity_max_links: int = ENTITY_MAX_LINKS,
         vector_k: int = 10,
         adjacent: bool = True,
+        sealer: Sealer = NO_KEYS,
     ) -> None:
         if fusion_method not in fusion.METHODS:
             raise ValueError(f"unknown fusion {fusion_method!r}")
@@ -176,6 +182,8 @@ class Retriever:
         self.vector_k = vector_k
         #: RFC 8.2.1: whether the best episodes lift the episodes adjacent to them in time
         self.adjacent = adjacent
+        #: RFC 7.6: opens sealed records once their trust check passed
+        self.sealer = sealer
         # RFC 8.1.1: recent query vectors, so that a question asked again costs no model call
         self._recent: OrderedDict[str, list[float]] = OrderedDict()
         self._recent_lock = threading.Lock()
@@ -248,7 +256,7 @@ class Retriever:
         """RFC 8.1-8.6: hybrid candidates filtered in SQL, fused, bounded, re-checked, expanded."""
         policy = trust.narrow(req.scopes, req.max_sensitivity)
         now = self.clock()
-        f = read_filter(req, policy, now)
+        f = read_filter(req, policy, now, self.sealer)
         query = req.query if req.query and req.query.strip() else None
         qvec, vector_state = self._embed(query)
         # RFC 8.1: the lexical and entity arms get a wider window than the limit; the vector
@@ -388,10 +396,11 @@ class Retriever:
             rec = r.record
             if not r.fits or rec is None:
                 continue
-            v = self._checked(rec, r.status, req, policy, now, score=round(r.score, 6))
-            if v is None:
+            checked = self._checked(rec, r.status, req, policy, now, score=round(r.score, 6))
+            if checked is None:
                 dropped += 1
                 continue
+            v, rec = checked
             size = len(v.model_dump_json())
             if used + size > req.max_bytes:
                 if not out:
@@ -410,17 +419,19 @@ class Retriever:
             out.append((v, None if v.redacted else rec))
         return out, used, dropped, False
 
-    @staticmethod
     def _checked(
+        self,
         rec: retrieval.Stored,
         sql_status: str,
         req: RetrieveRequest,
         policy: TrustPolicy,
         now: datetime,
         score: float | None = None,
-    ) -> RecordView | None:
+    ) -> tuple[RecordView, retrieval.Stored] | None:
         """RFC 7.3, 5.6, 5.1: the caller's view of a hydrated row, its trust, time and status
-        checked again in Python; ``None`` when any check refuses it."""
+        checked again in Python, with the row it was built from; ``None`` when any check
+        refuses it. A sealed row is opened only then, and only for a view in full: a redacted
+        view shows nothing it holds (RFC 7.6)."""
         visibility = policy.visibility(rec.scope, Sensitivity(rec.sensitivity))
         status = status_as_of(rec.status, rec.retracted_at, sql_status, req.as_of)
         if (
@@ -436,9 +447,10 @@ class Retriever:
             )
         ):
             return None
-        return rec.view(
-            salience=rec.salience_at(now), status=status, redacted=visibility == "redacted", score=score
-        )
+        redacted = visibility == "redacted"
+        if not redacted:
+            rec = rec.opened(self.sealer)
+        return rec.view(salience=rec.salience_at(now), status=status, redacted=redacted, score=score), rec
 
     @staticmethod
     def _view(rec: MemoryRecord, visibility: Visibility, status: str, now: datetime) -> RecordView:
@@ -483,10 +495,11 @@ class Retriever:
         for rec in (exp.records.get(nid) for nid in fitting):
             if rec is None:  # gone since the hop
                 break
-            v = self._checked(rec, status[rec.id], req, policy, now)
-            if v is None:
+            checked = self._checked(rec, status[rec.id], req, policy, now)
+            if checked is None:
                 exp.filtered_in_python += 1
                 continue
+            v = checked[0]
             size = len(v.model_dump_json())
             if used + size > req.max_bytes:
                 exp.node_limit_applied = True
@@ -535,23 +548,30 @@ class Retriever:
         Reads the primary so that a client reads its own writes (RFC 13.2). ``as_of``
         answers with the record as the memory believed it then (404 if it was not yet
         recorded; its status at that moment); ``valid_at`` answers 404 unless the record
-        was valid then.
+        was valid then. A sealed record is opened after the trust check, for a view in full
+        only (RFC 7.6).
         """
         missing = errors.NotFound(f"record {record_id} not found")
         with self.db.transaction() as conn:
             acc = retrieval.access(conn, [record_id], as_of=as_of).get(record_id)
             if acc is None or trust.visibility(acc.scope, acc.sensitivity) == "hidden":
                 raise missing
-            rec = records.hydrate(conn, [record_id], as_of=as_of).get(record_id)
-            if rec is None:
+            row = records.hydrate_rows(conn, [record_id], as_of=as_of).get(record_id)
+            if row is None:
                 raise missing
-            visibility = trust.visibility(rec.scope, rec.sensitivity)
+            visibility = trust.visibility(row["scope"], Sensitivity(row["sensitivity"]))
             probe = RetrieveRequest(as_of=as_of, valid_at=valid_at)
-            v_from, v_to = (rec.validity.valid_from, rec.validity.valid_to) if rec.validity else (None, None)
-            if visibility == "hidden" or not in_time(rec.recorded_at, v_from, v_to, probe):
+            stored = retrieval.Stored.of(row)
+            if visibility == "hidden" or not in_time(
+                stored.recorded_at, stored.valid_from, stored.valid_to, probe
+            ):
                 raise missing
-            status = rec.status.value
+            status = stored.status
             if as_of is not None:
-                status = status_as_of(status, rec.retracted_at, acc.status.value, as_of)
-            v = self._view(rec, visibility, status, self.clock())
+                status = status_as_of(status, stored.retracted_at, acc.status.value, as_of)
+            now = self.clock()
+            if visibility == "redacted":
+                return stored.view(salience=stored.salience_at(now), status=status, redacted=True)
+            rec = records.row_to_record(self.sealer.open_row(row))
+            v = self._view(rec, visibility, status, now)
             return self._with_visible_relations(conn, trust, [v])[0]

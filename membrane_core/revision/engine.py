@@ -38,6 +38,7 @@ from membrane_core.models import (
     Validity,
 )
 from membrane_core.policy import Policy
+from membrane_core.providers.base import normalise_predicate
 from membrane_core.revision.rules import (
     ASSERTED_CONFIDENCE,
     ContestBody,
@@ -59,6 +60,9 @@ from membrane_core.revision.rules import (
 from membrane_core.storage import records, revisions
 from membrane_core.storage.db import Connection, Database
 from membrane_core.trust import TrustPolicy
+
+#: RFC 7.6: what a tombstone at a sealed level says of its rationale (sealed in the audit log).
+SEALED_TOMBSTONE = "sealed: see the audit log"
 
 
 class Revisions:
@@ -130,9 +134,9 @@ class Revisions:
         assert isinstance(b, SupersedeBody)
         with self._tx(conn) as c:
             now = self.clock()
-            peek = revisions.fact_keys(c, [target_id])
+            peek = revisions.fact_key_levels(c, [target_id])
             new_key = self._new_key(b.record, peek.get(target_id))
-            revisions.lock_keys(c, [k for k in (peek.get(target_id), new_key) if k])
+            revisions.lock_keys(c, [k for k in (self._key(peek, target_id), new_key) if k])
             target = self._lock(c, [target_id], trust)[target_id]
             old = self._hydrate(c, [target_id])[target_id]
             new = self._build(
@@ -146,12 +150,12 @@ class Revisions:
                 relations=[Relation(predicate="supersedes", target_id=old.id)],
             )
             self._check_inferred([old], new, trust, b.force)
-            batch = records.RowBatch()
+            batch = records.RowBatch(sealer=self.work.sealer)
             reasserted = self._reassert(c, new)
             self._tombstone(c, [target], new, trust.actor, b.rationale, now)
             revisions.mark_retracted(c, [old.id], now)
             if isinstance(old.payload, SemanticPayload):
-                revisions.set_superseded_by(c, old.id, new.id)
+                self._set_superseded_by(c, old, new.id)
             batch.relations.append((old.id, "superseded_by", new.id, None, now))
             self._add_new(
                 batch,
@@ -186,7 +190,7 @@ class Revisions:
         assert isinstance(b, ForkBody)
         with self._tx(conn) as c:
             now = self.clock()
-            peek = revisions.fact_keys(c, [target_id])
+            peek = revisions.fact_key_levels(c, [target_id])
             new_key = self._new_key(b.record, peek.get(target_id))
             revisions.lock_keys(c, [new_key] if new_key else [])
             target = self._lock(c, [target_id], trust)[target_id]
@@ -211,7 +215,7 @@ class Revisions:
                 validity=validity,
                 relations=[Relation(predicate="derived_from", target_id=old.id)],
             )
-            batch = records.RowBatch()
+            batch = records.RowBatch(sealer=self.work.sealer)
             reasserted = self._reassert(c, new)
             self._add_new(
                 batch,
@@ -253,9 +257,11 @@ class Revisions:
             )
         with self._tx(conn) as c:
             now = self.clock()
-            peek = revisions.fact_keys(c, ids)
-            new_key = self._new_key(b.record, peek.get(ids[0]))
-            revisions.lock_keys(c, [*peek.values(), *([new_key] if new_key else [])])
+            peek = revisions.fact_key_levels(c, ids)
+            new_key = self._new_key(
+                b.record, peek.get(ids[0]), max((lv for _, lv in peek.values()), default=0)
+            )
+            revisions.lock_keys(c, [*(k for k, _ in peek.values()), *([new_key] if new_key else [])])
             targets = self._lock(c, ids, trust)
             if len({t.scope for t in targets.values()}) > 1 or len({t.type for t in targets.values()}) > 1:
                 raise errors.RevisionRefused("merged records must share one scope and one type")
@@ -272,7 +278,7 @@ class Revisions:
                 relations=[Relation(predicate="derived_from", target_id=i) for i in ids],
             )
             self._check_inferred(sources, new, trust, b.force)
-            batch = records.RowBatch()
+            batch = records.RowBatch(sealer=self.work.sealer)
             reasserted = self._reassert(c, new)
             self._tombstone(c, [targets[i] for i in ids], new, trust.actor, b.rationale, now)
             revisions.mark_retracted(c, ids, now)
@@ -316,7 +322,7 @@ class Revisions:
             target = self._lock(c, [target_id], trust)[target_id]
             self._tombstone(c, [target], None, trust.actor, b.rationale, now)
             revisions.mark_retracted(c, [target_id], now)
-            batch = records.RowBatch()
+            batch = records.RowBatch(sealer=self.work.sealer)
             batch.audit_entry(
                 target_id,
                 target.scope,
@@ -351,7 +357,7 @@ class Revisions:
                 if acc and trust.visibility(acc.scope, acc.sensitivity) == "full":
                     linked = other
             revisions.mark_contested(c, target_id, now)
-            batch = records.RowBatch()
+            batch = records.RowBatch(sealer=self.work.sealer)
             details: dict[str, Any] = {"operation": "contest"}
             if linked is not None:
                 # a repeated contest by the same record is audited again, linked once
@@ -423,7 +429,7 @@ class Revisions:
                 base = max(0.0, current - penalty)
                 action, details = AuditAction.DECAY, {"operation": "penalize", "amount": penalty}
             revisions.set_salience(c, target_id, base, now, now + timedelta(seconds=t.half_life_seconds))
-            batch = records.RowBatch()
+            batch = records.RowBatch(sealer=self.work.sealer)
             batch.audit_entry(
                 target_id,
                 t.scope,
@@ -497,21 +503,37 @@ class Revisions:
                 message += f"; its successor is record {successor}"
         return errors.RevisionRefused(message, details=[detail])
 
-    @staticmethod
-    def _hydrate(conn: Connection, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, MemoryRecord]:
-        found = records.hydrate(conn, ids)
+    def _hydrate(self, conn: Connection, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, MemoryRecord]:
+        found = records.hydrate(conn, ids, sealer=self.work.sealer)
         missing = [i for i in ids if i not in found]
         if missing:
             raise errors.NotFound(f"record {missing[0]} not found")
         return found
 
     @staticmethod
-    def _new_key(rec: RevisedRecord, template: revisions.FactKey | None) -> revisions.FactKey | None:
-        """Fact key of the record a revision will create (template values fill the gaps)."""
+    def _key(
+        peek: Mapping[uuid.UUID, tuple[revisions.FactKey, int]], rid: uuid.UUID
+    ) -> revisions.FactKey | None:
+        found = peek.get(rid)
+        return found[0] if found else None
+
+    def _new_key(
+        self, rec: RevisedRecord, template: tuple[revisions.FactKey, int] | None, rank: int = 0
+    ) -> revisions.FactKey | None:
+        """Fact key of the record a revision will create (template values fill the gaps), as
+        stored at its level: the template's, the revision's or ``rank``, whichever is highest
+        (RFC 7.4), blind when that level is sealed (RFC 7.6)."""
         if template is None:
             return None
-        scope, s, p, o = template
-        return records.fact_key(scope, rec.subject or s, rec.predicate or p, rec.object or o)
+        (scope, s, p, o), level = template
+        level = max(level, rank, rec.sensitivity.rank if rec.sensitivity else 0)
+        key = (
+            scope,
+            records.norm_term(rec.subject) if rec.subject else s,
+            normalise_predicate(rec.predicate) if rec.predicate else p,
+            records.norm_term(rec.object) if rec.object else o,
+        )
+        return records.stored_key(key, self.work.sealer, level)
 
     def _build(
         self,
@@ -601,20 +623,18 @@ class Revisions:
                 details=[{"field": "force", "message": "required", "type": "revision_refused"}],
             )
 
-    @staticmethod
-    def _reassert(conn: Connection, new: MemoryRecord) -> bool:
+    def _reassert(self, conn: Connection, new: MemoryRecord) -> bool:
         """RFC 5.4: an explicit revision re-asserting a tombstoned key removes the tombstones
         that bind the new record's level (RFC 3.4). A supersede that keeps its target's key
         re-asserts too: a retracted variant of the same key may have tombstoned it while the
         target stayed active."""
-        p = new.payload
-        if not isinstance(p, SemanticPayload):
+        if not isinstance(new.payload, SemanticPayload):
             return False
-        key = records.fact_key(new.scope, p.subject, p.predicate, p.object)
+        key = records.record_fact_key(new, self.work.sealer)
         return bool(revisions.clear_tombstones(conn, [(key, new.sensitivity.rank)]))
 
-    @staticmethod
     def _tombstone(
+        self,
         conn: Connection,
         targets: Sequence[revisions.Target],
         new: MemoryRecord | None,
@@ -622,15 +642,33 @@ class Revisions:
         rationale: str,
         now: datetime,
     ) -> None:
-        """RFC 5.4: tombstone each retracted fact key the new record does not carry on."""
+        """RFC 5.4: tombstone each retracted fact key the new record does not carry on; at a sealed
+        level the rationale stays in the audit log, sealed (RFC 7.6)."""
         keep = None
         if new is not None and isinstance(new.payload, SemanticPayload):
-            p = new.payload
-            keep = records.fact_key(new.scope, p.subject, p.predicate, p.object)
+            keep = records.record_fact_key(new, self.work.sealer)
+        sealer = self.work.sealer
         rows = [
-            (t.key, t.id, actor, rationale, t.sensitivity.rank) for t in targets if t.key and t.key != keep
+            (
+                t.key,
+                t.id,
+                actor,
+                SEALED_TOMBSTONE if sealer.seals(t.sensitivity) else rationale,
+                t.sensitivity.rank,
+            )
+            for t in targets
+            if t.key and t.key != keep
         ]
         revisions.insert_tombstones(conn, rows, now)
+
+    def _set_superseded_by(self, conn: Connection, old: MemoryRecord, new_id: uuid.UUID) -> None:
+        """RFC 5.2.1: point a superseded fact's payload at its replacement; a sealed payload is
+        sealed again with the pointer (RFC 7.6)."""
+        if revisions.set_superseded_by(conn, old.id, new_id):
+            return
+        payload = old.payload.model_copy(update={"superseded_by": new_id})
+        content = records.sealed_content(payload.model_dump_json(), old.summary, old.metadata, old.tags)
+        revisions.set_sealed(conn, old.id, *self.work.sealer.seal_content(old.id, content))
 
     def _add_new(
         self,
@@ -665,5 +703,5 @@ class Revisions:
                 rec.created_at + timedelta(seconds=rec.lifecycle.decay.half_life_seconds),
             )
         )
-        if self.work.embed:
+        if self.work.embeds(rec):
             batch.work.append((WorkKind.EMBED.value, rec.id, rec.created_at))

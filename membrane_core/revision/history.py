@@ -17,8 +17,10 @@ from typing import Any
 from membrane_core import errors
 from membrane_core.enums import AuditAction, DeletionPolicy, Sensitivity
 from membrane_core.models import AuditEntry, AuditHistory
+from membrane_core.sealing import NO_KEYS, Sealer
 from membrane_core.storage import audit, records, retrieval
 from membrane_core.storage.db import Connection, Database
+from membrane_core.storage.rowbatch import SEALED_RATIONALE
 from membrane_core.trust import TrustPolicy
 
 _SEP = "\x1f"  # chr(31), the field separator of audit_entry_hash
@@ -108,12 +110,21 @@ def _with_shown_references(details: dict[str, Any], shown: set[str]) -> dict[str
     return out
 
 
-def history(db: Database, record_id: uuid.UUID, trust: TrustPolicy) -> AuditHistory:
+def _opened(sealer: Sealer, row: audit.AuditRow, details: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """RFC 7.6: an entry's rationale and details, its sealed rationale opened."""
+    note = details.get(SEALED_RATIONALE)
+    if not isinstance(note, str):
+        return row.rationale, details
+    return sealer.open_note(row.record_id, note), {k: v for k, v in details.items() if k != SEALED_RATIONALE}
+
+
+def history(db: Database, record_id: uuid.UUID, trust: TrustPolicy, sealer: Sealer = NO_KEYS) -> AuditHistory:
     """RFC 5.5: a record's entries in order with ``chain_valid``; works after deletion.
 
     Trust is checked against the scope and sensitivity stored on the latest entry: hidden
     (or never written) is ``NotFound``; one level above the caller's maximum returns the
-    entries with rationale and details blanked (RFC 7.3).
+    entries with rationale and details blanked (RFC 7.3). A sealed rationale is opened after
+    that check, for entries shown in full (RFC 7.6); the chain is verified over what is stored.
     """
     with db.reader() as conn:
         rows = audit.entries(conn, record_id)
@@ -125,20 +136,30 @@ def history(db: Database, record_id: uuid.UUID, trust: TrustPolicy) -> AuditHist
             raise errors.NotFound(f"record {record_id} not found")
         redacted = visibility == "redacted"
         shown = set() if redacted else _shown(conn, trust, rows)
-    entries = [
-        AuditEntry(
-            action=r.action,
-            actor=r.actor,
-            timestamp=r.ts,
-            rationale="" if redacted else r.rationale,
-            details={} if redacted else _with_shown_references(r.details, shown),
+    entries = []
+    for r in rows:
+        rationale, details = ("", {}) if redacted else _opened(sealer, r, r.details)
+        entries.append(
+            AuditEntry(
+                action=r.action,
+                actor=r.actor,
+                timestamp=r.ts,
+                rationale=rationale,
+                details=details if redacted else _with_shown_references(details, shown),
+            )
         )
-        for r in rows
-    ]
     return AuditHistory(record_id=record_id, entries=entries, chain_valid=verify_chain(rows))
 
 
-def delete(db: Database, record_id: uuid.UUID, trust: TrustPolicy, rationale: str, *, now: datetime) -> None:
+def delete(
+    db: Database,
+    record_id: uuid.UUID,
+    trust: TrustPolicy,
+    rationale: str,
+    *,
+    now: datetime,
+    sealer: Sealer = NO_KEYS,
+) -> None:
     """RFC 5.5: hard-delete a record whose deletion policy allows it, appending a ``delete`` entry.
 
     Hidden or missing is ``NotFound``; a scope the caller cannot write, or a record it sees
@@ -161,7 +182,7 @@ def delete(db: Database, record_id: uuid.UUID, trust: TrustPolicy, rationale: st
             raise errors.Forbidden(f"the caller may not delete record {record_id}")
         if target.deletion_policy is DeletionPolicy.NEVER:
             raise errors.RevisionRefused(f"record {record_id} has deletion policy 'never'")
-        batch = records.RowBatch()
+        batch = records.RowBatch(sealer=sealer)
         batch.audit_entry(
             record_id,
             target.scope,

@@ -13,11 +13,16 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import psycopg
+from pydantic import TypeAdapter
 
+from membrane_core import errors
 from membrane_core.enums import AuditAction, RevisionStatus, Sensitivity, WorkKind
-from membrane_core.models import MemoryRecord
+from membrane_core.models import MemoryRecord, Payload
+from membrane_core.sealing import Sealer
 from membrane_core.storage import records
 from membrane_core.storage.queries import q
+
+_PAYLOAD: TypeAdapter[Payload] = TypeAdapter(Payload)
 
 
 @dataclass(frozen=True)
@@ -38,10 +43,38 @@ def lock_sources(conn: psycopg.Connection, ids: Sequence[uuid.UUID]) -> dict[uui
     }
 
 
-def texts(conn: psycopg.Connection, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, str]:
-    """The indexed text of each existing record (RFC 12.1)."""
+@dataclass(frozen=True)
+class Texts:
+    """What the embedding provider reads of a batch (RFC 12.1, 7.6): the text of each record,
+    the sealed records withheld from it, and those whose key the ring lacks (with the error)."""
+
+    texts: dict[uuid.UUID, str]
+    withheld: set[uuid.UUID]
+    unopened: dict[uuid.UUID, str]
+
+
+def texts(conn: psycopg.Connection, ids: Sequence[uuid.UUID], sealer: Sealer, *, open_sealed: bool) -> Texts:
+    """The indexed text of each existing record (RFC 12.1).
+
+    A sealed record's indexed text is empty: with ``open_sealed`` it is made from the opened
+    content, as for a plain record; without, the record is withheld (RFC 7.6).
+    """
     cur = conn.execute(q("emb_texts"), {"ids": list(ids)})
-    return {rid: text for rid, text in cur.fetchall()}
+    out = Texts({}, set(), {})
+    for rid, text, sealed in cur.fetchall():
+        if sealed is None:
+            out.texts[rid] = text
+        elif not open_sealed:
+            out.withheld.add(rid)
+        else:
+            try:
+                c = sealer.open_row({"id": rid, "sealed": sealed})
+            except errors.EncryptionKeyUnavailable as exc:
+                out.unopened[rid] = exc.message
+                continue
+            payload = _PAYLOAD.validate_python(c["payload"])
+            out.texts[rid] = records.search_text_of(payload, c["summary"], c["tags"])
+    return out
 
 
 def write_embeddings(
@@ -92,8 +125,9 @@ def write_facts(
     """
     if not facts:
         return DerivedOutcome([], [], 0)
-    matches = records.lock_and_match_facts(conn, [records._fact_key(f.record) for f in facts])
-    batch = records.RowBatch()
+    keys = [records.record_fact_key(f.record, opts.sealer) for f in facts]
+    matches = records.lock_and_match_facts(conn, keys)
+    batch = records.RowBatch(sealer=opts.sealer)
     created: list[uuid.UUID] = []
     existing: list[tuple[uuid.UUID, DerivedFact]] = []
     tombstoned = 0
@@ -117,7 +151,7 @@ def write_facts(
 
 def _schedule(batch: records.RowBatch, r: MemoryRecord, now: datetime, opts: records.WorkOptions) -> None:
     # RFC 9.3: the same work a captured fact gets.
-    if opts.embed:
+    if opts.embeds(r):
         batch.work.append((WorkKind.EMBED.value, r.id, now))
     batch.work.append(
         (WorkKind.DECAY.value, r.id, now + timedelta(seconds=r.lifecycle.decay.half_life_seconds))

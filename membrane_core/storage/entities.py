@@ -22,6 +22,7 @@ from membrane_core.capture.plan import CapturePlan, new_id
 from membrane_core.enums import WorkKind
 from membrane_core.models import MemoryRecord
 from membrane_core.policy import Policy
+from membrane_core.sealing import NO_KEYS, Sealer
 from membrane_core.storage.queries import q
 from membrane_core.storage.rowbatch import RowBatch
 
@@ -116,15 +117,18 @@ def resolve_mentions(
     now: datetime,
     embed: bool = False,
     policy: Policy | None = None,
+    sealer: Sealer = NO_KEYS,
 ) -> Resolution:
     """RFC 3.5: resolve every capture's mentions to entities, or create them, in ``conn``'s transaction.
 
     New entity records, their audit entries and work items and the ``mentions``
     relations are queued on ``batch``; call :meth:`Resolution.flush` after
-    ``batch.flush`` to write the terms, identifiers and entity edges.
+    ``batch.flush`` to write the terms, identifiers and entity edges. A sealed capture
+    resolves none (RFC 7.6): its names would be stored as plain terms, and its ``mentions``
+    relations would say whom it names.
     """
     policy = policy or Policy()
-    sets = [mentions.extract(p.primary) for p in plans]
+    sets = [None if sealer.seals(p.primary.sensitivity) else mentions.extract(p.primary) for p in plans]
     rows: list[tuple[_Slot, str, Key, int]] = []
     for pi, (plan, ms) in enumerate(zip(plans, sets, strict=True)):
         if ms is None:

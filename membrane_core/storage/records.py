@@ -15,6 +15,7 @@ from membrane_core.capture.plan import CapturePlan
 from membrane_core.enums import AuditAction, OutcomeStatus, RevisionStatus, WorkKind
 from membrane_core.models import EpisodicPayload, MemoryRecord, SemanticPayload
 from membrane_core.policy import Policy
+from membrane_core.sealing import NO_KEYS, Sealer
 from membrane_core.storage.entities import resolve_mentions
 from membrane_core.storage.queries import q
 from membrane_core.storage.rowbatch import (
@@ -23,18 +24,33 @@ from membrane_core.storage.rowbatch import (
     fact_key,
     norm_term,
     projected_bytes,
+    sealed_content,
     search_text,
+    search_text_of,
+    stored_key,
 )
 
 
 @dataclass(frozen=True)
 class WorkOptions:
-    """Which background work a capture schedules (RFC 9.3), and the policy for records it derives."""
+    """Which background work a capture schedules (RFC 9.3), the policy for records it derives,
+    and the sealer its records are written with (RFC 7.6)."""
 
     embed: bool = False
     extract: bool = False
     compress_after: timedelta = timedelta(hours=24)
     policy: Policy = field(default_factory=Policy)
+    #: RFC 7.6: seals the records at or above its level; nothing without keys
+    sealer: Sealer = NO_KEYS
+    #: RFC 7.6: a sealed record gets an ``embed`` item only when the embedding provider runs in
+    #: the process, or the settings let an external one read sealed records
+    embed_sealed: bool = False
+    #: RFC 7.6: a sealed episode gets an ``extract`` item only when the extractor runs in the process
+    extract_sealed: bool = False
+
+    def embeds(self, r: MemoryRecord) -> bool:
+        """RFC 3.3, 7.6: whether writing ``r`` schedules its embedding."""
+        return self.embed and (self.embed_sealed or not self.sealer.seals(r.sensitivity))
 
 
 @dataclass(frozen=True)
@@ -48,7 +64,7 @@ class CaptureOutcome:
 
 def _schedule(batch: RowBatch, r: MemoryRecord, now: datetime, opts: WorkOptions) -> None:
     # RFC 9.3: work items are written in the capture's own transaction.
-    if opts.embed:
+    if opts.embeds(r):
         batch.work.append((WorkKind.EMBED.value, r.id, now))
     batch.work.append(
         (WorkKind.DECAY.value, r.id, now + timedelta(seconds=r.lifecycle.decay.half_life_seconds))
@@ -58,7 +74,8 @@ def _schedule(batch: RowBatch, r: MemoryRecord, now: datetime, opts: WorkOptions
         # RFC 6.4.3: failed episodes with tool calls count against their tool signature.
         if p.outcome is OutcomeStatus.SUCCESS or (p.outcome is not None and p.tool_calls):
             batch.work.append((WorkKind.CONSOLIDATE.value, r.id, now))
-        if opts.extract and (p.text or p.tool_calls):
+        extract = opts.extract and (opts.extract_sealed or not opts.sealer.seals(r.sensitivity))
+        if extract and (p.text or p.tool_calls):
             batch.work.append((WorkKind.EXTRACT.value, r.id, now))
         batch.work.append((WorkKind.COMPRESS.value, r.id, now + opts.compress_after))
 
@@ -71,12 +88,14 @@ def write_captures(
     Derived facts (RFC 3.4) are created unless tombstoned; a live fact with the same
     key in the scope is reinforced instead of duplicated.
     """
-    batch = RowBatch()
+    batch = RowBatch(sealer=opts.sealer)
     for plan in plans:
         batch.add_record(plan.primary, actor=plan.actor, rationale="captured")
         _schedule(batch, plan.primary, now, opts)
     fact_results = _resolve_facts(conn, plans, batch, now, opts)
-    resolved = resolve_mentions(conn, plans, batch, now=now, embed=opts.embed, policy=opts.policy)
+    resolved = resolve_mentions(
+        conn, plans, batch, now=now, embed=opts.embed, policy=opts.policy, sealer=opts.sealer
+    )
     batch.flush(conn)
     resolved.flush(conn)
     out = []
@@ -128,10 +147,11 @@ def lock_and_match_facts(
     return [found[i] for i in range(len(keys))]
 
 
-def _fact_key(r: MemoryRecord) -> FactKey:
+def record_fact_key(r: MemoryRecord, sealer: Sealer = NO_KEYS) -> FactKey:
+    """RFC 3.4, 7.6: the key of a semantic record as it is stored at its level."""
     p = r.payload
     assert isinstance(p, SemanticPayload)
-    return fact_key(r.scope, p.subject, p.predicate, p.object)
+    return fact_key(r.scope, p.subject, p.predicate, p.object, sealer=sealer, rank=r.sensitivity.rank)
 
 
 def _resolve_facts(
@@ -144,7 +164,7 @@ def _resolve_facts(
     idx = [i for i, p in enumerate(plans) if p.fact is not None]
     if not idx:
         return {}
-    keys = [_fact_key(plans[i].fact.record) for i in idx]  # type: ignore[union-attr]
+    keys = [record_fact_key(plans[i].fact.record, opts.sealer) for i in idx]  # type: ignore[union-attr]
     # RFC 3.4: a capture's fact meets only facts at its own level (polyinstantiation)
     levels = [plans[i].fact.record.sensitivity.rank for i in idx]  # type: ignore[union-attr]
     matches = lock_and_match_facts(conn, keys, levels)
@@ -222,7 +242,8 @@ def _reinforce_from_sources(
     batch.work.extend((WorkKind.DECAY.value, target, now) for target in counts)
 
 
-def _row_to_record(row: dict[str, Any]) -> MemoryRecord:
+def row_to_record(row: dict[str, Any]) -> MemoryRecord:
+    """A hydrated, opened row as a validated record (RFC 2.1)."""
     validity = None
     if row["validity_mode"]:
         validity = {
@@ -268,17 +289,30 @@ def _row_to_record(row: dict[str, Any]) -> MemoryRecord:
     )
 
 
-def hydrate(
+def hydrate_rows(
     conn: psycopg.Connection, ids: Iterable[uuid.UUID], *, as_of: datetime | None = None
-) -> dict[uuid.UUID, MemoryRecord]:
-    """Full records by id; missing ids are absent from the result. With ``as_of``, only the
-    relations made by then (RFC 5.6)."""
+) -> dict[uuid.UUID, dict[str, Any]]:
+    """Records' rows by id (``record_fields``, sealed ones still sealed); with ``as_of``, only
+    the relations made by then (RFC 5.6)."""
     id_list = list(ids)
     if not id_list:
         return {}
     cur = conn.cursor(row_factory=dict_row)
     cur.execute(q("hydrate_records"), {"ids": id_list, "as_of": as_of})
-    return {row["id"]: _row_to_record(row) for row in cur.fetchall()}
+    return {row["id"]: row for row in cur.fetchall()}
+
+
+def hydrate(
+    conn: psycopg.Connection,
+    ids: Iterable[uuid.UUID],
+    *,
+    as_of: datetime | None = None,
+    sealer: Sealer = NO_KEYS,
+) -> dict[uuid.UUID, MemoryRecord]:
+    """Full records by id, sealed ones opened by ``sealer`` (RFC 7.6); missing ids are absent
+    from the result. With ``as_of``, only the relations made by then (RFC 5.6)."""
+    rows = hydrate_rows(conn, ids, as_of=as_of)
+    return {rid: row_to_record(sealer.open_row(row)) for rid, row in rows.items()}
 
 
 __all__ = [
@@ -288,8 +322,14 @@ __all__ = [
     "WorkOptions",
     "fact_key",
     "hydrate",
+    "hydrate_rows",
     "norm_term",
     "projected_bytes",
+    "record_fact_key",
+    "row_to_record",
+    "sealed_content",
     "search_text",
+    "search_text_of",
+    "stored_key",
     "write_captures",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -19,6 +20,7 @@ from membrane_core.enums import RevisionStatus, Sensitivity
 from membrane_core.models import MemoryRecord, Payload, ProvenanceSource
 from membrane_core.results import RecordView, shown_references
 from membrane_core.retrieval.fusion import FEATURES
+from membrane_core.sealing import Sealer
 from membrane_core.storage import records
 from membrane_core.storage.queries import Shaped, q, shaped
 
@@ -160,9 +162,16 @@ class Stored:
             }
         )
 
+    def opened(self, sealer: Sealer) -> Stored:
+        """RFC 7.6: the record with its sealed part opened (a plain one as it is); only a view in
+        full needs it, so the service opens a record after its trust check."""
+        if self.row.get("sealed") is None:
+            return self
+        return dataclasses.replace(self, row=sealer.open_row(self.row))
+
     def record(self) -> MemoryRecord:
         """The full record, validated (RFC 2.1)."""
-        return records._row_to_record(self.row)
+        return records.row_to_record(self.row)
 
 
 @dataclass(frozen=True)

@@ -109,10 +109,19 @@ class Retraction:
         return cls(operation, uuid.UUID(successor) if successor else None, actor, at)
 
 
-def fact_keys(conn: psycopg.Connection, ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, FactKey]:
-    """Fact keys of the semantic records among ``ids``, read without locks (keys never change)."""
+def fact_key_levels(
+    conn: psycopg.Connection, ids: Iterable[uuid.UUID]
+) -> dict[uuid.UUID, tuple[FactKey, int]]:
+    """Fact keys of the semantic records among ``ids`` as stored, with their sensitivity ranks,
+    read without locks (a key changes only once, when a record written before encryption was
+    enabled is sealed, RFC 7.6)."""
     cur = conn.execute(q("revision_fact_keys"), {"ids": list(ids)})
-    return {rid: (scope, subject, predicate, obj) for rid, scope, subject, predicate, obj in cur.fetchall()}
+    return {rid: ((scope, s, p, o), rank) for rid, scope, s, p, o, rank in cur.fetchall()}
+
+
+def fact_keys(conn: psycopg.Connection, ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, FactKey]:
+    """Fact keys of the semantic records among ``ids``, read without locks."""
+    return {rid: key for rid, (key, _) in fact_key_levels(conn, ids).items()}
 
 
 def lock_keys(conn: psycopg.Connection, keys: Iterable[FactKey]) -> None:
@@ -165,9 +174,17 @@ def mark_contested(conn: psycopg.Connection, record_id: uuid.UUID, now: datetime
     conn.execute(q("revision_mark_contested"), {"id": record_id, "now": now})
 
 
-def set_superseded_by(conn: psycopg.Connection, record_id: uuid.UUID, new_id: uuid.UUID) -> None:
-    """RFC 5.2.1: the payload pointer of a superseded semantic record."""
-    conn.execute(q("revision_set_superseded_by"), {"id": record_id, "new_id": str(new_id)})
+def set_superseded_by(conn: psycopg.Connection, record_id: uuid.UUID, new_id: uuid.UUID) -> bool:
+    """RFC 5.2.1: the payload pointer of a superseded semantic record; False when its payload
+    is sealed (RFC 7.6), and so not written."""
+    return (
+        conn.execute(q("revision_set_superseded_by"), {"id": record_id, "new_id": str(new_id)}).rowcount > 0
+    )
+
+
+def set_sealed(conn: psycopg.Connection, record_id: uuid.UUID, key_id: str, sealed: bytes) -> None:
+    """RFC 7.6: a sealed record's new ciphertext."""
+    conn.execute(q("revision_set_sealed"), {"id": record_id, "key_id": key_id, "sealed": sealed})
 
 
 def set_salience(

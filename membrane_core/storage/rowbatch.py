@@ -2,7 +2,8 @@
 
 Capture, revision, consolidation and entity resolution all queue their rows on a
 :class:`RowBatch`; also the record-row helpers every writer shares (the fact key, the
-projected size and the indexed text).
+projected size and the indexed text). A batch with a key ring seals the records at or above
+its level as it queues them (RFC 7.6), so their content never reaches Postgres in plain text.
 """
 
 from __future__ import annotations
@@ -18,11 +19,14 @@ import psycopg
 
 from membrane_core import budget
 from membrane_core.enums import AuditAction
-from membrane_core.models import EpisodicPayload, MemoryRecord, SemanticPayload
+from membrane_core.models import EpisodicPayload, MemoryRecord, Payload, SemanticPayload
 from membrane_core.providers.base import normalise_predicate
+from membrane_core.sealing import NO_KEYS, Sealer
 from membrane_core.storage.queries import q
 
 _WS = re.compile(r"\s+")
+#: RFC 7.6: the audit detail holding a sealed record's sealed rationale.
+SEALED_RATIONALE = "sealed_rationale"
 
 
 def _json(value: dict[str, Any] | None) -> str:
@@ -37,9 +41,21 @@ def norm_term(value: str) -> str:
 FactKey = tuple[str, str, str, str]
 
 
-def fact_key(scope: str, subject: str, predicate: str, obj: str) -> FactKey:
-    """RFC 3.4: the key every writer compares facts by; the predicate in snake_case."""
-    return (scope, norm_term(subject), normalise_predicate(predicate), norm_term(obj))
+def fact_key(
+    scope: str, subject: str, predicate: str, obj: str, *, sealer: Sealer = NO_KEYS, rank: int = 0
+) -> FactKey:
+    """RFC 3.4: the key every writer compares facts by; the predicate in snake_case. A fact at
+    level ``rank`` that ``sealer`` seals stores its terms as blind values (RFC 7.6)."""
+    key = (scope, norm_term(subject), normalise_predicate(predicate), norm_term(obj))
+    return stored_key(key, sealer, rank)
+
+
+def stored_key(key: FactKey, sealer: Sealer, rank: int) -> FactKey:
+    """RFC 7.6: a normalised (or stored) fact key as a fact at level ``rank`` stores it: blind
+    terms when the level is sealed, else as it is."""
+    if not sealer.seals(rank):
+        return key
+    return (key[0], *sealer.blind_terms(key[0], (key[1], key[2], key[3])))
 
 
 def projected_bytes(record: MemoryRecord, payload_json: str | None = None) -> int:
@@ -57,22 +73,41 @@ def projected_bytes(record: MemoryRecord, payload_json: str | None = None) -> in
 
 def search_text(record: MemoryRecord) -> str:
     """Text indexed for full-text search (RFC 8.1)."""
-    p = record.payload
-    parts: list[str] = [record.summary or ""]
+    return search_text_of(record.payload, record.summary, record.tags)
+
+
+def search_text_of(p: Payload, summary: str | None, tags: list[str]) -> str:
+    """Text indexed for full-text search (RFC 8.1) of a payload, summary and tags; also what
+    the embedding provider reads of a sealed record, whose indexed text is empty (RFC 7.6)."""
+    parts: list[str] = [summary or ""]
     if isinstance(p, EpisodicPayload):
         parts += [p.text or "", " ".join(p.entities), " ".join(c.tool for c in p.tool_calls)]
     elif isinstance(p, SemanticPayload):
         parts += [p.subject, p.predicate.replace("_", " "), p.object]
     else:
         parts.append(json.dumps(p.model_dump(mode="json", exclude={"kind"}), ensure_ascii=False))
-    parts += record.tags
+    parts += tags
     return " ".join(x for x in parts if x)[:100_000]
 
 
-def _record_row(r: MemoryRecord, payload_json: str) -> tuple[Any, ...]:
+def _record_row(r: MemoryRecord, payload_json: str, sealer: Sealer | None) -> tuple[Any, ...]:
+    """The ``memory_records`` row; sealed (``sealer`` given), without summary, metadata or
+    indexed text, its fact key blind (RFC 7.6)."""
     lc, d = r.lifecycle, r.lifecycle.decay
     fact = r.payload if isinstance(r.payload, SemanticPayload) else None
     v = r.validity
+    key = (
+        fact_key(
+            r.scope,
+            fact.subject,
+            fact.predicate,
+            fact.object,
+            sealer=sealer or NO_KEYS,
+            rank=r.sensitivity.rank,
+        )[1:]
+        if fact
+        else (None, None, None)
+    )
     return (
         r.id,
         r.type.value,
@@ -97,11 +132,19 @@ def _record_row(r: MemoryRecord, payload_json: str) -> tuple[Any, ...]:
         r.occurred_at,
         r.created_at,
         r.updated_at,
-        r.summary,
-        _json(r.metadata),
-        *(fact_key(r.scope, fact.subject, fact.predicate, fact.object)[1:] if fact else (None, None, None)),
+        None if sealer else r.summary,
+        "{}" if sealer else _json(r.metadata),
+        *key,
         projected_bytes(r, payload_json),
-        search_text(r),
+        "" if sealer else search_text(r),
+    )
+
+
+def sealed_content(payload_json: str, summary: str | None, metadata: dict[str, Any], tags: list[str]) -> str:
+    """RFC 7.6: the JSON a record's ciphertext holds: payload, summary, metadata and tags."""
+    return (
+        f'{{"payload":{payload_json},"summary":{json.dumps(summary, ensure_ascii=False)},'
+        f'"metadata":{_json(metadata)},"tags":{json.dumps(tags, ensure_ascii=False)}}}'
     )
 
 
@@ -116,13 +159,25 @@ class RowBatch:
     relations: list[tuple[Any, ...]] = field(default_factory=list)
     audit: list[tuple[Any, ...]] = field(default_factory=list)
     work: list[tuple[str, uuid.UUID, datetime]] = field(default_factory=list)
+    #: RFC 7.6: seals the records (and audit rationales) at or above its level
+    sealer: Sealer = NO_KEYS
 
     def add_record(self, r: MemoryRecord, *, actor: str, rationale: str) -> None:
-        """Queue a new record with its payload, tags, provenance, relations and create entry."""
+        """Queue a new record with its payload, tags, provenance, relations and create entry;
+        sealed when the batch's sealer seals its level (RFC 7.6)."""
         payload_json = r.payload.model_dump_json()
-        self.records.append(_record_row(r, payload_json))
-        self.payloads.append((r.id, r.payload.kind, payload_json))
-        self.tags.extend((r.id, t) for t in dict.fromkeys(r.tags))
+        tags = list(dict.fromkeys(r.tags))
+        if self.sealer.seals(r.sensitivity):
+            self.records.append(_record_row(r, payload_json, self.sealer))
+            # in the order a plain record's tags are read back in (record_fields sorts them)
+            content = sealed_content(payload_json, r.summary, r.metadata, sorted(tags))
+            key_id, blob = self.sealer.seal_content(r.id, content)
+            self.payloads.append((r.id, r.payload.kind, None, key_id, blob))
+            self.tags.extend((r.id, self.sealer.blind_tag(t)) for t in tags)
+        else:
+            self.records.append(_record_row(r, payload_json, None))
+            self.payloads.append((r.id, r.payload.kind, payload_json, None, None))
+            self.tags.extend((r.id, t) for t in tags)
         self.provenance.extend(
             (r.id, s.kind.value, s.ref, s.hash, s.created_by, s.timestamp, r.created_at) for s in r.provenance
         )
@@ -144,7 +199,11 @@ class RowBatch:
         rationale: str,
         details: dict[str, Any] | None = None,
     ) -> None:
-        """Queue one audit entry (RFC 5.5)."""
+        """Queue one audit entry (RFC 5.5); the rationale of a sealed record's entry is sealed
+        into its details, so the chain hashes the ciphertext (RFC 7.6)."""
+        if self.sealer.seals(sensitivity):
+            details = {**(details or {}), SEALED_RATIONALE: self.sealer.seal_note(record_id, rationale)}
+            rationale = ""
         self.audit.append((record_id, scope, sensitivity, action.value, actor, ts, rationale, _json(details)))
 
     def flush(self, conn: psycopg.Connection) -> None:

@@ -47,7 +47,7 @@ def test_synthetic_records_carry_what_a_capture_writes() -> None:
     for rid, tag in chunk["tags"]:
         tags.setdefault(rid, []).append(tag)
     assert 150 < len(tags) < 250 and all(len(t) <= 2 for t in tags.values())
-    bodies = {rid: body for rid, _, body in chunk["payloads"]}
+    bodies = {rid: body for rid, _, body, *_ in chunk["payloads"]}
     for r in episodes:
         mine = tags.get(r[0], [])
         assert r[15] == len(bodies[r[0]]) + sum(len(t) + 4 for t in mine) + 512

@@ -134,7 +134,12 @@ def test_no_cycle_inside_the_core() -> None:
 
 
 @pytest.mark.parametrize(
-    ("library", "home"), [("psycopg", "membrane_core.storage"), ("httpx", "membrane_core.providers")]
+    ("library", "home"),
+    [
+        ("psycopg", "membrane_core.storage"),
+        ("httpx", "membrane_core.providers"),
+        ("cryptography", "membrane_core.sealing"),
+    ],
 )
 def test_a_library_is_imported_only_in_its_layer(library: str, home: str) -> None:
     users = _third_party(library)

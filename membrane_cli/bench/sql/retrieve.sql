@@ -28,8 +28,8 @@ COPY memory_records (id, type, scope, sensitivity, confidence, salience, half_li
     updated_at, summary, projected_bytes, search_text) FROM STDIN
 
 -- name: bench_copy_payloads
--- Bulk load of synthetic payloads.
-COPY record_payloads (record_id, kind, body) FROM STDIN
+-- Bulk load of synthetic payloads, plain or sealed (RFC 7.6).
+COPY record_payloads (record_id, kind, body, key_id, sealed) FROM STDIN
 
 -- name: bench_copy_embeddings
 -- Bulk load of synthetic embeddings (binary COPY), with each record's scope (the partition key).

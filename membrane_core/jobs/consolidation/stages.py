@@ -2,7 +2,9 @@
 
 Everything runs in the caller's transaction: the source episodes are re-read under a
 share lock first (RFC 7.4), fact keys are serialised by advisory locks (RFC 3.4) and
-signature counters by their row lock, so concurrent batches never double count.
+signature counters by their row lock, so concurrent batches never double count. A
+sealed episode (RFC 7.6) is opened to be read; its facts are keyed blind, so they meet only
+sealed facts, and it feeds no competence record or plan graph.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from membrane_core.enums import (
 from membrane_core.jobs.consolidation import mining
 from membrane_core.models import EpisodicPayload, ProvenanceRef, SemanticPayload
 from membrane_core.policy import Policy
+from membrane_core.sealing import NO_KEYS, Sealer
 from membrane_core.storage import jobs
 from membrane_core.storage.db import Connection
 from membrane_core.storage.records import RowBatch, fact_key
@@ -41,6 +44,10 @@ class Context:
     now: datetime
     embed: bool = False
     actor: str = "consolidation"
+    #: RFC 7.6: opens sealed episodes and seals what it derives from them
+    sealer: Sealer = NO_KEYS
+    #: RFC 7.6: whether a sealed derived record gets an ``embed`` item
+    embed_sealed: bool = False
 
 
 @dataclass
@@ -72,12 +79,16 @@ class Writes:
     stats: Counter[str] = field(default_factory=Counter)
 
 
-def load_episodes(conn: Connection, ids: list[uuid.UUID]) -> dict[uuid.UUID, Episode]:
-    """RFC 7.4: the batch's episodes re-read under lock; missing or non-episodic ids are dropped."""
+def load_episodes(
+    conn: Connection, ids: list[uuid.UUID], sealer: Sealer = NO_KEYS
+) -> dict[uuid.UUID, Episode]:
+    """RFC 7.4: the batch's episodes re-read under lock, sealed ones opened (RFC 7.6); missing
+    or non-episodic ids are dropped."""
     out = {}
-    for rid, row in jobs.lock_sources(conn, ids).items():
-        if row["type"] != MemoryType.EPISODIC.value or row["status"] == "retracted":
+    for rid, locked in jobs.lock_sources(conn, ids).items():
+        if locked["type"] != MemoryType.EPISODIC.value or locked["status"] == "retracted":
             continue
+        row = sealer.open_row(locked)
         try:
             out[rid] = Episode(rid, row, EpisodicPayload.model_validate(row["payload"]))
         except ValidationError:
@@ -89,7 +100,7 @@ def _new(w: Writes, ctx: Context, record: Any, rationale: str) -> None:
     w.batch.add_record(record, actor=ctx.actor, rationale=rationale)
     due = ctx.now + timedelta(seconds=record.lifecycle.decay.half_life_seconds)
     w.batch.work.append((WorkKind.DECAY.value, record.id, due))
-    if ctx.embed:
+    if ctx.embed and (ctx.embed_sealed or not ctx.sealer.seals(record.sensitivity)):
         w.batch.work.append((WorkKind.EMBED.value, record.id, ctx.now))
 
 
@@ -141,7 +152,7 @@ def promote(conn: Connection, episodes: dict[uuid.UUID, Episode], ctx: Context, 
         if ep.payload.outcome is not OutcomeStatus.SUCCESS:
             continue
         for triple in mining.episode_facts(ep.payload):
-            key = fact_key(ep.scope, *triple)
+            key = fact_key(ep.scope, *triple, sealer=ctx.sealer, rank=ep.rank)
             entry = found.setdefault(key, (triple, []))
             entry[1].append(ep)
     if not found:
@@ -202,10 +213,12 @@ class SignatureGroup:
     rank: int = 0
 
 
-def _groups(episodes: dict[uuid.UUID, Episode]) -> dict[tuple[str, str], SignatureGroup]:
+def _groups(episodes: dict[uuid.UUID, Episode], sealer: Sealer) -> dict[tuple[str, str], SignatureGroup]:
     groups: dict[tuple[str, str], SignatureGroup] = {}
     for ep in episodes.values():
         if not ep.payload.tool_calls or ep.payload.outcome is None:
+            continue
+        if sealer.seals(ep.rank):  # RFC 7.6: its tool names would be counted in plain text
             continue
         sig = mining.signature(ep.payload)
         key = mining.signature_key(sig)
@@ -220,7 +233,7 @@ def _groups(episodes: dict[uuid.UUID, Episode]) -> dict[tuple[str, str], Signatu
 
 def procedural(conn: Connection, episodes: dict[uuid.UUID, Episode], ctx: Context, w: Writes) -> None:
     """RFC 6.4.3: count signatures; mine competence records and plan graphs; update statistics."""
-    groups = _groups(episodes)
+    groups = _groups(episodes, ctx.sealer)
     if not groups:
         return
     rows = jobs.upsert_signatures(
@@ -240,7 +253,7 @@ def procedural(conn: Connection, episodes: dict[uuid.UUID, Episode], ctx: Contex
         now=ctx.now,
     )
     pending = {sid for r in rows if r["competence_id"] is None for sid in r["pending_sources"]}
-    older = load_episodes(conn, sorted(pending - set(episodes)))
+    older = load_episodes(conn, sorted(pending - set(episodes)), ctx.sealer)
     known = {**older, **episodes}
     links: list[tuple[str, str, uuid.UUID | None, uuid.UUID | None]] = []
     stats: dict[uuid.UUID, tuple[int, int]] = {}
@@ -328,8 +341,8 @@ def _plan(
 
 def consolidate(conn: Connection, episode_ids: list[uuid.UUID], ctx: Context) -> dict[str, int]:
     """RFC 6.4: promotion, competence and plan-graph stages over one batch of episodes."""
-    episodes = load_episodes(conn, episode_ids)
-    w = Writes()
+    episodes = load_episodes(conn, episode_ids, ctx.sealer)
+    w = Writes(batch=RowBatch(sealer=ctx.sealer))
     w.stats["episodes"] = len(episodes)
     promote(conn, episodes, ctx, w)
     procedural(conn, episodes, ctx, w)

@@ -140,11 +140,18 @@ RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
            END
 $$;
 
+-- A sealed record (RFC 7.6) keeps its payload, summary, metadata and tags in ``sealed``, an
+-- AES-GCM ciphertext naming ``key_id``; its body is NULL. A plain one has a body and no key.
 CREATE TABLE record_payloads (
     record_id uuid PRIMARY KEY REFERENCES memory_records (id) ON DELETE CASCADE,
     kind      text NOT NULL CHECK (kind IN ('episodic','working','semantic','competence','plan_graph','entity')),
-    body      jsonb NOT NULL
+    body      jsonb,
+    key_id    text,
+    sealed    bytea,
+    CHECK ((body IS NULL) = (sealed IS NOT NULL) AND (key_id IS NULL) = (sealed IS NULL))
 );
+-- RFC 7.6: the records sealed under each key, for rotation's progress
+CREATE INDEX record_payloads_key ON record_payloads (key_id) WHERE key_id IS NOT NULL;
 
 CREATE TABLE record_tags (
     record_id uuid NOT NULL REFERENCES memory_records (id) ON DELETE CASCADE,
@@ -303,7 +310,7 @@ CREATE INDEX operations_finished ON operations (finished_at) WHERE status IN ('s
 -- Background work, written with the change that causes it (RFC 9.3).
 CREATE TABLE work_items (
     id               bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    kind             text NOT NULL CHECK (kind IN ('embed','extract','consolidate','compress','decay','prune')),
+    kind             text NOT NULL CHECK (kind IN ('embed','extract','consolidate','compress','decay','prune','seal')),
     target_id        uuid NOT NULL,
     due_at           timestamptz NOT NULL DEFAULT now(),
     claimed_by       text,

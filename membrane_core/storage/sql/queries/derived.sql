@@ -11,8 +11,10 @@ SELECT source_id, target_id FROM relations
    AND target_id = ANY(%(sources)s::uuid[])
 
 -- name: emb_texts
--- The indexed text of records to embed (RFC 12.1).
-SELECT id, search_text FROM memory_records WHERE id = ANY(%(ids)s::uuid[])
+-- The indexed text of records to embed (RFC 12.1), and a sealed record's ciphertext, whose indexed text is empty (RFC 7.6).
+SELECT r.id, r.search_text, p.sealed
+  FROM memory_records r LEFT JOIN record_payloads p ON p.record_id = r.id
+ WHERE r.id = ANY(%(ids)s::uuid[])
 
 -- name: emb_upsert
 -- Write vectors in one statement for records that still exist; a re-embedding replaces the old vector (RFC 12.1).

@@ -35,7 +35,7 @@ WITH gone AS (
      ORDER BY g.id
 ), cleared AS (
     DELETE FROM work_items w USING gone g
-     WHERE w.kind = ANY(ARRAY['embed','extract','consolidate','compress','decay'])
+     WHERE w.kind = ANY(ARRAY['embed','extract','consolidate','compress','decay','seal'])
        AND w.target_id = g.id
 )
 SELECT id FROM gone
@@ -71,7 +71,7 @@ SELECT id FROM done
 -- name: maint_lock_sources
 -- Re-read source records under a share lock inside the deriving transaction (RFC 7.4).
 SELECT r.id, r.type, r.scope, r.sensitivity, r.sensitivity_rank, r.status, r.confidence,
-       r.summary, p.body AS payload,
+       r.summary, p.body AS payload, p.sealed,
        coalesce((SELECT jsonb_agg(jsonb_build_object('kind', s.kind, 'ref', s.ref) ORDER BY s.id)
                    FROM provenance_sources s WHERE s.record_id = r.id), '[]') AS provenance
   FROM memory_records r
@@ -146,7 +146,7 @@ UPDATE tool_signatures s
  WHERE s.scope = u.scope AND s.signature_key = u.key
 
 -- name: maint_update_procedural
--- Write success statistics into competence and plan-graph payloads from the signature counts (RFC 4.4).
+-- Write success statistics into competence and plan-graph payloads from the signature counts (RFC 4.4); a sealed payload is left as it is (RFC 7.6).
 UPDATE record_payloads p
    SET body = CASE p.kind
        WHEN 'competence' THEN jsonb_set(p.body, '{performance}',
@@ -162,3 +162,4 @@ UPDATE record_payloads p
   FROM unnest(%(ids)s::uuid[], %(successes)s::int[], %(failures)s::int[]) AS u(id, successes, failures)
   JOIN memory_records m ON m.id = u.id
  WHERE p.record_id = u.id AND p.kind IN ('competence', 'plan_graph') AND m.status <> 'retracted'
+   AND p.body IS NOT NULL

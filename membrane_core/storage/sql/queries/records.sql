@@ -8,7 +8,7 @@ COPY memory_records (id, type, scope, sensitivity, confidence, salience, status,
 
 -- name: copy_payloads
 -- Bulk insert of record payloads.
-COPY record_payloads (record_id, kind, body) FROM STDIN
+COPY record_payloads (record_id, kind, body, key_id, sealed) FROM STDIN
 
 -- name: copy_tags
 -- Bulk insert of record tags.
@@ -97,12 +97,12 @@ SELECT /*@record_fields*/,
  WHERE r.id = ANY(%(ids)s::uuid[])
 
 -- name: record_fields
--- Fragment (/*@record_fields*/): a record's columns, payload (p), tags and provenance (the sources added by as_of, when the read has one: RFC 5.6), as records._row_to_record reads them (RFC 2.1). Lists are ARRAY subqueries rather than ordered aggregates: the tags come in the primary key's order, with no sort, and no aggregate state is set up for each row (RFC 8.3).
+-- Fragment (/*@record_fields*/): a record's columns, payload (p), tags and provenance (the sources added by as_of, when the read has one: RFC 5.6), as records.row_to_record reads them (RFC 2.1); a sealed record's ciphertext (its payload, summary, metadata and tags, RFC 7.6). Lists are ARRAY subqueries rather than ordered aggregates: the tags come in the primary key's order, with no sort, and no aggregate state is set up for each row (RFC 8.3).
 r.id, r.type, r.scope, r.sensitivity, r.confidence, r.salience, r.status,
 r.decay_curve, r.half_life_seconds, r.min_salience, r.max_age_seconds,
 r.reinforcement_gain, r.base_salience, r.reinforced_at, r.pinned, r.deletion_policy,
 r.validity_mode, r.valid_from, r.valid_to, r.recorded_at, r.retracted_at,
-r.occurred_at, r.created_at, r.updated_at, r.summary, r.metadata, p.body AS payload,
+r.occurred_at, r.created_at, r.updated_at, r.summary, r.metadata, p.body AS payload, p.sealed,
 ARRAY(SELECT t.tag FROM record_tags t WHERE t.record_id = r.id ORDER BY t.tag) AS tags,
 to_jsonb(ARRAY(SELECT jsonb_build_object('kind', s.kind, 'ref', s.ref, 'hash', s.hash,
                                          'created_by', s.created_by, 'timestamp', s.ts)

@@ -1,6 +1,6 @@
 -- name: revision_fact_keys
--- Normalised fact keys of semantic records, read before any row lock so advisory key locks come first (RFC 5.4).
-SELECT id, scope, fact_subject, fact_predicate, fact_object
+-- Normalised fact keys of semantic records (blind when sealed, RFC 7.6) with their levels, read before any row lock so advisory key locks come first (RFC 5.4).
+SELECT id, scope, fact_subject, fact_predicate, fact_object, sensitivity_rank
   FROM memory_records
  WHERE id = ANY(%(ids)s::uuid[]) AND type = 'semantic'
 
@@ -44,10 +44,15 @@ UPDATE memory_records
  WHERE id = %(id)s
 
 -- name: revision_set_superseded_by
--- Point a superseded record's payload at its replacement (RFC 5.2.1).
+-- Point a superseded record's payload at its replacement (RFC 5.2.1); a sealed payload is sealed again instead (revision_set_sealed, RFC 7.6).
 UPDATE record_payloads
    SET body = jsonb_set(body, '{superseded_by}', to_jsonb(%(new_id)s::text))
- WHERE record_id = %(id)s
+ WHERE record_id = %(id)s AND body IS NOT NULL
+
+-- name: revision_set_sealed
+-- A sealed record's new ciphertext, under the key it names (RFC 7.6).
+UPDATE record_payloads SET key_id = %(key_id)s, sealed = %(sealed)s
+ WHERE record_id = %(id)s AND sealed IS NOT NULL
 
 -- name: revision_set_salience
 -- New base salience with the decay clock restarted (RFC 5.2.6, 5.2.7, 6.2).
