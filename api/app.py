@@ -10,19 +10,20 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 from uuid import UUID
 
 from fastapi import FastAPI
 
-from api import docs
+from api import docs, tracing
 from api import errors as api_errors
 from api.access import RequestContext
 from api.deps import Services
 from api.keyfile import key_ring, reload_on_sighup
 from api.limits import MAX_BATCH_BODY_BYTES, MAX_BODY_BYTES, BodyLimitMiddleware
-from api.metrics import MetricsMiddleware, Registry
+from api.metrics import MetricsMiddleware, Registry, process_exited
 from api.ratelimit import Limiter, RedisLimiter
 from api.routes import captures, operators, reads, revisions
 from membrane_core import Membrane, Settings
@@ -105,6 +106,7 @@ def create_app(
                 unhook()
         finally:
             app.state.services = None
+            process_exited(os.getpid())  # RFC 14.2: its counters stay in the totals
             if rate_limiter is None and isinstance(getattr(app.state, "limiter", None), RedisLimiter):
                 app.state.limiter.close()
             if owned:
@@ -133,6 +135,8 @@ def create_app(
     app.add_middleware(api_errors.CatchAll)  # nothing escapes it (RFC 10.2)
     # outermost: the request id covers every line of the request, CatchAll's too (RFC 14.3)
     app.add_middleware(RequestContext)
+    # RFC 14.4: set before the lifespan builds the Membrane, whose pooled connections it traces
+    tracing.instrument(app, settings or (membrane.settings if membrane else Settings()))
     return app
 
 

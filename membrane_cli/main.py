@@ -48,6 +48,7 @@ PLUGINS = (
     ("membrane_cli.evaluate", eval_app),
     ("membrane_cli.db", db_app),
     ("membrane_cli.keys", app),
+    ("membrane_cli.encryption", app),
 )
 
 
@@ -101,6 +102,10 @@ def print_stack(stack: Stack) -> None:
     t.add_row(
         "Workers", ", ".join(o.queues) + (" + beat" if o.beat else "") + "   (one Celery pool per queue)"
     )
+    pools = stack.worker_metrics_ports()  # RFC 14.2: one Prometheus target per pool
+    if pools:
+        ports = ", ".join(f"{q} {port}" for q, port in pools.items())
+        t.add_row("Metrics", f"pools http://127.0.0.1:<port>/metrics: {ports}")
     t.add_row("Embeddings", embedding_banner(stack.settings))
     t.add_row("Logs", str(stack.logs))
     console.print(t)

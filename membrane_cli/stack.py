@@ -41,6 +41,9 @@ QUEUES = ("ingest", "revision", "embedding", "llm", "maintenance")
 #: How often ``membrane run`` calls :meth:`Stack.watch`, in seconds (RFC 13.1).
 WATCH_SECONDS = 0.5
 
+#: prometheus_client's multiprocess directory (RFC 14.2): one per pool, under the data dir.
+METRICS_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
+
 
 class StackError(RuntimeError):
     """The stack could not start."""
@@ -135,6 +138,8 @@ class Child:
     restart: bool = False
     #: Monotonic times of its restarts inside the current budget window.
     restarts: list[float] = field(default_factory=list)
+    #: Variables of its own on top of the stack's environment (a pool's metrics port).
+    env: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -155,6 +160,9 @@ class StackOptions:
     host: str = "127.0.0.1"
     api_port: int = 8080
     flower_port: int = 5555
+    #: RFC 14.2: the first pool's ``/metrics`` port on loopback, the next pools' the ports
+    #: after it in the order of ``queues``; ``None`` serves none.
+    worker_metrics_port: int | None = 9808
     queues: tuple[str, ...] = QUEUES
     #: Processes per pool; a queue left out gets the workers package's default.
     concurrency: dict[str, int] = field(default_factory=dict)
@@ -308,6 +316,8 @@ class Stack:
         env["MEMBRANE_REDIS_URL"] = self.redis_url
         env["MEMBRANE_DATA_DIR"] = str(self.opts.data_dir)
         env.setdefault("PYTHONUNBUFFERED", "1")
+        # RFC 14.2: a multiprocess directory is one process tree's; each pool gets its own
+        env.pop(METRICS_DIR_ENV, None)
         if self.opts.flower and not self.opts.flower_open:
             configured = self.settings.flower_basic_auth
             self.flower_auth = (
@@ -329,12 +339,14 @@ class Stack:
                 url=self.api_url,
             )
         ]
+        metrics = self.worker_metrics_ports()
         for q in o.queues:
             kids.append(
                 Child(
                     f"worker-{q}",
                     celery_app.worker_argv(q, concurrency=o.concurrency.get(q)),
                     self.logs / f"worker-{q}.log",
+                    env=self._metrics_env(f"worker-{q}", metrics[q]) if q in metrics else {},
                 )
             )
         if o.beat:
@@ -358,6 +370,20 @@ class Stack:
             )
         return kids
 
+    def worker_metrics_ports(self) -> dict[str, int]:
+        """RFC 14.2: the loopback port of each pool's ``/metrics``, by queue (none without one)."""
+        base = self.opts.worker_metrics_port
+        if base is None:
+            return {}
+        return {q: base + i for i, q in enumerate(self.opts.queues)}
+
+    def _metrics_env(self, name: str, port: int) -> dict[str, str]:
+        return {
+            "MEMBRANE_WORKER_METRICS_HOST": "127.0.0.1",
+            "MEMBRANE_WORKER_METRICS_PORT": str(port),
+            METRICS_DIR_ENV: str(self.opts.data_dir / "metrics" / name),
+        }
+
     def start(self, wait_ready: float = 120.0) -> None:
         """Start everything; returns once the API answers ``/readyz``.
 
@@ -374,7 +400,10 @@ class Stack:
                     raise StackError(f"port {port} for the {what} is already in use")
             env = self.env()
             for child in self.plan():
-                child.proc = self._spawn(child.name, child.argv, env)
+                if METRICS_DIR_ENV in child.env:  # RFC 14.2: the totals start at this start
+                    shutil.rmtree(child.env[METRICS_DIR_ENV], ignore_errors=True)
+                    Path(child.env[METRICS_DIR_ENV]).mkdir(parents=True)
+                child.proc = self._spawn(child.name, child.argv, {**env, **child.env})
                 self.children.append(child)
             self.wait_ready(wait_ready)
         except BaseException:

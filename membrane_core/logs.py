@@ -16,7 +16,7 @@ import logging.config
 import re
 import sys
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, date, datetime
 from enum import Enum
 from pathlib import Path
@@ -45,6 +45,9 @@ _STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 _context: contextvars.ContextVar[Mapping[str, Any]] = contextvars.ContextVar("membrane_log_context")
+#: RFC 14.4: the ids of the span current at a line, once tracing is on (set by
+#: ``membrane_core.tracing``); unset, a line pays nothing for it.
+_span_ids: Callable[[], Mapping[str, str]] | None = None
 
 
 # -- request ids and the log context ---------------------------------------------------------
@@ -75,6 +78,13 @@ def unbind(token: contextvars.Token[Mapping[str, Any]]) -> None:
     _context.reset(token)
 
 
+def span_ids(source: Callable[[], Mapping[str, str]] | None) -> None:
+    """RFC 14.4: add what ``source`` returns (the current span's ``trace_id`` and ``span_id``)
+    to every line; ``None`` stops it."""
+    global _span_ids
+    _span_ids = source
+
+
 def request_id() -> str | None:
     """RFC 14.3: the request id of the current context, if any."""
     value = context().get("request_id")
@@ -88,6 +98,10 @@ class ContextFilter(logging.Filter):
         for key, value in context().items():
             if key not in record.__dict__:
                 setattr(record, key, value)
+        if _span_ids is not None:
+            for key, value in _span_ids().items():
+                if key not in record.__dict__:
+                    setattr(record, key, value)
         return True
 
 

@@ -19,6 +19,8 @@ from kombu.entity import Queue
 import beat_schedule
 import workers.logs  # noqa: F401  (connects the logging signals of every Celery process, RFC 14.3)
 from membrane_core import Membrane, Settings
+from workers import metrics as _metrics  # noqa: F401  (connects a pool's task metrics, RFC 14.2)
+from workers import tracing as _tracing  # noqa: F401  (connects the tracing signals, RFC 14.4)
 
 log = logging.getLogger(__name__)
 

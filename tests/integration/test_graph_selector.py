@@ -104,6 +104,7 @@ def test_hop_node_and_edge_limits(membrane: Membrane, database_url: str) -> None
 
 
 def test_trust_at_every_hop_and_no_expansion_from_redacted(membrane: Membrane, database_url: str) -> None:
+    membrane.retriever.adjacent = False  # expansion alone: no adjacent episodes among the roots (8.2.1)
     root = put(membrane, "anchor kappa")
     visible = put(membrane, "plain neighbour")
     redacted = put(membrane, "medium neighbour", sensitivity="medium")

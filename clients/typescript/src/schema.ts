@@ -313,7 +313,10 @@ export interface paths {
         };
         /**
          * Metrics Prometheus
-         * @description Prometheus text: request counts and latency by route, operations accepted (RFC 14.2).
+         * @description Prometheus text: requests and latency by route, operations accepted, rate-limit refusals
+         *     over every API process, and the deployment gauges read from Postgres now (RFC 14.2).
+         *
+         *     Postgres down: the process figures are still answered, without the gauges.
          */
         get: operations["metrics_prometheus"];
         put?: never;
