@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import threading
+import time
 import uuid
 from datetime import datetime
 from typing import Any
@@ -50,10 +53,24 @@ class CapturePlan(Frozen):
     extra: dict[str, Any] = Field(default_factory=dict)
 
 
+_ID_LOCK = threading.Lock()
+_last_id = (0, 0)  # (unix milliseconds, sequence) of the last id made in this process
+
+
 def new_id() -> uuid.UUID:
-    """A new record id (time-ordered uuid7 where available, else uuid4)."""
-    maker = getattr(uuid, "uuid7", None)
-    return maker() if maker else uuid.uuid4()
+    """A new record id: a UUIDv7 (RFC 9562), time-ordered and, within this process,
+    increasing: ids made in one millisecond count up in the 12 bits after the time, so
+    records stamped with one ``occurred_at`` keep the order they were made in (RFC 8.2.1)."""
+    global _last_id
+    with _ID_LOCK:
+        ms, seq = time.time_ns() // 1_000_000, 0
+        last_ms, last_seq = _last_id
+        if ms <= last_ms:  # the same millisecond, or a clock that stepped back
+            ms, seq = (last_ms, last_seq + 1) if last_seq < 0xFFF else (last_ms + 1, 0)
+        _last_id = (ms, seq)
+    tail = int.from_bytes(os.urandom(8), "big") & ((1 << 62) - 1)
+    value = (ms & ((1 << 48) - 1)) << 80 | 0x7 << 76 | seq << 64 | 0b10 << 62 | tail
+    return uuid.UUID(int=value)
 
 
 def _payload(req: CaptureRequest, memory_type: MemoryType) -> EpisodicPayload | WorkingPayload:
