@@ -58,7 +58,7 @@ _last_id = (0, 0)  # (unix milliseconds, sequence) of the last id made in this p
 
 
 def new_id() -> uuid.UUID:
-    """A new record id: a UUIDv7 (RFC 9562), time-ordered and, within this process,
+    """A new record id (RFC 2.1): a version-7 UUID, time-ordered and, in this process,
     increasing: ids made in one millisecond count up in the 12 bits after the time, so
     records stamped with one ``occurred_at`` keep the order they were made in (RFC 8.2.1)."""
     global _last_id

@@ -1,4 +1,4 @@
-"""Record ids are UUIDv7 (RFC 9562) and increase within a process (RFC 8.2.1)."""
+"""Record ids are version-7 UUIDs and increase within a process (RFC 2.1, 8.2.1)."""
 
 from __future__ import annotations
 
