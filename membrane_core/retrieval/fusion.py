@@ -28,6 +28,11 @@ SD_FLOOR: Mapping[str, float] = {"salience": 0.1}
 #: outranks the episodes that state it when the evidence for both is the same; as salience's
 #: weight, it breaks near-ties and does not lead.
 SEMANTIC_PRIOR = 0.25
+#: Added to the ``zsum`` score of a record that occurred on a day or in a month the query
+#: names (RFC 8.2.2, ``retrieval.when``): about two features' worth, so that a question about
+#: a date prefers what happened then over a closer match from another day. Chosen on LoCoMo
+#: (of 0.5, 1 and 2), reported on REALTALK (docs/design/dates-in-questions.md).
+WHEN_PRIOR = 2.0
 #: Adjacent episodes (RFC 8.2.1): the best ``ADJACENT_SOURCES`` active episodes of the pool
 #: lift the ``ADJACENT_REACH`` visible episodes before and after them in time (one the arms
 #: missed enters), the k-th by ``ADJACENT_DECAY ** k`` of its source's score, never past its
@@ -48,6 +53,7 @@ class Features:
     entity: float | None = None
     salience: float | None = None
     semantic: bool = False  #: a semantic record (``SEMANTIC_PRIOR``)
+    in_when: bool = False  #: it occurred in a window the query names (``WHEN_PRIOR``)
 
     def get(self, name: str) -> float | None:
         """The value of feature ``name``."""
@@ -89,9 +95,10 @@ def zsum(
     cands: Sequence[Features],
     weights: Mapping[str, float] = DEFAULT_WEIGHTS,
     semantic_prior: float = SEMANTIC_PRIOR,
+    when_prior: float = WHEN_PRIOR,
 ) -> dict[uuid.UUID, float]:
     """RFC 8.2: ``sum_f w_f * z_f`` with z-scores over the pool, plus ``semantic_prior`` for a
-    semantic record.
+    semantic record and ``when_prior`` for one in a window the query names (RFC 8.2.2).
 
     A missing text or entity score counts as 0 (no match); a missing vector similarity
     (no embedding yet) as the pool's lowest similarity. A constant feature contributes 0;
@@ -116,6 +123,8 @@ def zsum(
     for c in cands:
         if c.semantic:
             scores[c.id] += semantic_prior
+        if c.in_when:
+            scores[c.id] += when_prior
     return scores
 
 

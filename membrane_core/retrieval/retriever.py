@@ -20,7 +20,7 @@ from membrane_core.providers import EmbeddingProvider, ProviderError, build_embe
 from membrane_core.providers.base import unit
 from membrane_core.requests import RetrieveRequest
 from membrane_core.results import Edge, RecordView, RetrieveResult, shown_references, view
-from membrane_core.retrieval import fusion, graph, selector
+from membrane_core.retrieval import fusion, graph, selector, when
 from membrane_core.sealing import NO_KEYS, Sealer
 from membrane_core.settings import Settings
 from membrane_core.storage import records, retrieval
@@ -283,6 +283,8 @@ class Retriever:
                 rrf_k=fusion.RRF_K,
                 sd_floor_salience=fusion.SD_FLOOR["salience"],
                 semantic_prior=fusion.SEMANTIC_PRIOR,
+                when=when.windows(query),
+                when_prior=fusion.WHEN_PRIOR,
                 adjacent=(fusion.ADJACENT_SOURCES, fusion.ADJACENT_REACH, fusion.ADJACENT_DECAY)
                 if self.adjacent and query is not None
                 else None,

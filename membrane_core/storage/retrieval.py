@@ -310,6 +310,8 @@ def roots(
     sd_floor_salience: float,
     target_visible: Callable[[str, str], bool],
     semantic_prior: float = 0.0,
+    when: Sequence[tuple[datetime, datetime]] = (),
+    when_prior: float = 0.0,
     first_hop: tuple[int, int] | None = None,
     adjacent: tuple[int, int, float] | None = None,
     df_cap: int = 1000,
@@ -321,6 +323,8 @@ def roots(
     ``first_hop = (max_edges, max_nodes)`` also runs the first expansion hop (RFC 8.4) from
     the fitting roots shown in full, as :func:`graph_hop` would, in the same statement.
     ``adjacent = (sources, reach, decay)`` lifts the episodes next to the best ones (RFC 8.2.1).
+    ``when``: the windows ``[start, end)`` the query names; a candidate that occurred in one
+    gets ``when_prior`` (RFC 8.2.2).
     """
     edges, nodes = first_hop or (0, 0)
     sources, reach, decay = adjacent or (0, 0, 0.0)
@@ -348,6 +352,9 @@ def roots(
             "rrf_k": rrf_k,
             "sd_floor_salience": sd_floor_salience,
             "semantic_prior": semantic_prior,
+            "when_from": [w[0] for w in when],
+            "when_to": [w[1] for w in when],
+            "when_prior": when_prior,
             **{f"w_{name}": float(weights.get(name, 0.0)) for name in FEATURES},
             "embeddings": embeddings_relation(conn, f.scopes),
             "has_tags": f.tags is not None,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import psycopg
@@ -267,6 +267,10 @@ def test_byte_budget_never_returns_a_partial_over_budget(membrane: Membrane) -> 
         membrane.retrieve({"query": "omega", "scopes": ["s"], "max_bytes": 1024})
 
 
+def _within(at: datetime | None, window: tuple[datetime, datetime]) -> bool:
+    return at is not None and window[0] <= at < window[1]
+
+
 @pytest.mark.parametrize("method", fusion.METHODS)
 def test_fusion_in_sql_matches_the_reference(hashing: Membrane, clock: FakeClock, method: str) -> None:
     """RFC 8.2: the statement's fused scores and order are those of membrane_core.retrieval.fusion."""
@@ -306,6 +310,12 @@ def test_fusion_in_sql_matches_the_reference(hashing: Membrane, clock: FakeClock
     f = retriever.read_filter(req, policy, clock())
     qvec = r.embedder.embed([query])[0]  # type: ignore[union-attr]
     with r.db.reader() as conn:
+        # a window of time the query names (RFC 8.2.2): a day holding some of the episodes
+        (day,) = conn.execute(
+            "SELECT occurred_at FROM memory_records WHERE type = 'episodic'"
+            " ORDER BY occurred_at OFFSET 12 LIMIT 1"
+        ).fetchone()
+        window = (day, day + timedelta(days=1))
         retrieval.configure_scan(conn, ef_search=40, max_scan_tuples=20_000)
         found = retrieval.roots(
             conn,
@@ -324,6 +334,8 @@ def test_fusion_in_sql_matches_the_reference(hashing: Membrane, clock: FakeClock
             sd_floor_salience=fusion.SD_FLOOR["salience"],
             target_visible=lambda scope, sens: True,
             semantic_prior=fusion.SEMANTIC_PRIOR,
+            when=[window],
+            when_prior=fusion.WHEN_PRIOR,
         )
     ranked = found.ranked
     # every arm contributed, and every candidate came back hydrated (limit and budget are wide)
@@ -331,6 +343,8 @@ def test_fusion_in_sql_matches_the_reference(hashing: Membrane, clock: FakeClock
     assert len(ranked) == found.candidates > 10 and all(x.record is not None for x in ranked)
     recs = {x.ord: x.record for x in ranked}
     assert any(recs[x.ord].row["type"] == "semantic" for x in ranked)  # type: ignore[union-attr]
+    inside = [_within(recs[x.ord].row["occurred_at"], window) for x in ranked]  # type: ignore[union-attr]
+    assert any(inside) and not all(inside)
     expected = fusion.fuse(
         [
             fusion.Features(
@@ -340,6 +354,7 @@ def test_fusion_in_sql_matches_the_reference(hashing: Membrane, clock: FakeClock
                 entity=x.entity_score,
                 salience=x.salience,
                 semantic=recs[x.ord].row["type"] == "semantic",  # type: ignore[union-attr]
+                in_when=_within(recs[x.ord].row["occurred_at"], window),  # type: ignore[union-attr]
             )
             for x in ranked
         ],

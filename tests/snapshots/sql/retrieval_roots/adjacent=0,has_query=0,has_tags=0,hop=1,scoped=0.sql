@@ -1,4 +1,4 @@
--- $1 all_scopes, $2 scopes, $3 query, $4 df_cap, $5 as_of, $6 include_retracted, $7 max_rank, $8 valid_at, $9 include_contested, $10 types, $11 tags, $12 salience_floor, $13 now, $14 min_salience, $15 qvec, $16 vec_k, $17 has_qvec, $18 fts_cap, $19 arm_k, $20 terms, $21 id_namespaces, $22 id_values, $23 link_scan, $24 fanout, $25 sd_floor_salience, $26 rrf, $27 w_vector, $28 rrf_k, $29 w_text, $30 w_entity, $31 w_salience, $32 semantic_prior, $33 limit, $34 max_bytes, $35 hop_rows, $36 hop_edges, $37 hop_new
+-- $1 all_scopes, $2 scopes, $3 query, $4 df_cap, $5 as_of, $6 include_retracted, $7 max_rank, $8 valid_at, $9 include_contested, $10 types, $11 tags, $12 salience_floor, $13 now, $14 min_salience, $15 qvec, $16 vec_k, $17 has_qvec, $18 fts_cap, $19 arm_k, $20 terms, $21 id_namespaces, $22 id_values, $23 link_scan, $24 fanout, $25 when_from, $26 when_to, $27 sd_floor_salience, $28 rrf, $29 w_vector, $30 rrf_k, $31 w_text, $32 w_entity, $33 w_salience, $34 semantic_prior, $35 when_prior, $36 limit, $37 max_bytes, $38 hop_rows, $39 hop_edges, $40 hop_new
 WITH qlex AS MATERIALIZED (
     -- the query's lexemes; stsq: the lexeme in the caller's scopes: as the index of scoped
     -- lexemes holds it for a few scopes (`scoped`, written in), else ANDed with the scope
@@ -504,6 +504,9 @@ AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
                             r.pinned, $13) AS salience,
            (v.id IS NOT NULL) AS in_vector, (f.id IS NOT NULL) AS in_text, (n.id IS NOT NULL) AS in_entity,
            (r.type = 'semantic') AS is_semantic,
+           -- RFC 8.2.2: it happened on a day or in a month the query names
+           EXISTS (SELECT 1 FROM unnest($25::timestamptz[], $26::timestamptz[]) AS w(a, b)
+                    WHERE r.occurred_at >= w.a AND r.occurred_at < w.b) AS in_when,
            -- RFC 8.3: projected bytes; a redacted view counts 256
            CASE WHEN r.sensitivity_rank > $7 THEN 256 ELSE r.projected_bytes END AS bytes
       FROM pool p
@@ -527,7 +530,7 @@ AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
            avg(y.ft) OVER () AS mt, stddev_pop(y.ft) OVER () AS st,
            avg(y.fe) OVER () AS me, stddev_pop(y.fe) OVER () AS se,
            avg(y.salience) OVER () AS ms,
-           greatest(stddev_pop(y.salience) OVER (), $25) AS ss,
+           greatest(stddev_pop(y.salience) OVER (), $27) AS ss,
            rank() OVER (ORDER BY y.rv DESC NULLS LAST)
                + (count(*) OVER (PARTITION BY y.rv) - 1) / 2.0 AS kv,
            rank() OVER (ORDER BY y.rt DESC NULLS LAST)
@@ -546,18 +549,20 @@ AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
     -- RFC 8.2: one fused score; a constant feature adds nothing
     SELECT m.id, m.status, m.vector_score, m.text_score, m.entity_score, m.salience,
            m.created_at, m.bytes, m.is_semantic,
-           CASE WHEN $26 THEN
-                coalesce($27 / ($28 + CASE WHEN m.rv IS NOT NULL THEN m.kv END), 0)
-              + coalesce($29 / ($28 + CASE WHEN m.rt IS NOT NULL THEN m.kt END), 0)
-              + coalesce($30 / ($28 + CASE WHEN m.re IS NOT NULL THEN m.ke END), 0)
-              + coalesce($31 / ($28 + CASE WHEN m.rs IS NOT NULL THEN m.ks END), 0)
+           CASE WHEN $28 THEN
+                coalesce($29 / ($30 + CASE WHEN m.rv IS NOT NULL THEN m.kv END), 0)
+              + coalesce($31 / ($30 + CASE WHEN m.rt IS NOT NULL THEN m.kt END), 0)
+              + coalesce($32 / ($30 + CASE WHEN m.re IS NOT NULL THEN m.ke END), 0)
+              + coalesce($33 / ($30 + CASE WHEN m.rs IS NOT NULL THEN m.ks END), 0)
            ELSE
-                CASE WHEN m.sv > 1e-12 THEN $27 * (m.fv - m.mv) / m.sv ELSE 0 END
-              + CASE WHEN m.st > 1e-12 THEN $29 * (m.ft - m.mt) / m.st ELSE 0 END
-              + CASE WHEN m.se > 1e-12 THEN $30 * (m.fe - m.me) / m.se ELSE 0 END
-              + CASE WHEN m.ss > 1e-12 THEN $31 * (m.salience - m.ms) / m.ss ELSE 0 END
+                CASE WHEN m.sv > 1e-12 THEN $29 * (m.fv - m.mv) / m.sv ELSE 0 END
+              + CASE WHEN m.st > 1e-12 THEN $31 * (m.ft - m.mt) / m.st ELSE 0 END
+              + CASE WHEN m.se > 1e-12 THEN $32 * (m.fe - m.me) / m.se ELSE 0 END
+              + CASE WHEN m.ss > 1e-12 THEN $33 * (m.salience - m.ms) / m.ss ELSE 0 END
               -- a fact outranks the episodes that state it on equal evidence
-              + CASE WHEN m.is_semantic THEN $32 ELSE 0 END
+              + CASE WHEN m.is_semantic THEN $34 ELSE 0 END
+              -- a question naming a day or month asks about what happened then (RFC 8.2.2)
+              + CASE WHEN m.in_when THEN $35 ELSE 0 END
            END AS score,
            count(*) OVER () AS pool_size,
            count(*) FILTER (WHERE m.in_vector) OVER () AS n_vector,
@@ -575,18 +580,18 @@ AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
     -- RFC 8.3: cut at the row cap and the running projected bytes before hydrating
     SELECT k.*, sum(k.bytes) OVER (ORDER BY k.ord) AS running
       FROM ranked k
-     WHERE k.ord <= $33
+     WHERE k.ord <= $36
 ), f AS (
     -- RFC 8.4: with expansion (the hop part, written in), its first hop runs here, from the
     -- roots that fit and are shown in full; the service uses it when it keeps exactly these
     SELECT b.id FROM bounded b JOIN memory_records r ON r.id = b.id
-     WHERE b.running <= $34 AND r.sensitivity_rank <= $7
+     WHERE b.running <= $37 AND r.sensitivity_rank <= $7
 ), hop_expanded AS (
     SELECT NULL::uuid AS id WHERE false
 ), hop_known AS (
-    SELECT b.id FROM bounded b WHERE b.running <= $34
+    SELECT b.id FROM bounded b WHERE b.running <= $37
 ), hop_budget AS (
-    SELECT $34::bigint AS v
+    SELECT $37::bigint AS v
 ), e AS (
     -- at most hop_rows edges per frontier node and direction, so a hub costs no more; the
     -- far end passes the filters (and is not a node expanded before) ahead of that cut, so
@@ -610,7 +615,7 @@ AND ($6
      OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'retracted')
 AND ($9
      OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'contested')
-            ORDER BY l.predicate, l.target_id LIMIT $35) o
+            ORDER BY l.predicate, l.target_id LIMIT $38) o
     UNION ALL
     SELECT i.* FROM f, LATERAL (
            SELECT l.source_id, l.predicate, l.target_id, l.source_id AS other, l.weight,
@@ -630,7 +635,7 @@ AND ($6
      OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'retracted')
 AND ($9
      OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'contested')
-            LIMIT $35) i
+            LIMIT $38) i
 ), hop AS MATERIALIZED (
     SELECT e.source_id, e.predicate, e.target_id, e.other, e.scope, e.sensitivity,
            status_at(e.status, e.retracted_at, e.contested_at, $5::timestamptz) AS status,
@@ -639,14 +644,14 @@ AND ($9
                                        e.predicate, e.target_id) AS n
       FROM e
      ORDER BY n
-     LIMIT $35
+     LIMIT $38
 ), edges AS (
     -- each edge once (a relation between two frontier nodes is found from both ends), at most
     -- hop_edges of them: the edges the expansion will take, in its order
     SELECT * FROM (SELECT DISTINCT ON (h.source_id, h.predicate, h.target_id) h.*
                      FROM hop h ORDER BY h.source_id, h.predicate, h.target_id, h.n) d
      ORDER BY d.n
-     LIMIT $36
+     LIMIT $39
 ), fresh AS (
     -- the neighbours these edges discover, in discovery order, up to hop_new, with the
     -- running projected bytes: the rows worth hydrating now (RFC 8.3)
@@ -655,9 +660,9 @@ AND ($9
               FROM edges d WHERE NOT EXISTS (SELECT 1 FROM hop_known k WHERE k.id = d.other)
              ORDER BY d.other, d.n) x
      ORDER BY x.n
-     LIMIT $37
+     LIMIT $40
 )
-SELECT 'root' AS kind, b.ord, b.bytes, b.running, (b.running <= $34) AS fits, b.score,
+SELECT 'root' AS kind, b.ord, b.bytes, b.running, (b.running <= $37) AS fits, b.score,
        b.status AS status_as_of, b.vector_score, b.text_score, b.entity_score,
        b.salience AS salience_now, b.pool_size, b.n_vector, b.n_text, b.n_entity,
        NULL AS source_id, NULL AS predicate, NULL AS target_id, NULL AS other,
@@ -685,7 +690,7 @@ to_jsonb(ARRAY(SELECT jsonb_build_object('kind', s.kind, 'ref', s.ref, 'hash', s
                   AND ($5::timestamptz IS NULL OR l.created_at <= $5::timestamptz)
                 ORDER BY l.created_at, l.predicate, l.target_id)) AS relations
   FROM bounded b
-  LEFT JOIN memory_records r ON r.id = b.id AND b.running <= $34
+  LEFT JOIN memory_records r ON r.id = b.id AND b.running <= $37
   LEFT JOIN record_payloads p ON p.record_id = r.id
 UNION ALL
 SELECT 'hop', NULL, h.bytes, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,

@@ -1,4 +1,4 @@
--- $1 all_scopes, $2 scopes, $3 query, $4 df_cap, $5 as_of, $6 include_retracted, $7 max_rank, $8 valid_at, $9 include_contested, $10 types, $11 tags, $12 salience_floor, $13 now, $14 min_salience, $15 tag_cap, $16 qvec, $17 vec_k, $18 has_qvec, $19 fts_cap, $20 arm_k, $21 terms, $22 id_namespaces, $23 id_values, $24 link_scan, $25 fanout, $26 sd_floor_salience, $27 rrf, $28 w_vector, $29 rrf_k, $30 w_text, $31 w_entity, $32 w_salience, $33 semantic_prior, $34 limit, $35 max_bytes
+-- $1 all_scopes, $2 scopes, $3 query, $4 df_cap, $5 as_of, $6 include_retracted, $7 max_rank, $8 valid_at, $9 include_contested, $10 types, $11 tags, $12 salience_floor, $13 now, $14 min_salience, $15 tag_cap, $16 qvec, $17 vec_k, $18 has_qvec, $19 fts_cap, $20 arm_k, $21 terms, $22 id_namespaces, $23 id_values, $24 link_scan, $25 fanout, $26 when_from, $27 when_to, $28 sd_floor_salience, $29 rrf, $30 w_vector, $31 rrf_k, $32 w_text, $33 w_entity, $34 w_salience, $35 semantic_prior, $36 when_prior, $37 limit, $38 max_bytes
 WITH qlex AS MATERIALIZED (
     -- the query's lexemes; stsq: the lexeme in the caller's scopes: as the index of scoped
     -- lexemes holds it for a few scopes (`scoped`, written in), else ANDed with the scope
@@ -319,6 +319,9 @@ AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
                             r.pinned, $13) AS salience,
            (v.id IS NOT NULL) AS in_vector, (f.id IS NOT NULL) AS in_text, (n.id IS NOT NULL) AS in_entity,
            (r.type = 'semantic') AS is_semantic,
+           -- RFC 8.2.2: it happened on a day or in a month the query names
+           EXISTS (SELECT 1 FROM unnest($26::timestamptz[], $27::timestamptz[]) AS w(a, b)
+                    WHERE r.occurred_at >= w.a AND r.occurred_at < w.b) AS in_when,
            -- RFC 8.3: projected bytes; a redacted view counts 256
            CASE WHEN r.sensitivity_rank > $7 THEN 256 ELSE r.projected_bytes END AS bytes
       FROM pool p
@@ -342,7 +345,7 @@ AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
            avg(y.ft) OVER () AS mt, stddev_pop(y.ft) OVER () AS st,
            avg(y.fe) OVER () AS me, stddev_pop(y.fe) OVER () AS se,
            avg(y.salience) OVER () AS ms,
-           greatest(stddev_pop(y.salience) OVER (), $26) AS ss,
+           greatest(stddev_pop(y.salience) OVER (), $28) AS ss,
            rank() OVER (ORDER BY y.rv DESC NULLS LAST)
                + (count(*) OVER (PARTITION BY y.rv) - 1) / 2.0 AS kv,
            rank() OVER (ORDER BY y.rt DESC NULLS LAST)
@@ -361,18 +364,20 @@ AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
     -- RFC 8.2: one fused score; a constant feature adds nothing
     SELECT m.id, m.status, m.vector_score, m.text_score, m.entity_score, m.salience,
            m.created_at, m.bytes, m.is_semantic,
-           CASE WHEN $27 THEN
-                coalesce($28 / ($29 + CASE WHEN m.rv IS NOT NULL THEN m.kv END), 0)
-              + coalesce($30 / ($29 + CASE WHEN m.rt IS NOT NULL THEN m.kt END), 0)
-              + coalesce($31 / ($29 + CASE WHEN m.re IS NOT NULL THEN m.ke END), 0)
-              + coalesce($32 / ($29 + CASE WHEN m.rs IS NOT NULL THEN m.ks END), 0)
+           CASE WHEN $29 THEN
+                coalesce($30 / ($31 + CASE WHEN m.rv IS NOT NULL THEN m.kv END), 0)
+              + coalesce($32 / ($31 + CASE WHEN m.rt IS NOT NULL THEN m.kt END), 0)
+              + coalesce($33 / ($31 + CASE WHEN m.re IS NOT NULL THEN m.ke END), 0)
+              + coalesce($34 / ($31 + CASE WHEN m.rs IS NOT NULL THEN m.ks END), 0)
            ELSE
-                CASE WHEN m.sv > 1e-12 THEN $28 * (m.fv - m.mv) / m.sv ELSE 0 END
-              + CASE WHEN m.st > 1e-12 THEN $30 * (m.ft - m.mt) / m.st ELSE 0 END
-              + CASE WHEN m.se > 1e-12 THEN $31 * (m.fe - m.me) / m.se ELSE 0 END
-              + CASE WHEN m.ss > 1e-12 THEN $32 * (m.salience - m.ms) / m.ss ELSE 0 END
+                CASE WHEN m.sv > 1e-12 THEN $30 * (m.fv - m.mv) / m.sv ELSE 0 END
+              + CASE WHEN m.st > 1e-12 THEN $32 * (m.ft - m.mt) / m.st ELSE 0 END
+              + CASE WHEN m.se > 1e-12 THEN $33 * (m.fe - m.me) / m.se ELSE 0 END
+              + CASE WHEN m.ss > 1e-12 THEN $34 * (m.salience - m.ms) / m.ss ELSE 0 END
               -- a fact outranks the episodes that state it on equal evidence
-              + CASE WHEN m.is_semantic THEN $33 ELSE 0 END
+              + CASE WHEN m.is_semantic THEN $35 ELSE 0 END
+              -- a question naming a day or month asks about what happened then (RFC 8.2.2)
+              + CASE WHEN m.in_when THEN $36 ELSE 0 END
            END AS score,
            count(*) OVER () AS pool_size,
            count(*) FILTER (WHERE m.in_vector) OVER () AS n_vector,
@@ -390,9 +395,9 @@ AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
     -- RFC 8.3: cut at the row cap and the running projected bytes before hydrating
     SELECT k.*, sum(k.bytes) OVER (ORDER BY k.ord) AS running
       FROM ranked k
-     WHERE k.ord <= $34
+     WHERE k.ord <= $37
 )
-SELECT 'root' AS kind, b.ord, b.bytes, b.running, (b.running <= $35) AS fits, b.score,
+SELECT 'root' AS kind, b.ord, b.bytes, b.running, (b.running <= $38) AS fits, b.score,
        b.status AS status_as_of, b.vector_score, b.text_score, b.entity_score,
        b.salience AS salience_now, b.pool_size, b.n_vector, b.n_text, b.n_entity,
        NULL AS source_id, NULL AS predicate, NULL AS target_id, NULL AS other,
@@ -420,6 +425,6 @@ to_jsonb(ARRAY(SELECT jsonb_build_object('kind', s.kind, 'ref', s.ref, 'hash', s
                   AND ($5::timestamptz IS NULL OR l.created_at <= $5::timestamptz)
                 ORDER BY l.created_at, l.predicate, l.target_id)) AS relations
   FROM bounded b
-  LEFT JOIN memory_records r ON r.id = b.id AND b.running <= $35
+  LEFT JOIN memory_records r ON r.id = b.id AND b.running <= $38
   LEFT JOIN record_payloads p ON p.record_id = r.id
  ORDER BY kind DESC, ord, n

@@ -1,4 +1,4 @@
--- $1 all_scopes, $2 scopes, $3 query, $4 df_cap, $5 as_of, $6 include_retracted, $7 max_rank, $8 valid_at, $9 include_contested, $10 types, $11 tags, $12 salience_floor, $13 now, $14 min_salience, $15 qvec, $16 vec_k, $17 has_qvec, $18 fts_cap, $19 arm_k, $20 terms, $21 id_namespaces, $22 id_values, $23 link_scan, $24 fanout, $25 sd_floor_salience, $26 rrf, $27 w_vector, $28 rrf_k, $29 w_text, $30 w_entity, $31 w_salience, $32 semantic_prior, $33 adjacent_sources, $34 adjacent_decay, $35 adjacent_reach, $36 limit, $37 max_bytes, $38 hop_rows, $39 hop_edges, $40 hop_new
+-- $1 all_scopes, $2 scopes, $3 query, $4 df_cap, $5 as_of, $6 include_retracted, $7 max_rank, $8 valid_at, $9 include_contested, $10 types, $11 tags, $12 salience_floor, $13 now, $14 min_salience, $15 qvec, $16 vec_k, $17 has_qvec, $18 fts_cap, $19 arm_k, $20 terms, $21 id_namespaces, $22 id_values, $23 link_scan, $24 fanout, $25 when_from, $26 when_to, $27 sd_floor_salience, $28 rrf, $29 w_vector, $30 rrf_k, $31 w_text, $32 w_entity, $33 w_salience, $34 semantic_prior, $35 when_prior, $36 adjacent_sources, $37 adjacent_decay, $38 adjacent_reach, $39 limit, $40 max_bytes, $41 hop_rows, $42 hop_edges, $43 hop_new
 WITH qlex AS MATERIALIZED (
     -- the query's lexemes; stsq: the lexeme in the caller's scopes: as the index of scoped
     -- lexemes holds it for a few scopes (`scoped`, written in), else ANDed with the scope
@@ -282,6 +282,9 @@ AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
                             r.pinned, $13) AS salience,
            (v.id IS NOT NULL) AS in_vector, (f.id IS NOT NULL) AS in_text, (n.id IS NOT NULL) AS in_entity,
            (r.type = 'semantic') AS is_semantic,
+           -- RFC 8.2.2: it happened on a day or in a month the query names
+           EXISTS (SELECT 1 FROM unnest($25::timestamptz[], $26::timestamptz[]) AS w(a, b)
+                    WHERE r.occurred_at >= w.a AND r.occurred_at < w.b) AS in_when,
            -- RFC 8.3: projected bytes; a redacted view counts 256
            CASE WHEN r.sensitivity_rank > $7 THEN 256 ELSE r.projected_bytes END AS bytes
       FROM pool p
@@ -305,7 +308,7 @@ AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
            avg(y.ft) OVER () AS mt, stddev_pop(y.ft) OVER () AS st,
            avg(y.fe) OVER () AS me, stddev_pop(y.fe) OVER () AS se,
            avg(y.salience) OVER () AS ms,
-           greatest(stddev_pop(y.salience) OVER (), $25) AS ss,
+           greatest(stddev_pop(y.salience) OVER (), $27) AS ss,
            rank() OVER (ORDER BY y.rv DESC NULLS LAST)
                + (count(*) OVER (PARTITION BY y.rv) - 1) / 2.0 AS kv,
            rank() OVER (ORDER BY y.rt DESC NULLS LAST)
@@ -324,18 +327,20 @@ AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
     -- RFC 8.2: one fused score; a constant feature adds nothing
     SELECT m.id, m.status, m.vector_score, m.text_score, m.entity_score, m.salience,
            m.created_at, m.bytes, m.is_semantic,
-           CASE WHEN $26 THEN
-                coalesce($27 / ($28 + CASE WHEN m.rv IS NOT NULL THEN m.kv END), 0)
-              + coalesce($29 / ($28 + CASE WHEN m.rt IS NOT NULL THEN m.kt END), 0)
-              + coalesce($30 / ($28 + CASE WHEN m.re IS NOT NULL THEN m.ke END), 0)
-              + coalesce($31 / ($28 + CASE WHEN m.rs IS NOT NULL THEN m.ks END), 0)
+           CASE WHEN $28 THEN
+                coalesce($29 / ($30 + CASE WHEN m.rv IS NOT NULL THEN m.kv END), 0)
+              + coalesce($31 / ($30 + CASE WHEN m.rt IS NOT NULL THEN m.kt END), 0)
+              + coalesce($32 / ($30 + CASE WHEN m.re IS NOT NULL THEN m.ke END), 0)
+              + coalesce($33 / ($30 + CASE WHEN m.rs IS NOT NULL THEN m.ks END), 0)
            ELSE
-                CASE WHEN m.sv > 1e-12 THEN $27 * (m.fv - m.mv) / m.sv ELSE 0 END
-              + CASE WHEN m.st > 1e-12 THEN $29 * (m.ft - m.mt) / m.st ELSE 0 END
-              + CASE WHEN m.se > 1e-12 THEN $30 * (m.fe - m.me) / m.se ELSE 0 END
-              + CASE WHEN m.ss > 1e-12 THEN $31 * (m.salience - m.ms) / m.ss ELSE 0 END
+                CASE WHEN m.sv > 1e-12 THEN $29 * (m.fv - m.mv) / m.sv ELSE 0 END
+              + CASE WHEN m.st > 1e-12 THEN $31 * (m.ft - m.mt) / m.st ELSE 0 END
+              + CASE WHEN m.se > 1e-12 THEN $32 * (m.fe - m.me) / m.se ELSE 0 END
+              + CASE WHEN m.ss > 1e-12 THEN $33 * (m.salience - m.ms) / m.ss ELSE 0 END
               -- a fact outranks the episodes that state it on equal evidence
-              + CASE WHEN m.is_semantic THEN $32 ELSE 0 END
+              + CASE WHEN m.is_semantic THEN $34 ELSE 0 END
+              -- a question naming a day or month asks about what happened then (RFC 8.2.2)
+              + CASE WHEN m.in_when THEN $35 ELSE 0 END
            END AS score,
            count(*) OVER () AS pool_size,
            count(*) FILTER (WHERE m.in_vector) OVER () AS n_vector,
@@ -349,13 +354,13 @@ AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
        -- as expansion (RFC 8.4): nothing is followed from or to a record shown redacted
        AND r.sensitivity_rank <= $7
      ORDER BY s.score DESC, s.id
-     LIMIT $33
+     LIMIT $36
 ), adj_lift AS (
     -- each side read in index order (memory_records_episode_time) and cut at the reach before
     -- it is numbered; an episode hidden or redacted is skipped: it neither enters nor takes a place
-    SELECT n.id, h.score, greatest(h.score, 0) * power($34, n.k) AS share,
-           CASE WHEN h.score > 0 THEN h.score * power($34, n.k)
-                ELSE h.score + power($34, n.k) - 1 END AS entry
+    SELECT n.id, h.score, greatest(h.score, 0) * power($37, n.k) AS share,
+           CASE WHEN h.score > 0 THEN h.score * power($37, n.k)
+                ELSE h.score + power($37, n.k) - 1 END AS entry
       FROM adj_sources h
      CROSS JOIN LATERAL (
            SELECT b.id, row_number() OVER (ORDER BY b.occurred_at DESC, b.id DESC) AS k
@@ -377,7 +382,7 @@ AND ($11::text[] IS NULL OR EXISTS (
 AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
          r.half_life_seconds, r.min_salience, r.pinned, $13) >= $14) AND r.sensitivity_rank <= $7
                     ORDER BY r.occurred_at DESC, r.id DESC
-                    LIMIT $35) b
+                    LIMIT $38) b
            UNION ALL
            SELECT a.id, row_number() OVER (ORDER BY a.occurred_at, a.id) AS k
              FROM (SELECT r.id, r.occurred_at FROM memory_records r
@@ -398,7 +403,7 @@ AND ($11::text[] IS NULL OR EXISTS (
 AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
          r.half_life_seconds, r.min_salience, r.pinned, $13) >= $14) AND r.sensitivity_rank <= $7
                     ORDER BY r.occurred_at, r.id
-                    LIMIT $35) a) n
+                    LIMIT $38) a) n
 ), adj_raised AS (
     -- the best each episode gets: a pool member its score plus its share, an episode outside
     -- the pool its entry; never past its source
@@ -445,18 +450,18 @@ AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
     -- RFC 8.3: cut at the row cap and the running projected bytes before hydrating
     SELECT k.*, sum(k.bytes) OVER (ORDER BY k.ord) AS running
       FROM ranked k
-     WHERE k.ord <= $36
+     WHERE k.ord <= $39
 ), f AS (
     -- RFC 8.4: with expansion (the hop part, written in), its first hop runs here, from the
     -- roots that fit and are shown in full; the service uses it when it keeps exactly these
     SELECT b.id FROM bounded b JOIN memory_records r ON r.id = b.id
-     WHERE b.running <= $37 AND r.sensitivity_rank <= $7
+     WHERE b.running <= $40 AND r.sensitivity_rank <= $7
 ), hop_expanded AS (
     SELECT NULL::uuid AS id WHERE false
 ), hop_known AS (
-    SELECT b.id FROM bounded b WHERE b.running <= $37
+    SELECT b.id FROM bounded b WHERE b.running <= $40
 ), hop_budget AS (
-    SELECT $37::bigint AS v
+    SELECT $40::bigint AS v
 ), e AS (
     -- at most hop_rows edges per frontier node and direction, so a hub costs no more; the
     -- far end passes the filters (and is not a node expanded before) ahead of that cut, so
@@ -480,7 +485,7 @@ AND ($6
      OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'retracted')
 AND ($9
      OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'contested')
-            ORDER BY l.predicate, l.target_id LIMIT $38) o
+            ORDER BY l.predicate, l.target_id LIMIT $41) o
     UNION ALL
     SELECT i.* FROM f, LATERAL (
            SELECT l.source_id, l.predicate, l.target_id, l.source_id AS other, l.weight,
@@ -500,7 +505,7 @@ AND ($6
      OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'retracted')
 AND ($9
      OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'contested')
-            LIMIT $38) i
+            LIMIT $41) i
 ), hop AS MATERIALIZED (
     SELECT e.source_id, e.predicate, e.target_id, e.other, e.scope, e.sensitivity,
            status_at(e.status, e.retracted_at, e.contested_at, $5::timestamptz) AS status,
@@ -509,14 +514,14 @@ AND ($9
                                        e.predicate, e.target_id) AS n
       FROM e
      ORDER BY n
-     LIMIT $38
+     LIMIT $41
 ), edges AS (
     -- each edge once (a relation between two frontier nodes is found from both ends), at most
     -- hop_edges of them: the edges the expansion will take, in its order
     SELECT * FROM (SELECT DISTINCT ON (h.source_id, h.predicate, h.target_id) h.*
                      FROM hop h ORDER BY h.source_id, h.predicate, h.target_id, h.n) d
      ORDER BY d.n
-     LIMIT $39
+     LIMIT $42
 ), fresh AS (
     -- the neighbours these edges discover, in discovery order, up to hop_new, with the
     -- running projected bytes: the rows worth hydrating now (RFC 8.3)
@@ -525,9 +530,9 @@ AND ($9
               FROM edges d WHERE NOT EXISTS (SELECT 1 FROM hop_known k WHERE k.id = d.other)
              ORDER BY d.other, d.n) x
      ORDER BY x.n
-     LIMIT $40
+     LIMIT $43
 )
-SELECT 'root' AS kind, b.ord, b.bytes, b.running, (b.running <= $37) AS fits, b.score,
+SELECT 'root' AS kind, b.ord, b.bytes, b.running, (b.running <= $40) AS fits, b.score,
        b.status AS status_as_of, b.vector_score, b.text_score, b.entity_score,
        b.salience AS salience_now, b.pool_size, b.n_vector, b.n_text, b.n_entity,
        NULL AS source_id, NULL AS predicate, NULL AS target_id, NULL AS other,
@@ -555,7 +560,7 @@ to_jsonb(ARRAY(SELECT jsonb_build_object('kind', s.kind, 'ref', s.ref, 'hash', s
                   AND ($5::timestamptz IS NULL OR l.created_at <= $5::timestamptz)
                 ORDER BY l.created_at, l.predicate, l.target_id)) AS relations
   FROM bounded b
-  LEFT JOIN memory_records r ON r.id = b.id AND b.running <= $37
+  LEFT JOIN memory_records r ON r.id = b.id AND b.running <= $40
   LEFT JOIN record_payloads p ON p.record_id = r.id
 UNION ALL
 SELECT 'hop', NULL, h.bytes, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,

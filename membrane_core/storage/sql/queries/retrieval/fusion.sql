@@ -23,6 +23,9 @@ pool AS (
                             r.pinned, %(now)s) AS salience,
            (v.id IS NOT NULL) AS in_vector, (f.id IS NOT NULL) AS in_text, (n.id IS NOT NULL) AS in_entity,
            (r.type = 'semantic') AS is_semantic,
+           -- RFC 8.2.2: it happened on a day or in a month the query names
+           EXISTS (SELECT 1 FROM unnest(%(when_from)s::timestamptz[], %(when_to)s::timestamptz[]) AS w(a, b)
+                    WHERE r.occurred_at >= w.a AND r.occurred_at < w.b) AS in_when,
            -- RFC 8.3: projected bytes; a redacted view counts 256
            CASE WHEN r.sensitivity_rank > %(max_rank)s THEN 256 ELSE r.projected_bytes END AS bytes
       FROM pool p
@@ -77,6 +80,8 @@ pool AS (
               + CASE WHEN m.ss > 1e-12 THEN %(w_salience)s * (m.salience - m.ms) / m.ss ELSE 0 END
               -- a fact outranks the episodes that state it on equal evidence
               + CASE WHEN m.is_semantic THEN %(semantic_prior)s ELSE 0 END
+              -- a question naming a day or month asks about what happened then (RFC 8.2.2)
+              + CASE WHEN m.in_when THEN %(when_prior)s ELSE 0 END
            END AS score,
            count(*) OVER () AS pool_size,
            count(*) FILTER (WHERE m.in_vector) OVER () AS n_vector,
