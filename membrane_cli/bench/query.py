@@ -1,8 +1,10 @@
 """``membrane bench query``: what a retrieve costs through HTTP with query embedding (RFC 14.1).
 
 A fresh store (embedded Postgres in a temporary folder) gets ``--records`` episodes in
-one scope, embedded by the configured provider (``--embedding``, default ``local``), and
-the API is served on a loopback port. Then ``--queries`` questions that were never asked
+one scope, embedded by the configured provider (``--embedding``, default ``local``), then
+analysed (the planner statistics autovacuum keeps current in a store that has been
+running; a load this small is measured before autovacuum gets to it), and the API is
+served on a loopback port. Then ``--queries`` questions that were never asked
 before, each measured four ways in an order drawn per question:
 
 - ``embed``: the provider alone, on the question;
@@ -33,6 +35,7 @@ import uvicorn
 from rich.console import Console
 from rich.table import Table
 
+from membrane_cli.bench import queries as bench_sql
 from membrane_cli.stack import free_port
 from membrane_core import Membrane, Settings
 from membrane_core.inbox.submit import RecordingDispatcher
@@ -117,6 +120,8 @@ def query(
             m.capture_many([_turn(rng, i) for i in range(records)])
             while m.embedding.run_batch()["claimed"]:
                 pass
+            with m.db.transaction() as conn:
+                conn.execute(bench_sql.q("bench_analyze"))
             provider = m.embedding.provider
             if provider is None:
                 raise typer.BadParameter("--embedding must name a provider")
