@@ -45,11 +45,11 @@ _BOUND = r"(?P<bound>\b(?:before|after|since|until|till|by|prior\s+to)\s+(?:the\
 
 _PATTERNS = (
     # 21.01.2024 / 21.1.24: day first
-    re.compile(_BOUND + r"\b(?P<d>[0-3]?\d)\.(?P<m>[01]?\d)\.(?P<y>(?:19|20)?\d\d)\b"),
+    re.compile(_BOUND + r"\b(?P<d>[0-3]?\d)\.(?P<m>[01]?\d)\.(?P<y>(?:19|20)?\d\d)\b", re.IGNORECASE),
     # 1/21/2024: month first unless the first number cannot be a month
-    re.compile(_BOUND + r"\b(?P<a>[0-3]?\d)/(?P<b>[0-3]?\d)/(?P<y>(?:19|20)?\d\d)\b"),
+    re.compile(_BOUND + r"\b(?P<a>[0-3]?\d)/(?P<b>[0-3]?\d)/(?P<y>(?:19|20)?\d\d)\b", re.IGNORECASE),
     # 2024-01-21
-    re.compile(_BOUND + r"\b(?P<y>(?:19|20)\d\d)-(?P<m>[01]\d)-(?P<d>[0-3]\d)\b"),
+    re.compile(_BOUND + r"\b(?P<y>(?:19|20)\d\d)-(?P<m>[01]\d)-(?P<d>[0-3]\d)\b", re.IGNORECASE),
     # 3 Jan 2024, 3rd of January, 2024
     re.compile(
         _BOUND

@@ -47,6 +47,7 @@ def test_a_bound_is_not_the_time_asked_about() -> None:
         ("2024-01-02", "2024-01-03")
     ]
     assert _days("after 1.1.2024") == []
+    assert _days("Before 1/2/2024, or By 2024-01-05?") == []
     assert _days("since March 2023") == []
     assert _days("prior to 2024-01-05") == []
 
