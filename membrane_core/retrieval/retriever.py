@@ -259,6 +259,7 @@ class Retriever:
         f = read_filter(req, policy, now, self.sealer)
         query = req.query if req.query and req.query.strip() else None
         qvec, vector_state = self._embed(query)
+        dates = when.windows(query)  # RFC 8.2.2
         # RFC 8.1: the lexical and entity arms get a wider window than the limit; the vector
         # arm's cost under a selective filter grows with its window, so it gets the limit
         # (the same work as a bare top-k query)
@@ -283,7 +284,7 @@ class Retriever:
                 rrf_k=fusion.RRF_K,
                 sd_floor_salience=fusion.SD_FLOOR["salience"],
                 semantic_prior=fusion.SEMANTIC_PRIOR,
-                when=when.windows(query),
+                when=dates,
                 when_prior=fusion.WHEN_PRIOR,
                 adjacent=(fusion.ADJACENT_SOURCES, fusion.ADJACENT_REACH, fusion.ADJACENT_DECAY)
                 if self.adjacent and query is not None
@@ -347,6 +348,7 @@ class Retriever:
             "arms": {**found.arms, "salience": found.candidates if query is None else 0},
             "vector": vector_state,
             "fusion": self.fusion_method,
+            "dates": [{"start": a.isoformat(), "end": b.isoformat()} for a, b in dates],
             "returned": len(root_views),
             "neighbors": len(neighbor_views),
             "edges": len(edges),
