@@ -43,41 +43,25 @@ _DAY = r"(?P<{g}>[0-3]?\d)(?:st|nd|rd|th)?"
 _YEAR = r"(?P<{g}>(?:19|20)\d\d)"
 _BOUND = r"(?P<bound>\b(?:before|after|since|until|till|by|prior\s+to)\s+(?:the\s+)?)?"
 
+
+def _date(*parts: str) -> re.Pattern[str]:
+    """A date pattern of ``parts`` in a row, as a whole word, after an optional bound word."""
+    return re.compile(_BOUND + r"\b" + "".join(parts) + r"\b", re.IGNORECASE)
+
+
 _PATTERNS = (
     # 21.01.2024 / 21.1.24: day first
-    re.compile(_BOUND + r"\b(?P<d>[0-3]?\d)\.(?P<m>[01]?\d)\.(?P<y>(?:19|20)?\d\d)\b", re.IGNORECASE),
+    _date(r"(?P<d>[0-3]?\d)\.(?P<m>[01]?\d)\.(?P<y>(?:19|20)?\d\d)"),
     # 1/21/2024: month first unless the first number cannot be a month
-    re.compile(_BOUND + r"\b(?P<a>[0-3]?\d)/(?P<b>[0-3]?\d)/(?P<y>(?:19|20)?\d\d)\b", re.IGNORECASE),
+    _date(r"(?P<a>[0-3]?\d)/(?P<b>[0-3]?\d)/(?P<y>(?:19|20)?\d\d)"),
     # 2024-01-21
-    re.compile(_BOUND + r"\b(?P<y>(?:19|20)\d\d)-(?P<m>[01]\d)-(?P<d>[0-3]\d)\b", re.IGNORECASE),
+    _date(r"(?P<y>(?:19|20)\d\d)-(?P<m>[01]\d)-(?P<d>[0-3]\d)"),
     # 3 Jan 2024, 3rd of January, 2024
-    re.compile(
-        _BOUND
-        + r"\b"
-        + _DAY.format(g="d")
-        + r"\s+(?:of\s+)?"
-        + _MONTH.format(g="mon")
-        + r",?\s+"
-        + _YEAR.format(g="y")
-        + r"\b",
-        re.IGNORECASE,
-    ),
+    _date(_DAY.format(g="d"), r"\s+(?:of\s+)?", _MONTH.format(g="mon"), r",?\s+", _YEAR.format(g="y")),
     # January 6 2024, October 13th, 2023
-    re.compile(
-        _BOUND
-        + r"\b"
-        + _MONTH.format(g="mon")
-        + r"\s+"
-        + _DAY.format(g="d")
-        + r",?\s+"
-        + _YEAR.format(g="y")
-        + r"\b",
-        re.IGNORECASE,
-    ),
+    _date(_MONTH.format(g="mon"), r"\s+", _DAY.format(g="d"), r",?\s+", _YEAR.format(g="y")),
     # July 2023, in Oct 2023: the month
-    re.compile(
-        _BOUND + r"\b" + _MONTH.format(g="mon") + r",?\s+" + _YEAR.format(g="y") + r"\b", re.IGNORECASE
-    ),
+    _date(_MONTH.format(g="mon"), r",?\s+", _YEAR.format(g="y")),
 )
 
 
