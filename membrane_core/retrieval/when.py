@@ -71,6 +71,7 @@ def _year(text: str) -> int:
 
 
 def _day(y: int, m: int, d: int) -> tuple[datetime, datetime] | None:
+    """The day's window; ``None`` when there is no such month or day."""
     try:
         start = datetime(y, m, d, tzinfo=UTC)
     except ValueError:
@@ -112,7 +113,7 @@ def windows(query: str | None) -> list[tuple[datetime, datetime]]:
                 window = _month(y, _MONTHS[groups["mon"].lower()])
             else:
                 month = _MONTHS[groups["mon"].lower()] if groups.get("mon") else int(groups["m"])
-                window = _day(y, month, int(groups["d"])) if 1 <= month <= 12 else None
+                window = _day(y, month, int(groups["d"]))
             if window is not None:
                 found.append((span[0], window))
     out: list[tuple[datetime, datetime]] = []
