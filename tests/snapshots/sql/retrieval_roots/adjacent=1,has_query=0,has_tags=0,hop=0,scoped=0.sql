@@ -139,9 +139,9 @@ AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
      ORDER BY x.dist, x.id
      LIMIT $16
 ), fts_all AS MATERIALIZED (
-    -- dl leaves out the scope lexeme every record carries. Every matching row was seen: the
-    -- eligible rows holding an informative lexeme (those of qq.gen), scored by every query
-    -- lexeme they hold; else the rows the index finds for the informative lexemes
+    -- dl leaves out the scope lexeme. All matches seen: the eligible rows with an informative
+    -- lexeme (of qq.gen), scored by every query lexeme they hold; else the rows the index finds
+    -- for those lexemes (`complete` as a subquery: tested once, before the scan, RFC 8.1.5)
     SELECT h.id, min(h.dl) AS dl, sum(i.idf) AS s
       FROM hits h JOIN idf i ON i.lexeme = h.lexeme
      WHERE h.eligible
@@ -151,8 +151,8 @@ AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
     UNION ALL
     (SELECT r.id, (length(r.search_tsv) - 1)::float8 AS dl,
             (SELECT sum(i.idf) FROM idf i WHERE r.search_tsv @@ i.tsq) AS s
-       FROM memory_records r, qs, complete
-      WHERE NOT complete.yes AND qs.gen IS NOT NULL AND r.search_tsv @@ qs.gen
+       FROM memory_records r, qs
+      WHERE NOT (SELECT c.yes FROM complete c) AND qs.gen IS NOT NULL AND r.search_tsv @@ qs.gen
         AND ($1 OR (r.scope || '') = ANY($2::text[]))
         AND r.sensitivity_rank <= $7 + 1
 AND ($5::timestamptz IS NULL OR r.recorded_at <= $5::timestamptz)

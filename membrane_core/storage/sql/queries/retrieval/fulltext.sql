@@ -92,9 +92,9 @@ qlex AS MATERIALIZED (
 -- name: fulltext_arm
 -- Fragment (/*@fulltext_arm*/): the full-text arm: its eligible candidates, and the best arm_k of them by BM25 (RFC 8.1.2); CTEs of retrieval_roots; the statement closes the last.
 fts_all AS MATERIALIZED (
-    -- dl leaves out the scope lexeme every record carries. Every matching row was seen: the
-    -- eligible rows holding an informative lexeme (those of qq.gen), scored by every query
-    -- lexeme they hold; else the rows the index finds for the informative lexemes
+    -- dl leaves out the scope lexeme. All matches seen: the eligible rows with an informative
+    -- lexeme (of qq.gen), scored by every query lexeme they hold; else the rows the index finds
+    -- for those lexemes (`complete` as a subquery: tested once, before the scan, RFC 8.1.5)
     SELECT h.id, min(h.dl) AS dl, sum(i.idf) AS s
       FROM hits h JOIN idf i ON i.lexeme = h.lexeme
      WHERE h.eligible
@@ -104,8 +104,8 @@ fts_all AS MATERIALIZED (
     UNION ALL
     (SELECT r.id, (length(r.search_tsv) - 1)::float8 AS dl,
             (SELECT sum(i.idf) FROM idf i WHERE r.search_tsv @@ i.tsq) AS s
-       FROM memory_records r, qs, complete
-      WHERE NOT complete.yes AND qs.gen IS NOT NULL AND /*@match_scoped*/ @@ qs.gen
+       FROM memory_records r, qs
+      WHERE NOT (SELECT c.yes FROM complete c) AND qs.gen IS NOT NULL AND /*@match_scoped*/ @@ qs.gen
         AND /*@scope_unindexed*/
         AND /*@request_filters*/
       LIMIT %(fts_cap)s)
