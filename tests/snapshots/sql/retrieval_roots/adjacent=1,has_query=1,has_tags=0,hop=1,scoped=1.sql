@@ -57,8 +57,8 @@ AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
     -- when every matching row was seen: each seen row with each query lexeme it holds, one
     -- pass of matches for both the frequencies and the rows' scores (RFC 8.1.2)
     SELECT s.id, l.lexeme, s.counts, s.eligible, (length(s.search_tsv) - 1)::float8 AS dl
-      FROM complete, seen s JOIN qlex l ON s.search_tsv @@ l.tsq
-     WHERE complete.yes
+      FROM seen s JOIN qlex l ON s.search_tsv @@ l.tsq
+     WHERE (SELECT c.yes FROM complete c)
 ), hit_df AS MATERIALIZED (
     -- document frequencies among them: what the caller may see (hidden rows must not move ranks)
     SELECT h.lexeme, count(*) FILTER (WHERE h.counts) AS df FROM hits h GROUP BY h.lexeme
