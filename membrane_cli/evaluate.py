@@ -667,12 +667,14 @@ def _api_client(membrane: Any) -> contextlib.AbstractContextManager[Any] | None:
 
 
 def _baselines(membrane: Any) -> list[tuple[str, Search]]:
-    """The other rankings of the same store (the default without adjacent episodes, each arm
-    alone, the other fusion), then Okapi."""
+    """The other rankings of the same store (the default without adjacent episodes, without
+    late interaction, each arm alone, the other fusion), then Okapi."""
     from membrane_core.retrieval import fusion
     from membrane_core.retrieval.retriever import Retriever
 
-    def arm(weights: dict[str, float], method: str = "rrf", adjacent: bool = False) -> Search:
+    def arm(
+        weights: dict[str, float], method: str = "rrf", adjacent: bool = False, late: bool = False
+    ) -> Search:
         r = Retriever(
             membrane.db,
             clock=membrane.clock,
@@ -681,22 +683,23 @@ def _baselines(membrane: Any) -> list[tuple[str, Search]]:
             fusion_method=method,
             weights=weights,
             adjacent=adjacent,
+            late_interaction=late,
         )
         return backend_search(LibraryBackend(membrane, r))
 
     zero = dict.fromkeys(fusion.FEATURES, 0.0)
     default = membrane.retriever.fusion_method
+    weights = dict(fusion.DEFAULT_WEIGHTS)
     out = [
-        (f"{default} without adjacent episodes", arm(dict(fusion.DEFAULT_WEIGHTS), default)),
+        (f"{default} without adjacent episodes", arm(weights, default, late=True)),
+        (f"{default} without late interaction", arm(weights, default, adjacent=True)),
         ("full-text arm only", arm({**zero, "text": 1.0})),
     ]
     if membrane.settings.embedding_provider != "none":
         out.append(("vector arm only", arm({**zero, "vector": 1.0})))
     for method in fusion.METHODS:
         if method != default:
-            out.append(
-                (f"fusion {method} (default weights)", arm(dict(fusion.DEFAULT_WEIGHTS), method, True))
-            )
+            out.append((f"fusion {method} (default weights)", arm(weights, method, True)))
     out.append((OKAPI, okapi_search()))
     return out
 

@@ -122,7 +122,12 @@ class Membrane:
         )
         embedding = self.embedding
         self.retriever = Retriever(
-            self.db, clock=clock, settings=s, embedder=lambda: embedding.provider, sealer=sealer
+            self.db,
+            clock=clock,
+            settings=s,
+            embedder=lambda: embedding.provider,
+            sealer=sealer,
+            late_interaction=s.late_interaction,
         )
         self.revisions = Revisions(self.db, policy=self.policy, clock=clock, work=self.work)
         self.maintenance = Maintenance(

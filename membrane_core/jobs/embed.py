@@ -19,7 +19,8 @@ from membrane_core import errors, providers
 from membrane_core.clock import Clock
 from membrane_core.enums import WorkKind
 from membrane_core.jobs.runner import BatchRunner, Outcome
-from membrane_core.providers.base import EmbeddingProvider, ProviderError, unit
+from membrane_core.providers.base import EmbeddingProvider, ProviderError, token_embedder, unit
+from membrane_core.retrieval import late
 from membrane_core.sealing import NO_KEYS, Sealer
 from membrane_core.settings import Settings
 from membrane_core.storage import derived
@@ -40,6 +41,8 @@ class Vectors:
     withheld: frozenset[uuid.UUID] = frozenset()
     #: RFC 7.6: sealed records whose key the ring lacks, with the error naming it
     unopened: dict[uuid.UUID, str] = field(default_factory=dict)
+    #: RFC 8.2.3: token signs of the records with a vector, from a provider that gives tokens
+    signs: dict[uuid.UUID, bytes] = field(default_factory=dict)
 
 
 class EmbedHandler:
@@ -72,7 +75,19 @@ class EmbedHandler:
             )
         found, withheld = read.texts, read.withheld
         targets = list(dict.fromkeys(it.target_id for it in items if it.target_id in found))
-        vectors = self._provider.embed([found[t] for t in targets]) if targets else []
+        tokens = token_embedder(self._provider)
+        texts = [found[t] for t in targets]
+        signs: dict[uuid.UUID, bytes] = {}
+        if not targets:
+            vectors: list[list[float]] = []
+        elif tokens is None:
+            vectors = self._provider.embed(texts)
+        else:
+            # RFC 8.2.3: the tokens come from the same run; a sealed record keeps none
+            vectors, toks = tokens.embed_tokens(texts)
+            if len(toks) != len(targets):
+                raise ProviderError(f"provider returned {len(toks)} token lists for {len(targets)} texts")
+            signs = {t: late.pack(k) for t, k in zip(targets, toks, strict=True) if t not in read.opened}
         bad = [len(v) for v in vectors if len(v) != self._db.embedding_dim]
         if len(vectors) != len(targets) or bad:
             raise ProviderError(
@@ -92,6 +107,7 @@ class EmbedHandler:
             )
         return Vectors(
             units={t: u for t, u in units.items() if u is not None},
+            signs={t: b for t, b in signs.items() if b and units.get(t) is not None},
             missing=frozenset(
                 it.target_id
                 for it in items
@@ -119,6 +135,7 @@ class EmbedHandler:
             {t: u for t, u in prepared.units.items() if t in keep},
             model=f"{self._provider.name}:{self._provider.model}",
             now=now,
+            signs=prepared.signs,
         )
         out = Outcome(done=list(held))
         # counted over the held items, so that the item-by-item retry does not count twice

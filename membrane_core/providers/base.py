@@ -11,7 +11,8 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from typing import Annotated, Protocol, runtime_checkable
+from dataclasses import dataclass
+from typing import Annotated, Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
@@ -101,6 +102,36 @@ class EmbeddingProvider(Protocol):
         succeed (timeouts, HTTP 429, HTTP 5xx, connection errors).
         """
         ...
+
+
+@dataclass(frozen=True)
+class Tokens:
+    """One text's word pieces and their last hidden states, one row each, as the model gave
+    them: markers included, not normalised (RFC 8.2.3)."""
+
+    pieces: tuple[str, ...]
+    vectors: Any  # float32 array, len(pieces) x dim
+
+
+@runtime_checkable
+class TokenEmbedder(Protocol):
+    """An embedding provider that also gives each text's tokens (RFC 8.2.3)."""
+
+    @property
+    def tokens(self) -> bool:
+        """Whether :meth:`embed_tokens` works in this process."""
+        ...
+
+    def embed_tokens(self, texts: Sequence[str]) -> tuple[list[list[float]], list[Tokens]]:
+        """``embed``'s vectors and every text's tokens, in input order."""
+        ...
+
+
+def token_embedder(provider: object) -> TokenEmbedder | None:
+    """``provider`` when it gives tokens in this process, else ``None`` (RFC 8.2.3)."""
+    if isinstance(provider, TokenEmbedder) and provider.tokens:
+        return provider
+    return None
 
 
 def unit(vector: Sequence[float]) -> list[float] | None:

@@ -24,10 +24,12 @@ import math
 import re
 from collections.abc import Iterator, Sequence
 from itertools import pairwise
+from typing import Any
 
+import numpy as np
 from pydantic import ValidationError
 
-from membrane_core.providers.base import Triple
+from membrane_core.providers.base import Tokens, Triple
 
 __all__ = ["DeterministicExtractor", "HashingEmbeddingProvider"]
 
@@ -184,6 +186,26 @@ class HashingEmbeddingProvider:
         if isinstance(texts, str):
             raise TypeError("embed() takes a sequence of texts, not a single str")
         return [self._embed_one(text) for text in texts]
+
+    #: RFC 8.2.3: every text's tokens are its words, each a fixed pseudo-random vector
+    tokens = True
+
+    def embed_tokens(self, texts: Sequence[str]) -> tuple[list[list[float]], list[Tokens]]:
+        """:meth:`embed`'s vectors and each text's words as tokens (RFC 8.2.3): a word's row
+        is the same ±1 vector wherever it occurs, drawn from its digest, so that the
+        late-interaction score of a text is the share of the query's words it contains."""
+        vectors = self.embed(texts)
+        out = []
+        for text in texts:
+            words = re.findall(r"\w+", text[: self.max_chars].casefold())
+            pieces = ("[CLS]", *words, "[SEP]")
+            out.append(Tokens(pieces, np.array([self._word_row(p) for p in pieces], dtype=np.float32)))
+        return vectors, out
+
+    def _word_row(self, word: str) -> Any:
+        digest = hashlib.shake_256(word.encode("utf-8")).digest((self.dim + 7) // 8)
+        bits = np.unpackbits(np.frombuffer(digest, dtype=np.uint8))[: self.dim]
+        return bits.astype(np.float32) * 2.0 - 1.0
 
     def _embed_one(self, text: str) -> list[float]:
         tokens = re.findall(r"\w+", text[: self.max_chars].casefold())

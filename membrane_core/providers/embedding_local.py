@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from membrane_core.providers.base import ProviderError
+from membrane_core.providers.base import ProviderError, Tokens
 
 __all__ = ["INSTALL_HINT", "LocalMiniLMProvider", "default_cache_dir"]
 
@@ -76,6 +76,11 @@ class _OnnxMiniLM:
 
     def encode(self, texts: list[str]) -> Any:
         """One L2-normalised mean-pooled vector per text, as a float32 matrix."""
+        return self.encode_tokens(texts)[0]
+
+    def encode_tokens(self, texts: list[str]) -> tuple[Any, list[Tokens]]:
+        """The pooled vectors of :meth:`encode` and every text's tokens (RFC 8.2.3), from one
+        run of the graph."""
         np = self._np
         encoded = self._tokenizer.encode_batch(texts)
         ids = np.array([e.ids for e in encoded], dtype=np.int64)
@@ -87,7 +92,12 @@ class _OnnxMiniLM:
         weights = mask[..., None].astype(np.float32)
         pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-        return pooled / np.clip(norms, 1e-12, None)
+        lengths = mask.sum(axis=1)
+        tokens = [
+            Tokens(tuple(e.tokens[:n]), hidden[i, :n].astype(np.float32))
+            for i, (e, n) in enumerate(zip(encoded, lengths.tolist(), strict=True))
+        ]
+        return pooled / np.clip(norms, 1e-12, None), tokens
 
 
 def _export(model_dir: Path, graph: Path) -> None:
@@ -220,6 +230,32 @@ class LocalMiniLMProvider:
                 f"expected ({len(texts)}, {self.dim})"
             )
         return vectors
+
+    @property
+    def tokens(self) -> bool:
+        """RFC 8.2.3: whether :meth:`embed_tokens` is available (under ONNX Runtime)."""
+        return self._onnx is not None
+
+    def embed_tokens(self, texts: Sequence[str]) -> tuple[list[list[float]], list[Tokens]]:
+        """RFC 8.2.3: :meth:`embed`'s vectors and every text's tokens, from the same run."""
+        if self._onnx is None:
+            raise ProviderError(f"{self.model} gives tokens under ONNX Runtime only")
+        if not texts:
+            return [], []
+        np = importlib.import_module("numpy")
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        tokens: list[Tokens | None] = [None] * len(texts)
+        try:
+            for start in range(0, len(order), self.batch_size):
+                chunk = order[start : start + self.batch_size]
+                pooled, toks = self._onnx.encode_tokens([texts[i] for i in chunk])
+                out[chunk] = pooled
+                for i, t in zip(chunk, toks, strict=True):
+                    tokens[i] = t
+        except Exception as exc:
+            raise ProviderError(f"{self.model} failed to embed: {exc}") from exc
+        return out.tolist(), [t for t in tokens if t is not None]
 
     def _encode(self, texts: list[str]) -> Any:
         if self._onnx is None:

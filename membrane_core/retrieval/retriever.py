@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import re
 import threading
@@ -17,10 +18,10 @@ from membrane_core.capture import mentions
 from membrane_core.enums import RevisionStatus, Sensitivity
 from membrane_core.models import MemoryRecord
 from membrane_core.providers import EmbeddingProvider, ProviderError, build_embedding_provider
-from membrane_core.providers.base import unit
+from membrane_core.providers.base import token_embedder, unit
 from membrane_core.requests import RetrieveRequest
 from membrane_core.results import Edge, RecordView, RetrieveResult, shown_references, view
-from membrane_core.retrieval import fusion, graph, selector, when
+from membrane_core.retrieval import fusion, graph, late, selector, when
 from membrane_core.sealing import NO_KEYS, Sealer
 from membrane_core.settings import Settings
 from membrane_core.storage import records, retrieval
@@ -168,6 +169,7 @@ class Retriever:
         entity_max_links: int = ENTITY_MAX_LINKS,
         vector_k: int = 10,
         adjacent: bool = True,
+        late_interaction: bool = True,
         sealer: Sealer = NO_KEYS,
     ) -> None:
         if fusion_method not in fusion.METHODS:
@@ -182,10 +184,12 @@ class Retriever:
         self.vector_k = vector_k
         #: RFC 8.2.1: whether the best episodes lift the episodes adjacent to them in time
         self.adjacent = adjacent
+        #: RFC 8.2.3: whether the pool is re-ranked by its tokens (with a provider that gives them)
+        self.late_interaction = late_interaction
         #: RFC 7.6: opens sealed records once their trust check passed
         self.sealer = sealer
         # RFC 8.1.1: recent query vectors, so that a question asked again costs no model call
-        self._recent: OrderedDict[str, list[float]] = OrderedDict()
+        self._recent: OrderedDict[str, tuple[list[float], Any]] = OrderedDict()
         self._recent_lock = threading.Lock()
         self._factory: Callable[[], EmbeddingProvider | None] | None = None
         self._embedder: EmbeddingProvider | None = None
@@ -214,36 +218,47 @@ class Retriever:
             self._embedder_built = True
         return self._embedder
 
-    def _embed(self, query: str | None) -> tuple[list[float] | None, str]:
+    def _embed(self, query: str | None) -> tuple[list[float] | None, str, Any]:
+        """The query's vector, the vector arm's state (RFC 8.6) and, with late interaction
+        and a provider that gives tokens, the query's token matrix (RFC 8.2.3), else None."""
         if not query or not _WORD.search(query):
-            return None, "no_query"
+            return None, "no_query", None
         try:
             provider = self.embedder
         except (ValueError, ProviderError) as exc:
             log.warning("no query embedder; vector arm skipped", extra={"error": str(exc)})
-            return None, "provider_error"
+            return None, "provider_error", None
         if provider is None:
-            return None, "no_provider"
+            return None, "no_provider", None
         with self._recent_lock:
             known = self._recent.get(query)
             if known is not None:
                 self._recent.move_to_end(query)
-                return known, "used"
+                return known[0], "used", known[1] if self.late_interaction else None
+        tokens = token_embedder(provider) if self.late_interaction else None
+        qtokens = None
         try:
-            vec = provider.embed([query])[0]
+            if tokens is None:
+                vec = provider.embed([query])[0]
+            else:  # RFC 8.2.3: the query's tokens come from the same run of the model
+                vecs, toks = tokens.embed_tokens([query])
+                vec = vecs[0]
+                qtokens = late.query_matrix(toks[0]) if toks else None
         except ProviderError as exc:
             log.warning("query embedding failed; vector arm skipped", extra={"error": str(exc)})
-            return None, "provider_error"
+            return None, "provider_error", None
         if len(vec) != self.db.embedding_dim:
-            return None, "dimension_mismatch"
+            return None, "dimension_mismatch", None
         qvec = unit(vec)  # RFC 8.1.1: a zero or non-finite vector ranks nothing
         if qvec is None:
-            return None, "degenerate_vector"
+            return None, "degenerate_vector", None
+        if qtokens is not None and len(qtokens) == 0:
+            qtokens = None
         with self._recent_lock:
-            self._recent[query] = qvec
+            self._recent[query] = (qvec, qtokens)
             if len(self._recent) > RECENT_QUERY_VECTORS:
                 self._recent.popitem(last=False)
-        return qvec, "used"
+        return qvec, "used", qtokens
 
     def warm(self) -> None:
         """Build the query embedder and run it once, so the first request pays neither (RFC 8.1.1)."""
@@ -258,13 +273,16 @@ class Retriever:
         now = self.clock()
         f = read_filter(req, policy, now, self.sealer)
         query = req.query if req.query and req.query.strip() else None
-        qvec, vector_state = self._embed(query)
+        qvec, vector_state, qtokens = self._embed(query)
         dates = when.windows(query)  # RFC 8.2.2
+        # RFC 8.2.3: with the query's tokens, the statement ranks a pool of late.POOL rows
+        # (the arms' windows sized for it), re-ranked and cut to the limit below
+        pool = max(req.limit, late.POOL) if qtokens is not None else req.limit
         # RFC 8.1: the lexical and entity arms get a wider window than the limit; the vector
         # arm's cost under a selective filter grows with its window, so it gets the limit
         # (the same work as a bare top-k query)
-        arm_k = arm_window(req.limit)
-        vec_k = window(max(self.vector_k, req.limit))
+        arm_k = arm_window(pool)
+        vec_k = window(max(self.vector_k, pool))
         with self.db.reader() as conn:
             retrieval.configure_scan(conn, ef_search=max(40, vec_k), max_scan_tuples=20_000)
             found = retrieval.roots(
@@ -277,7 +295,7 @@ class Retriever:
                 arm_k=arm_k,
                 vec_k=vec_k,
                 fanout=self.entity_max_links,
-                limit=req.limit,
+                limit=pool,
                 max_bytes=req.max_bytes,
                 rrf=self.fusion_method == "rrf",
                 weights=self.weights,
@@ -290,11 +308,16 @@ class Retriever:
                 if self.adjacent and query is not None
                 else None,
                 target_visible=self._full(policy),
+                # RFC 8.4: the statement's first hop runs from its roots, which the
+                # re-ranking changes; the expansion then makes its own
                 first_hop=(req.expand.max_edges, req.expand.max_nodes)
-                if req.expand is not None and req.expand.hops > 0
+                if req.expand is not None and req.expand.hops > 0 and pool == req.limit
                 else None,
             )
             ranked = found.ranked
+            late_state = "off" if qtokens is None else "used"
+            if qtokens is not None:
+                ranked, late_state = self._late(conn, ranked, qtokens, req.limit)
             if ranked and not ranked[0].fits:
                 raise errors.RecordTooLarge(
                     f"the best candidate needs {ranked[0].bytes} bytes, over max_bytes={req.max_bytes}",
@@ -348,6 +371,7 @@ class Retriever:
             "arms": {**found.arms, "salience": found.candidates if query is None else 0},
             "vector": vector_state,
             "fusion": self.fusion_method,
+            "late_interaction": late_state,
             "dates": [{"start": a.isoformat(), "end": b.isoformat()} for a, b in dates],
             "returned": len(root_views),
             "neighbors": len(neighbor_views),
@@ -368,6 +392,27 @@ class Retriever:
             diagnostics=diagnostics,
             selection=selection,
         )
+
+    def _late(
+        self, conn: Any, ranked: list[retrieval.Ranked], qtokens: Any, limit: int
+    ) -> tuple[list[retrieval.Ranked], str]:
+        """RFC 8.2.3: the pool re-ranked by late interaction within its partitions (active
+        above contested), cut to ``limit``; rows past the byte budget keep their place after
+        every row that fits. The state says whether any record of the pool had tokens."""
+        fitting = [r for r in ranked if r.fits and r.record is not None]
+        rest = [r for r in ranked if not (r.fits and r.record is not None)]
+        stored = retrieval.token_signs(conn, [(r.record.scope, r.record.id) for r in fitting if r.record])
+        if not stored:
+            return (fitting + rest)[:limit], "no_tokens"
+        by_id = {r.record.id: r for r in fitting if r.record is not None}
+        moved = late.rerank(
+            {rid: r.score for rid, r in by_id.items()},
+            late.scores_of(qtokens, stored, self.db.embedding_dim),
+        )
+        position = {rid: i for i, rid in enumerate(by_id)}
+        order = sorted(by_id, key=lambda rid: (by_id[rid].status != "active", -moved[rid], position[rid]))
+        out = [dataclasses.replace(by_id[rid], score=moved[rid]) for rid in order]
+        return (out + rest)[:limit], "used"
 
     @staticmethod
     def _first_hop(found: retrieval.Roots) -> tuple[list[uuid.UUID], retrieval.Hop] | None:

@@ -8,8 +8,8 @@ even when a lease expired and another worker took the items over (RFC 9.4).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 import psycopg
@@ -51,6 +51,8 @@ class Texts:
     texts: dict[uuid.UUID, str]
     withheld: set[uuid.UUID]
     unopened: dict[uuid.UUID, str]
+    #: the sealed records opened for the provider: they get a vector, never token signs (RFC 8.2.3)
+    opened: set[uuid.UUID] = field(default_factory=set)
 
 
 def texts(conn: psycopg.Connection, ids: Sequence[uuid.UUID], sealer: Sealer, *, open_sealed: bool) -> Texts:
@@ -74,6 +76,7 @@ def texts(conn: psycopg.Connection, ids: Sequence[uuid.UUID], sealer: Sealer, *,
                 continue
             payload = _PAYLOAD.validate_python(c["payload"])
             out.texts[rid] = records.search_text_of(payload, c["summary"], c["tags"])
+            out.opened.add(rid)
     return out
 
 
@@ -83,13 +86,19 @@ def write_embeddings(
     *,
     model: str,
     now: datetime,
+    signs: Mapping[uuid.UUID, bytes] | None = None,
 ) -> int:
-    """RFC 12.1: upsert vectors in one statement; records deleted meanwhile are skipped."""
+    """RFC 12.1: upsert vectors in one statement; records deleted meanwhile are skipped.
+    ``signs``: each record's token signs (RFC 8.2.3), NULL for a record without."""
     if not vectors:
         return 0
     ids = list(vectors)
     lits = ["[" + ",".join(repr(float(x)) for x in vectors[i]) + "]" for i in ids]
-    return conn.execute(q("emb_upsert"), {"ids": ids, "vecs": lits, "model": model, "now": now}).rowcount
+    by_id = signs or {}
+    return conn.execute(
+        q("emb_upsert"),
+        {"ids": ids, "vecs": lits, "signs": [by_id.get(i) for i in ids], "model": model, "now": now},
+    ).rowcount
 
 
 @dataclass(frozen=True)

@@ -243,6 +243,16 @@ class Hop:
     records: dict[uuid.UUID, Stored]
 
 
+def token_signs(conn: psycopg.Connection, records: Sequence[tuple[str, uuid.UUID]]) -> dict[uuid.UUID, bytes]:
+    """RFC 8.2.3: the stored token signs of ``records`` (scope, id), for those that have them."""
+    if not records:
+        return {}
+    cur = conn.execute(
+        q("retrieval_token_signs"), {"scopes": [s for s, _ in records], "ids": [i for _, i in records]}
+    )
+    return {rid: bytes(blob) for rid, blob in cur.fetchall()}
+
+
 def configure_scan(conn: psycopg.Connection, *, ef_search: int, max_scan_tuples: int) -> None:
     """RFC 8.1: iterative HNSW scans for this transaction, so filters do not starve results."""
     conn.execute(q("retrieval_scan_settings"), {"ef_search": ef_search, "max_scan_tuples": max_scan_tuples})

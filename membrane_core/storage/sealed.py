@@ -110,6 +110,7 @@ def _clear_plain(conn: psycopg.Connection, rows: Sequence[dict[str, Any]], seale
     tagged = [(r["id"], sealer.blind_tag(t)) for r in rows for t in r["tags"]]
     if tagged:
         conn.execute(q("seal_insert_tags"), {"ids": [t[0] for t in tagged], "tags": [t[1] for t in tagged]})
+    conn.execute(q("seal_clear_token_signs"), {"scopes": [r["scope"] for r in rows], "ids": ids})
     entities = [r["id"] for r in rows if r["type"] == "entity"]
     if entities:
         conn.execute(q("seal_clear_entity_keys"), {"ids": entities})

@@ -209,6 +209,9 @@ CREATE TABLE record_embeddings (
     model      text NOT NULL,
     embedding  vector(__EMBEDDING_DIM__) NOT NULL,
     created_at timestamptz NOT NULL DEFAULT now(),
+    -- RFC 8.2.3: the sign bits of the text's token vectors, ceil(dim / 8) bytes a token;
+    -- NULL from a provider that gives no tokens, and for a sealed record (RFC 7.6)
+    token_signs bytea,
     PRIMARY KEY (scope, record_id)
 ) PARTITION BY HASH (scope);
 CREATE TABLE record_embeddings_p0 PARTITION OF record_embeddings FOR VALUES WITH (MODULUS 16, REMAINDER 0);

@@ -17,11 +17,12 @@ SELECT r.id, r.search_text, p.sealed
  WHERE r.id = ANY(%(ids)s::uuid[])
 
 -- name: emb_upsert
--- Write vectors in one statement for records that still exist; a re-embedding replaces the old vector (RFC 12.1).
+-- Write vectors, and their token signs where given, in one statement for records that still exist; a re-embedding replaces both (RFC 12.1, 8.2.3).
 -- The scope comes from the record: record_embeddings is partitioned by it (RFC 13.2).
-INSERT INTO record_embeddings (record_id, scope, model, embedding, created_at)
-SELECT u.id, m.scope, %(model)s, u.v::vector, %(now)s
-  FROM unnest(%(ids)s::uuid[], %(vecs)s::text[]) AS u(id, v)
+INSERT INTO record_embeddings (record_id, scope, model, embedding, created_at, token_signs)
+SELECT u.id, m.scope, %(model)s, u.v::vector, %(now)s, u.signs
+  FROM unnest(%(ids)s::uuid[], %(vecs)s::text[], %(signs)s::bytea[]) AS u(id, v, signs)
   JOIN memory_records m ON m.id = u.id
 ON CONFLICT (scope, record_id) DO UPDATE
-   SET model = EXCLUDED.model, embedding = EXCLUDED.embedding, created_at = EXCLUDED.created_at
+   SET model = EXCLUDED.model, embedding = EXCLUDED.embedding, created_at = EXCLUDED.created_at,
+       token_signs = EXCLUDED.token_signs

@@ -52,3 +52,10 @@ SELECT 'hop', NULL, h.bytes, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NUL
 SELECT id, scope, sensitivity,
        status_at(status, retracted_at, contested_at, %(as_of)s::timestamptz) AS status
   FROM memory_records WHERE id = ANY(%(ids)s::uuid[])
+
+-- name: retrieval_token_signs
+-- The token signs of the fused pool's records, by scope and id so that each probe reads its partition's key (RFC 8.2.3, 13.2).
+SELECT e.record_id, e.token_signs
+  FROM unnest(%(scopes)s::text[], %(ids)s::uuid[]) AS u(scope, id)
+  JOIN record_embeddings e ON e.scope = u.scope AND e.record_id = u.id
+ WHERE e.token_signs IS NOT NULL

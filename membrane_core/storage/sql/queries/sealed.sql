@@ -43,6 +43,13 @@ INSERT INTO record_tags (record_id, tag)
 SELECT * FROM unnest(%(ids)s::uuid[], %(tags)s::text[])
 ON CONFLICT DO NOTHING
 
+-- name: seal_clear_token_signs
+-- Records sealed for the first time lose their token signs: a token's vector tells more of its word than a text's one vector does (RFC 8.2.3, 7.6).
+UPDATE record_embeddings e
+   SET token_signs = NULL
+  FROM unnest(%(scopes)s::text[], %(ids)s::uuid[]) AS u(scope, id)
+ WHERE e.scope = u.scope AND e.record_id = u.id AND e.token_signs IS NOT NULL
+
 -- name: seal_clear_entity_keys
 -- A sealed entity is matched by no name and no identifier: its terms are plain text (RFC 7.6).
 WITH terms AS (

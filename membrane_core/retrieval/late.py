@@ -1,0 +1,131 @@
+"""Late interaction: re-ranking the fused pool by token-level similarity (RFC 8.2.3); pure.
+
+A record's one vector is the mean of its tokens' vectors. Late interaction keeps the
+tokens: each of the query's words is matched with the record's closest token, and the
+record scores the mean of those best matches (a MaxSim, as in ColBERT). A name in the
+question then meets the speaker's name at the start of a turn, and a word meets its
+contextual paraphrase, where the mean vector blurs both.
+
+Stored tokens are one bit per dimension (the sign of each coordinate of the token's
+last hidden state): ``dim / 8`` bytes a token, 48 for MiniLM's 384. The query keeps its
+floats. The cosine of a query token with a sign vector is computed against the signs
+scaled to length 1. Rows are ``ceil(dim / 8)`` bytes (numpy's ``packbits``, high bit first).
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from membrane_core.providers.base import Tokens
+
+#: RFC 8.2.3: how many of the fused pool's best records are re-ranked.
+POOL = 50
+#: RFC 8.2.3: the weight of the late-interaction z-score beside the fused score's.
+WEIGHT = 1.0
+#: RFC 8.2.3: a record's stored tokens are cut to this many (its first ones).
+MAX_TOKENS = 256
+
+#: Query word pieces that carry no content: BERT's markers, punctuation and function
+#: words. A word's continuation pieces (``##...``) are dropped as well.
+STOPWORDS = frozenset(
+    """a an the of to in on at for and or is are was were be been did do does what when
+    where who why how which with about from by as that this it its his her their he she
+    they i you we me my your our has have had will would can could should s ' ? . , ! - :
+    ; [CLS] [SEP] [PAD]""".split()
+)
+_MARKERS = frozenset({"[CLS]", "[SEP]", "[PAD]"})
+
+
+def pack(tokens: Tokens) -> bytes:
+    """RFC 8.2.3: a record's tokens as stored: the sign bits of every piece but the
+    markers, ``dim / 8`` bytes a piece, in text order (at most ``MAX_TOKENS``)."""
+    keep = [i for i, p in enumerate(tokens.pieces) if p not in _MARKERS][:MAX_TOKENS]
+    if not keep:
+        return b""
+    rows = np.asarray(tokens.vectors, dtype=np.float32)[keep]
+    return bytes(np.packbits(rows > 0, axis=1).tobytes())
+
+
+def unpack(blob: bytes, dim: int) -> Any:
+    """The stored signs as a float32 matrix of rows at length 1 (``±1/sqrt(dim)``); empty
+    when ``blob`` is not whole rows of ``ceil(dim / 8)`` bytes."""
+    width = (dim + 7) // 8
+    if not blob or len(blob) % width:
+        return np.zeros((0, dim), dtype=np.float32)
+    bits = np.unpackbits(np.frombuffer(blob, dtype=np.uint8).reshape(-1, width), axis=1)[:, :dim]
+    return (bits.astype(np.float32) * 2.0 - 1.0) / np.float32(math.sqrt(dim))
+
+
+def query_matrix(tokens: Tokens) -> Any:
+    """RFC 8.2.3: the query's content pieces, each at length 1; all of its pieces but the
+    markers when none is content, and an empty matrix when it has none at all."""
+    vectors = np.asarray(tokens.vectors, dtype=np.float32)
+    pieces = tokens.pieces
+    keep = [
+        i
+        for i, p in enumerate(pieces)
+        if p not in _MARKERS and p.lower() not in STOPWORDS and not p.startswith("##")
+    ] or [i for i, p in enumerate(pieces) if p not in _MARKERS]
+    rows = vectors[keep] if keep else np.zeros((0, vectors.shape[-1]), dtype=np.float32)
+    norms = np.linalg.norm(rows, axis=1, keepdims=True)
+    return rows / np.clip(norms, 1e-12, None)
+
+
+def maxsim(query: Any, record: Any) -> float | None:
+    """The mean over the query's rows of each one's best cosine with a row of ``record``;
+    ``None`` when either has no rows."""
+    if len(query) == 0 or len(record) == 0:
+        return None
+    return float((query @ record.T).max(axis=1).mean())
+
+
+def rerank(
+    scores: Mapping[uuid.UUID, float],
+    late: Mapping[uuid.UUID, float | None],
+    weight: float = WEIGHT,
+) -> dict[uuid.UUID, float]:
+    """RFC 8.2.3: each record's score moved by ``weight`` times its late-interaction z-score
+    over the pool, in the fused score's units (times the fused scores' spread).
+
+    A record without stored tokens (not embedded yet) keeps its score (a z of 0). With
+    fewer than two late scores, or no spread in either, nothing moves.
+    """
+    present = [v for v in late.values() if v is not None]
+    values = list(scores.values())
+    if len(present) < 2 or len(values) < 2:
+        return dict(scores)
+    mean_l = sum(present) / len(present)
+    sd_l = math.sqrt(sum((v - mean_l) ** 2 for v in present) / len(present))
+    mean_s = sum(values) / len(values)
+    sd_s = math.sqrt(sum((v - mean_s) ** 2 for v in values) / len(values))
+    if sd_l <= 1e-12 or sd_s <= 1e-12:
+        return dict(scores)
+    out = {}
+    for rid, s in scores.items():
+        v = late.get(rid)
+        out[rid] = s if v is None else s + weight * sd_s * (v - mean_l) / sd_l
+    return out
+
+
+def scores_of(query: Any, stored: Mapping[uuid.UUID, bytes], dim: int) -> dict[uuid.UUID, float | None]:
+    """The late-interaction score of each record with stored tokens, for the query's token
+    matrix (:func:`query_matrix`; RFC 8.2.3): :func:`maxsim` of every record, in one product
+    of the query with all of the pool's pieces."""
+    width = (dim + 7) // 8
+    out: dict[uuid.UUID, float | None] = dict.fromkeys(stored)
+    whole = [(rid, blob) for rid, blob in stored.items() if blob and len(blob) % width == 0]
+    if len(query) == 0 or not whole:
+        return out
+    counts = np.array([len(blob) // width for _, blob in whole])
+    rows = unpack(b"".join(blob for _, blob in whole), dim)
+    sims = np.asarray(query, dtype=np.float32) @ rows.T  # query pieces x every stored piece
+    starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    best = np.maximum.reduceat(sims, starts, axis=1)  # each query piece's best, per record
+    for (rid, _), value in zip(whole, best.mean(axis=0).tolist(), strict=True):
+        out[rid] = float(value)
+    return out
