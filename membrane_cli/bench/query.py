@@ -9,8 +9,9 @@ before, each measured four ways in an order drawn per question:
 
 - ``embed``: the provider alone, on the question;
 - ``statement``: ``Membrane.retrieve`` with the question's vector already known (the
-  retriever's recent-query cache): the hybrid statement and the trust checks only, the
-  baseline;
+  retriever's recent-query cache): the hybrid statement, late interaction (RFC 8.2.3) and
+  the trust checks, the baseline;
+- ``fused``: the same without late interaction, what the re-ranking costs beside it;
 - ``library``: the same retrieve in-process for the question once more, reworded so that
   nothing is cached: the model and the statement;
 - ``http``: ``POST /v1/retrieve`` for another rewording, over a kept-alive connection:
@@ -106,6 +107,25 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+def _ask(step: str, q: str, m: Membrane, provider: Any, client: httpx.Client) -> None:
+    """One measured step for question ``q`` (each rewording is new to the vector cache)."""
+    body = {"query": q, "scopes": [SCOPE]}
+    if step == "embed":
+        provider.embed([q + " ?"])
+    elif step == "statement":
+        m.retrieve(body, DEVELOPMENT_POLICY)
+    elif step == "fused":
+        late, m.retriever.late_interaction = m.retriever.late_interaction, False
+        try:
+            m.retrieve(body, DEVELOPMENT_POLICY)
+        finally:
+            m.retriever.late_interaction = late
+    elif step == "library":
+        m.retrieve({**body, "query": q + " !"}, DEVELOPMENT_POLICY)
+    else:
+        client.post("/v1/retrieve", json={**body, "query": q + " ."}).raise_for_status()
+
+
 def query(
     records: Annotated[int, typer.Option(min=10, help="Episodes in the one scope.")] = 500,
     queries: Annotated[int, typer.Option(min=10, help="Measured questions.")] = 300,
@@ -125,7 +145,8 @@ def query(
             provider = m.embedding.provider
             if provider is None:
                 raise typer.BadParameter("--embedding must name a provider")
-            times: dict[str, list[float]] = {k: [] for k in ("embed", "statement", "library", "http")}
+            steps_all = ("embed", "statement", "fused", "library", "http")
+            times: dict[str, list[float]] = {k: [] for k in steps_all}
             with _Served(m) as url, httpx.Client(base_url=url, timeout=30) as client:
                 for n in range(warmup + queries):
                     q = _question(rng, n)
@@ -135,16 +156,7 @@ def query(
                     m.retrieve({"query": q, "scopes": [SCOPE]}, DEVELOPMENT_POLICY)  # caches q's vector
                     for step in steps:
                         t = time.perf_counter()
-                        if step == "embed":
-                            provider.embed([q + " ?"])
-                        elif step == "statement":
-                            m.retrieve({"query": q, "scopes": [SCOPE]}, DEVELOPMENT_POLICY)
-                        elif step == "library":
-                            m.retrieve({"query": q + " !", "scopes": [SCOPE]}, DEVELOPMENT_POLICY)
-                        else:
-                            client.post(
-                                "/v1/retrieve", json={"query": q + " .", "scopes": [SCOPE]}
-                            ).raise_for_status()
+                        _ask(step, q, m, provider, client)
                         took[step] = (time.perf_counter() - t) * 1000
                     if n >= warmup:
                         for step, ms in took.items():
@@ -157,11 +169,12 @@ def query(
         table.add_column(col)
     labels = {
         "statement": "retrieve, query vector known (baseline)",
+        "fused": "the same without late interaction",
         "embed": "query embedding alone",
         "library": "retrieve in-process, with embedding",
         "http": "POST /v1/retrieve, with embedding",
     }
-    for step in ("statement", "embed", "library", "http"):
+    for step in ("statement", "fused", "embed", "library", "http"):
         target = f"p50 ≤ {TARGET_HTTP_P50_MS:g} ms" if step == "http" else ""
         table.add_row(
             labels[step],

@@ -24,7 +24,7 @@ import numpy as np
 from membrane_core.providers.base import Tokens
 
 #: RFC 8.2.3: how many of the fused pool's best records are re-ranked.
-POOL = 50
+POOL = 20
 #: RFC 8.2.3: the weight of the late-interaction z-score beside the fused score's.
 WEIGHT = 1.0
 #: RFC 8.2.3: a record's stored tokens are cut to this many (its first ones).

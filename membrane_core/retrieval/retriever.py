@@ -304,6 +304,7 @@ class Retriever:
                 semantic_prior=fusion.SEMANTIC_PRIOR,
                 when=dates,
                 when_prior=fusion.WHEN_PRIOR,
+                late=qtokens is not None,
                 adjacent=(fusion.ADJACENT_SOURCES, fusion.ADJACENT_REACH, fusion.ADJACENT_DECAY)
                 if self.adjacent and query is not None
                 else None,
@@ -314,10 +315,9 @@ class Retriever:
                 if req.expand is not None and req.expand.hops > 0 and pool == req.limit
                 else None,
             )
-            ranked = found.ranked
-            late_state = "off" if qtokens is None else "used"
+            ranked, late_state = found.ranked, "off"
             if qtokens is not None:
-                ranked, late_state = self._late(conn, ranked, qtokens, req.limit)
+                ranked, late_state = self._late(found, qtokens, req.limit)
             if ranked and not ranked[0].fits:
                 raise errors.RecordTooLarge(
                     f"the best candidate needs {ranked[0].bytes} bytes, over max_bytes={req.max_bytes}",
@@ -393,26 +393,25 @@ class Retriever:
             selection=selection,
         )
 
-    def _late(
-        self, conn: Any, ranked: list[retrieval.Ranked], qtokens: Any, limit: int
-    ) -> tuple[list[retrieval.Ranked], str]:
-        """RFC 8.2.3: the pool re-ranked by late interaction within its partitions (active
-        above contested), cut to ``limit``; rows past the byte budget keep their place after
-        every row that fits. The state says whether any record of the pool had tokens."""
-        fitting = [r for r in ranked if r.fits and r.record is not None]
-        rest = [r for r in ranked if not (r.fits and r.record is not None)]
-        stored = retrieval.token_signs(conn, [(r.record.scope, r.record.id) for r in fitting if r.record])
-        if not stored:
-            return (fitting + rest)[:limit], "no_tokens"
-        by_id = {r.record.id: r for r in fitting if r.record is not None}
-        moved = late.rerank(
-            {rid: r.score for rid, r in by_id.items()},
-            late.scores_of(qtokens, stored, self.db.embedding_dim),
+    def _late(self, found: retrieval.Roots, qtokens: Any, limit: int) -> tuple[list[retrieval.Ranked], str]:
+        """RFC 8.2.3: the pool rows that fit the byte budget re-ranked by late interaction
+        within their partitions (active above contested), the rest after them, cut to
+        ``limit``. The state says whether any of them had tokens."""
+        pool = dict(zip(found.pool_ids, found.ranked, strict=True))
+        fitting = {rid: r for rid, r in pool.items() if r.fits and r.record is not None}
+        rest = [r for rid, r in pool.items() if rid not in fitting]
+        scores = {rid: r.score for rid, r in fitting.items()}
+        signs = {rid: blob for rid, blob in found.signs.items() if rid in fitting}
+        state = "no_tokens"
+        if signs:
+            state = "used"
+            scores = late.rerank(scores, late.scores_of(qtokens, signs, self.db.embedding_dim))
+        position = {rid: i for i, rid in enumerate(fitting)}
+        order = sorted(
+            fitting, key=lambda rid: (fitting[rid].status != "active", -scores[rid], position[rid])
         )
-        position = {rid: i for i, rid in enumerate(by_id)}
-        order = sorted(by_id, key=lambda rid: (by_id[rid].status != "active", -moved[rid], position[rid]))
-        out = [dataclasses.replace(by_id[rid], score=moved[rid]) for rid in order]
-        return (out + rest)[:limit], "used"
+        out = [dataclasses.replace(fitting[rid], score=scores[rid]) for rid in order]
+        return [dataclasses.replace(r, ord=i) for i, r in enumerate(out + rest, start=1)][:limit], state
 
     @staticmethod
     def _first_hop(found: retrieval.Roots) -> tuple[list[uuid.UUID], retrieval.Hop] | None:

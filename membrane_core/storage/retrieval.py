@@ -207,6 +207,10 @@ class Roots:
     candidates: int
     arms: dict[str, int]
     first_hop: Hop | None = None
+    #: RFC 8.2.3, with ``late``: the id of every ranked row, in order, and the token signs
+    #: of those that have them
+    pool_ids: list[uuid.UUID] = dataclasses.field(default_factory=list)
+    signs: dict[uuid.UUID, bytes] = dataclasses.field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -241,16 +245,6 @@ class Hop:
 
     rows: list[HopRow]
     records: dict[uuid.UUID, Stored]
-
-
-def token_signs(conn: psycopg.Connection, records: Sequence[tuple[str, uuid.UUID]]) -> dict[uuid.UUID, bytes]:
-    """RFC 8.2.3: the stored token signs of ``records`` (scope, id), for those that have them."""
-    if not records:
-        return {}
-    cur = conn.execute(
-        q("retrieval_token_signs"), {"scopes": [s for s, _ in records], "ids": [i for _, i in records]}
-    )
-    return {rid: bytes(blob) for rid, blob in cur.fetchall()}
 
 
 def configure_scan(conn: psycopg.Connection, *, ef_search: int, max_scan_tuples: int) -> None:
@@ -324,6 +318,7 @@ def roots(
     when_prior: float = 0.0,
     first_hop: tuple[int, int] | None = None,
     adjacent: tuple[int, int, float] | None = None,
+    late: bool = False,
     df_cap: int = 1000,
     fts_cap: int = 5000,
 ) -> Roots:
@@ -334,8 +329,11 @@ def roots(
     the fitting roots shown in full, as :func:`graph_hop` would, in the same statement.
     ``adjacent = (sources, reach, decay)`` lifts the episodes next to the best ones (RFC 8.2.1).
     ``when``: the windows ``[start, end)`` the query names; a candidate that occurred in one
-    gets ``when_prior`` (RFC 8.2.2).
+    gets ``when_prior`` (RFC 8.2.2). ``late``: every ranked row's id and token signs come
+    back too (RFC 8.2.3); it is not combined with ``first_hop``.
     """
+    if late and first_hop is not None:
+        raise ValueError("late interaction re-ranks the roots: no first hop from them")
     edges, nodes = first_hop or (0, 0)
     sources, reach, decay = adjacent or (0, 0, 0.0)
     st = shaped(
@@ -377,6 +375,7 @@ def roots(
             "adjacent_sources": sources,
             "adjacent_reach": reach,
             "adjacent_decay": decay,
+            "late": late,
         },
         ints=(
             "max_rank",
@@ -420,6 +419,10 @@ def roots(
             "entity": first.get("n_entity", 0),
         },
         first_hop=_hop([row for row in found if row["kind"] == "hop"], target_visible) if first_hop else None,
+        pool_ids=[row["pool_id"] for row in rows] if late else [],
+        signs={row["pool_id"]: bytes(row["token_signs"]) for row in rows if row["token_signs"]}
+        if late
+        else {},
     )
 
 

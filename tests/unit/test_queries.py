@@ -93,6 +93,7 @@ def test_shaped_writes_in_only_nulls_booleans_and_named_integers() -> None:
         "adjacent_sources": 10,
         "adjacent_reach": 2,
         "adjacent_decay": 0.5,
+        "late": True,
         "w_vector": 1.0,
         "w_text": 1.0,
         "w_entity": 1.0,

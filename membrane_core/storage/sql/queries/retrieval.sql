@@ -16,7 +16,7 @@ SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true),
        set_config('max_parallel_workers_per_gather', '0', true)
 
 -- name: retrieval_roots
--- Hybrid retrieval in one statement: the candidate pool of the vector, full-text (BM25), entity and salience arms with every feature (RFC 8.1), fused (8.2), cut by rows and projected bytes, and what fits hydrated (8.3).
+-- Hybrid retrieval in one statement: the candidate pool of the vector, full-text (BM25), entity and salience arms with every feature (RFC 8.1), fused (8.2), cut by rows and projected bytes, and what fits hydrated (8.3); with late interaction, every pool row's id and token signs (8.2.3).
 WITH /*@fulltext_frequencies*/
 )/*?has_tags*/, /*@vector_tagged*/
 )/*?end*/, /*@vector_arm*/
@@ -37,7 +37,13 @@ SELECT 'root' AS kind, b.ord, b.bytes, b.running, (b.running <= %(max_bytes)s) A
        NULL AS other_scope, NULL AS other_sensitivity, NULL AS other_status, NULL AS n,
        NULL AS hydrated,
        /*@record_fields*/,
-       /*@visible_relations*/ AS relations
+       /*@visible_relations*/ AS relations/*?late*/,
+       -- RFC 8.2.3: every pool row's id and token signs, for the re-ranking before hydration
+       -- (never with the first hop, whose rows do not have these two columns)
+       b.id AS pool_id,
+       (SELECT e.token_signs FROM memory_records rs
+          JOIN %(embeddings)s e ON e.scope = rs.scope AND e.record_id = rs.id
+         WHERE rs.id = b.id) AS token_signs/*?end*/
   FROM bounded b
   LEFT JOIN memory_records r ON r.id = b.id AND b.running <= %(max_bytes)s
   LEFT JOIN record_payloads p ON p.record_id = r.id
@@ -52,10 +58,3 @@ SELECT 'hop', NULL, h.bytes, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NUL
 SELECT id, scope, sensitivity,
        status_at(status, retracted_at, contested_at, %(as_of)s::timestamptz) AS status
   FROM memory_records WHERE id = ANY(%(ids)s::uuid[])
-
--- name: retrieval_token_signs
--- The token signs of the fused pool's records, by scope and id so that each probe reads its partition's key (RFC 8.2.3, 13.2).
-SELECT e.record_id, e.token_signs
-  FROM unnest(%(scopes)s::text[], %(ids)s::uuid[]) AS u(scope, id)
-  JOIN record_embeddings e ON e.scope = u.scope AND e.record_id = u.id
- WHERE e.token_signs IS NOT NULL

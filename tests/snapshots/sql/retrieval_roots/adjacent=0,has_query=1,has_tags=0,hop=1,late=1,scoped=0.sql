@@ -1,0 +1,512 @@
+-- $1 all_scopes, $2 scopes, $3 query, $4 df_cap, $5 as_of, $6 include_retracted, $7 max_rank, $8 valid_at, $9 include_contested, $10 types, $11 tags, $12 salience_floor, $13 now, $14 min_salience, $15 qvec, $16 vec_k, $17 has_qvec, $18 fts_cap, $19 arm_k, $20 terms, $21 id_namespaces, $22 id_values, $23 link_scan, $24 fanout, $25 when_from, $26 when_to, $27 sd_floor_salience, $28 rrf, $29 w_vector, $30 rrf_k, $31 w_text, $32 w_entity, $33 w_salience, $34 semantic_prior, $35 when_prior, $36 limit, $37 max_bytes, $38 hop_rows, $39 hop_edges, $40 hop_new
+WITH qlex AS MATERIALIZED (
+    -- the query's lexemes; stsq: the lexeme in the caller's scopes: as the index of scoped
+    -- lexemes holds it for a few scopes (`scoped`, written in), else ANDed with the scope
+    -- lexemes; any scope for a caller that reads every scope (RFC 8.1.2)
+    SELECT w.lexeme, quote_literal(w.lexeme)::tsquery AS tsq,
+           CASE WHEN $1 THEN quote_literal(w.lexeme)::tsquery
+                WHEN false THEN scoped_tsquery(ARRAY[w.lexeme], $2::text[])
+                ELSE quote_literal(w.lexeme)::tsquery && scopes_tsquery($2::text[]) END AS stsq
+      FROM unnest(to_tsvector('english', coalesce($3::text, ''))) AS w
+     LIMIT 32
+), corpus AS (
+    SELECT greatest(2.0 * $4,
+                    (SELECT c.reltuples FROM pg_class c WHERE c.oid = 'memory_records'::regclass))
+               ::float8 AS n
+), anyq AS (
+    -- any query lexeme in the caller's scopes, spelled as stsq is
+    SELECT CASE WHEN $1 THEN t.q
+                WHEN false THEN (SELECT scoped_tsquery(array_agg(lexeme), $2::text[])
+                                        FROM qlex)
+                ELSE t.q && scopes_tsquery($2::text[]) END AS q
+      FROM (SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery AS q FROM qlex) t
+), seen AS MATERIALIZED (
+    -- one pass over the rows that match any query lexeme in the caller's scopes, at most
+    -- 2 x df_cap of them (RFC 8.1.2): `counts` marks what the caller may see (document
+    -- frequencies: hidden records must not move ranks), `eligible` what passes the request's
+    -- filters (candidates). For a few scopes the match reads the index of scoped lexemes,
+    -- whose posting lists hold only those scopes' records; `|| ''` keeps the planner from
+    -- ANDing in a bitmap of every record of the scope from the btree.
+    SELECT r.id, r.search_tsv, (($5::timestamptz IS NULL OR r.recorded_at <= $5::timestamptz)
+AND ($6
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'retracted')) AS counts,
+           (r.sensitivity_rank <= $7 + 1
+AND ($5::timestamptz IS NULL OR r.recorded_at <= $5::timestamptz)
+AND ($8::timestamptz IS NULL
+     OR ((r.valid_from IS NULL OR r.valid_from <= $8::timestamptz)
+         AND (r.valid_to IS NULL OR $8::timestamptz < r.valid_to)))
+AND ($6
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'retracted')
+AND ($9
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'contested')
+AND ($10::text[] IS NULL OR r.type = ANY($10::text[]))
+AND ($11::text[] IS NULL OR EXISTS (
+         SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY($11::text[])))
+AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
+         r.half_life_seconds, r.min_salience, r.pinned, $13) >= $14)) AS eligible
+      FROM memory_records r, anyq
+     WHERE anyq.q IS NOT NULL AND r.search_tsv @@ anyq.q
+       AND ($1 OR (r.scope || '') = ANY($2::text[]))
+       AND r.sensitivity_rank <= $7 + 1
+     LIMIT 2 * $4
+), complete AS (
+    -- every matching row was seen: frequencies and candidates come from `seen`; otherwise
+    -- (the query's words match more than 2 x df_cap rows) from the index again
+    SELECT count(*) < 2 * $4 AS yes FROM seen
+), hits AS MATERIALIZED (
+    -- when every matching row was seen: each seen row with each query lexeme it holds, one
+    -- pass of matches for both the frequencies and the rows' scores (RFC 8.1.2)
+    SELECT s.id, l.lexeme, s.counts, s.eligible, (length(s.search_tsv) - 1)::float8 AS dl
+      FROM seen s JOIN qlex l ON s.search_tsv @@ l.tsq
+     WHERE (SELECT c.yes FROM complete c)
+), hit_df AS MATERIALIZED (
+    -- document frequencies among them: what the caller may see (hidden rows must not move ranks)
+    SELECT h.lexeme, count(*) FILTER (WHERE h.counts) AS df FROM hits h GROUP BY h.lexeme
+), idf AS MATERIALIZED (
+    -- idf on a grid of 2^-32: a sum of up to 32 of them is exact in double precision, so a
+    -- row's BM25 sum is the same to the last bit in whatever order a plan adds it, and equal
+    -- scores tie (broken by id) wherever they are computed (RFC 8.1.2)
+    SELECT l.lexeme, l.tsq, d.df,
+           round(ln(1.0 + (corpus.n - d.df + 0.5) / (d.df + 0.5)) * 4294967296.0) / 4294967296.0 AS idf
+      FROM qlex l
+     CROSS JOIN corpus
+     CROSS JOIN complete
+     CROSS JOIN LATERAL (
+           SELECT CASE WHEN complete.yes THEN
+                       least($4, coalesce((SELECT h.df FROM hit_df h
+                                                    WHERE h.lexeme = l.lexeme), 0))::float8
+                  ELSE (SELECT count(*)::float8 FROM (
+                        SELECT 1 FROM memory_records r
+                         WHERE r.search_tsv @@ l.stsq
+                           AND ($1 OR (r.scope || '') = ANY($2::text[]))
+                           AND r.sensitivity_rank <= $7 + 1
+                           AND ($5::timestamptz IS NULL OR r.recorded_at <= $5::timestamptz)
+AND ($6
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'retracted')
+                         LIMIT $4) x) END AS df
+           -- OFFSET 0: pulled up, this subquery would be copied into each use of df and
+           -- count once per copy (RFC 8.1.5)
+           OFFSET 0) d
+     WHERE d.df > 0
+), qq AS (
+    -- candidates come from the informative lexemes (under the cap); scoring uses all of them
+    SELECT coalesce((SELECT string_agg(quote_literal(lexeme), ' | ') FROM idf WHERE df < $4),
+                    (SELECT string_agg(quote_literal(lexeme), ' | ') FROM idf))::tsquery AS gen,
+           (SELECT string_agg(quote_literal(lexeme), ' | ') FROM idf)::tsquery AS tsq
+), qs AS (
+    -- the informative lexemes in the caller's scopes, spelled as stsq is
+    SELECT CASE WHEN $1 THEN qq.gen
+                WHEN false THEN
+                     scoped_tsquery(coalesce((SELECT array_agg(lexeme) FROM idf WHERE df < $4),
+                                             (SELECT array_agg(lexeme) FROM idf)),
+                                    $2::text[])
+                ELSE qq.gen && scopes_tsquery($2::text[]) END AS gen
+      FROM qq
+), vec AS MATERIALIZED (
+    -- one HNSW search per requested scope, each pruned to the scope's partition when the
+    -- generic plan runs (e.scope = s.scope is a parameter per rescan); for a caller that may
+    -- read all scopes, one search over every partition (all_scopes is written in as a
+    -- literal, RFC 8.1.5, so either form folds to plain predicates). `embeddings` is
+    -- written in too: the partition itself when one scope is asked for, so that the plan
+    -- names (and binding it locks) one partition, else record_embeddings (RFC 8.1.1, 13.2)
+    SELECT x.id, x.dist FROM (
+        SELECT v.id, v.dist
+          FROM unnest(CASE WHEN $1 THEN ARRAY[NULL]::text[]
+                           ELSE $2::text[] END) AS s(scope)
+         CROSS JOIN LATERAL (
+               SELECT e.record_id AS id, e.embedding <=> $15::vector AS dist
+                 FROM record_embeddings e
+                 JOIN memory_records r ON r.id = e.record_id
+                WHERE ($1 OR (e.scope = s.scope AND r.scope = s.scope))
+                  AND r.sensitivity_rank <= $7 + 1
+AND ($5::timestamptz IS NULL OR r.recorded_at <= $5::timestamptz)
+AND ($8::timestamptz IS NULL
+     OR ((r.valid_from IS NULL OR r.valid_from <= $8::timestamptz)
+         AND (r.valid_to IS NULL OR $8::timestamptz < r.valid_to)))
+AND ($6
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'retracted')
+AND ($9
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'contested')
+AND ($10::text[] IS NULL OR r.type = ANY($10::text[]))
+AND ($11::text[] IS NULL OR EXISTS (
+         SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY($11::text[])))
+AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
+         r.half_life_seconds, r.min_salience, r.pinned, $13) >= $14)
+                ORDER BY e.embedding <=> $15::vector
+                LIMIT $16) v
+         WHERE $17
+        ) x
+     ORDER BY x.dist, x.id
+     LIMIT $16
+), fts_all AS MATERIALIZED (
+    -- dl leaves out the scope lexeme. All matches seen: the eligible rows with an informative
+    -- lexeme (of qq.gen), scored by every query lexeme they hold; else the rows the index finds
+    -- for those lexemes (`complete` as a subquery: tested once, before the scan, RFC 8.1.5)
+    SELECT h.id, min(h.dl) AS dl, sum(i.idf) AS s
+      FROM hits h JOIN idf i ON i.lexeme = h.lexeme
+     WHERE h.eligible
+     GROUP BY h.id
+    HAVING bool_or(i.df < $4)
+        OR NOT EXISTS (SELECT 1 FROM idf x WHERE x.df < $4)
+    UNION ALL
+    (SELECT r.id, (length(r.search_tsv) - 1)::float8 AS dl,
+            (SELECT sum(i.idf) FROM idf i WHERE r.search_tsv @@ i.tsq) AS s
+       FROM memory_records r, qs
+      WHERE NOT (SELECT c.yes FROM complete c) AND qs.gen IS NOT NULL AND r.search_tsv @@ qs.gen
+        AND ($1 OR (r.scope || '') = ANY($2::text[]))
+        AND r.sensitivity_rank <= $7 + 1
+AND ($5::timestamptz IS NULL OR r.recorded_at <= $5::timestamptz)
+AND ($8::timestamptz IS NULL
+     OR ((r.valid_from IS NULL OR r.valid_from <= $8::timestamptz)
+         AND (r.valid_to IS NULL OR $8::timestamptz < r.valid_to)))
+AND ($6
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'retracted')
+AND ($9
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'contested')
+AND ($10::text[] IS NULL OR r.type = ANY($10::text[]))
+AND ($11::text[] IS NULL OR EXISTS (
+         SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY($11::text[])))
+AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
+         r.half_life_seconds, r.min_salience, r.pinned, $13) >= $14)
+      LIMIT $18)
+), avgdl AS (
+    SELECT coalesce(avg(dl), 1.0) AS v FROM fts_all
+), fts AS MATERIALIZED (
+    -- BM25 with term frequency 1 (k1 = 1.2, b = 0.1: turns and notes are short, and
+    -- normalising length favours the shortest, emptiest ones)
+    SELECT f.id, f.s * 2.2 / (1.0 + 1.2 * (0.9 + 0.1 * f.dl / greatest(a.v, 1.0))) AS score
+      FROM fts_all f, avgdl a
+     ORDER BY score DESC, f.id
+     LIMIT $19
+), ent_match AS MATERIALIZED (
+    -- canonical entities named by a query term or identifier; the entity itself must be fully
+    -- visible; an entity linked to more than fanout records is too common to discriminate
+    SELECT m.entity_id,
+           -- on idf's grid of 2^-32, so that a record's sum over its entities is exact
+           round(ln(1.0 + corpus.n / (1.0 + c.links)) * 4294967296.0) / 4294967296.0 AS idf
+      FROM (SELECT t.record_id AS entity_id FROM entity_terms t
+             WHERE t.term = ANY($20::text[])
+               AND ($1 OR t.scope = ANY($2::text[]))
+            UNION
+            SELECT i.record_id FROM entity_identifiers i
+              JOIN unnest($21::text[], $22::text[]) AS k(ns, val)
+                ON i.namespace = k.ns AND i.value = k.val
+             WHERE $1 OR i.scope = ANY($2::text[])) m
+      JOIN memory_records r ON r.id = m.entity_id
+     CROSS JOIN corpus
+     CROSS JOIN LATERAL (
+           -- links to records the caller may see, as document frequencies count them:
+           -- hidden records must not make an entity too common to rank (RFC 8.1.3). An
+           -- entity with more than link_scan links in a direction is a hub, too common
+           -- however few of them the caller sees: counting those would read every link
+           SELECT CASE WHEN (SELECT count(*) FROM (
+                                    SELECT 1 FROM relations l WHERE l.target_id = m.entity_id
+                                     LIMIT $23 + 1) h) > $23
+                         OR (SELECT count(*) FROM (
+                                    SELECT 1 FROM relations l WHERE l.source_id = m.entity_id
+                                     LIMIT $23 + 1) h) > $23
+                       THEN greatest($23, $24) + 1
+                  ELSE (SELECT count(*) FROM (
+                               SELECT 1 FROM relations l JOIN memory_records x ON x.id = l.source_id
+                                WHERE l.target_id = m.entity_id
+                                  AND ($1 OR x.scope = ANY($2::text[]))
+                                  AND x.sensitivity_rank <= $7 + 1 AND x.status <> 'retracted'
+                                LIMIT $24 + 1) a)
+                     + (SELECT count(*) FROM (
+                               SELECT 1 FROM relations l JOIN memory_records x ON x.id = l.target_id
+                                WHERE l.source_id = m.entity_id
+                                  AND ($1 OR x.scope = ANY($2::text[]))
+                                  AND x.sensitivity_rank <= $7 + 1 AND x.status <> 'retracted'
+                                LIMIT $24 + 1) b) END AS links
+           OFFSET 0) c  -- counted once, not once per use of links (as idf's df)
+     WHERE ($1 OR r.scope = ANY($2::text[]))
+       AND r.sensitivity_rank <= $7
+       AND ($5::timestamptz IS NULL OR r.recorded_at <= $5::timestamptz)
+       AND ($6
+            OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'retracted')
+       AND c.links <= $24
+     LIMIT 64
+), ent AS MATERIALIZED (
+    -- the entities and the records linked to them (either direction), scored by entity idf
+    SELECT x.id, sum(x.idf) AS score
+      FROM (SELECT m.entity_id AS id, m.idf FROM ent_match m
+            UNION ALL
+            -- the links as of the read's as_of (RFC 5.6)
+            SELECT l.source_id, m.idf FROM ent_match m JOIN relations l ON l.target_id = m.entity_id
+             WHERE $5::timestamptz IS NULL OR l.created_at <= $5::timestamptz
+            UNION ALL
+            SELECT l.target_id, m.idf FROM ent_match m JOIN relations l ON l.source_id = m.entity_id
+             WHERE $5::timestamptz IS NULL OR l.created_at <= $5::timestamptz) x
+      JOIN memory_records r ON r.id = x.id
+     WHERE true
+       AND ($1 OR r.scope = ANY($2::text[]))
+       AND r.sensitivity_rank <= $7 + 1
+AND ($5::timestamptz IS NULL OR r.recorded_at <= $5::timestamptz)
+AND ($8::timestamptz IS NULL
+     OR ((r.valid_from IS NULL OR r.valid_from <= $8::timestamptz)
+         AND (r.valid_to IS NULL OR $8::timestamptz < r.valid_to)))
+AND ($6
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'retracted')
+AND ($9
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'contested')
+AND ($10::text[] IS NULL OR r.type = ANY($10::text[]))
+AND ($11::text[] IS NULL OR EXISTS (
+         SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY($11::text[])))
+AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
+         r.half_life_seconds, r.min_salience, r.pinned, $13) >= $14)
+     GROUP BY x.id
+     ORDER BY score DESC, x.id
+     LIMIT $19
+), sal AS (
+    -- with a query the salience arm proposes nothing (RFC 8.1.4); left out of the text, its
+    -- parts cost no executor set-up either (RFC 8.1.5)
+    SELECT NULL::uuid AS id WHERE false
+), pool AS (
+    SELECT id FROM vec UNION SELECT id FROM fts UNION SELECT id FROM ent UNION SELECT id FROM sal
+), feat AS MATERIALIZED (
+    -- every candidate with every feature the arms can give it (RFC 8.1)
+    SELECT r.id, r.created_at,
+           status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) AS status,
+           -- a stored zero vector (no direction) is NaN away from everything: no score, as
+           -- without a vector (NaN would poison every fused score, RFC 8.1.1)
+           nullif(1.0 - coalesce(v.dist, (SELECT e.embedding <=> $15::vector
+                                            FROM record_embeddings e
+                                           WHERE e.scope = r.scope AND e.record_id = r.id
+                                             AND $17)), 'NaN'::float8)
+               AS vector_score,
+           CASE WHEN r.search_tsv @@ qq.tsq THEN
+                (SELECT sum(i.idf) FROM idf i WHERE r.search_tsv @@ i.tsq) * 2.2
+                / (1.0 + 1.2 * (0.9 + 0.1 * (length(r.search_tsv) - 1) / greatest(a.v, 1.0))) END AS text_score,
+           n.score AS entity_score,
+           current_salience(r.base_salience, r.reinforced_at, r.half_life_seconds, r.min_salience,
+                            r.pinned, $13) AS salience,
+           (v.id IS NOT NULL) AS in_vector, (f.id IS NOT NULL) AS in_text, (n.id IS NOT NULL) AS in_entity,
+           (r.type = 'semantic') AS is_semantic,
+           -- RFC 8.2.2: it happened on a day or in a month the query names
+           EXISTS (SELECT 1 FROM unnest($25::timestamptz[], $26::timestamptz[]) AS w(a, b)
+                    WHERE r.occurred_at >= w.a AND r.occurred_at < w.b) AS in_when,
+           -- RFC 8.3: projected bytes; a redacted view counts 256
+           CASE WHEN r.sensitivity_rank > $7 THEN 256 ELSE r.projected_bytes END AS bytes
+      FROM pool p
+      JOIN memory_records r ON r.id = p.id
+     CROSS JOIN qq
+     CROSS JOIN avgdl a
+      LEFT JOIN vec v ON v.id = r.id
+      LEFT JOIN fts f ON f.id = r.id
+      LEFT JOIN ent n ON n.id = r.id
+), filled AS (
+    -- zsum (RFC 8.2): a missing vector similarity counts as the pool's lowest, a missing
+    -- full-text or entity score as 0
+    SELECT x.*, coalesce(x.vector_score, min(x.vector_score) OVER ()) AS fv,
+           coalesce(x.text_score, 0) AS ft, coalesce(x.entity_score, 0) AS fe
+      FROM feat x
+), moments AS (
+    -- per feature: mean and spread over the pool (the spread of salience floored); rrf:
+    -- fractional ranks among the candidates a feature scored above 0, ties sharing their mean
+    SELECT y.*,
+           avg(y.fv) OVER () AS mv, stddev_pop(y.fv) OVER () AS sv,
+           avg(y.ft) OVER () AS mt, stddev_pop(y.ft) OVER () AS st,
+           avg(y.fe) OVER () AS me, stddev_pop(y.fe) OVER () AS se,
+           avg(y.salience) OVER () AS ms,
+           greatest(stddev_pop(y.salience) OVER (), $27) AS ss,
+           rank() OVER (ORDER BY y.rv DESC NULLS LAST)
+               + (count(*) OVER (PARTITION BY y.rv) - 1) / 2.0 AS kv,
+           rank() OVER (ORDER BY y.rt DESC NULLS LAST)
+               + (count(*) OVER (PARTITION BY y.rt) - 1) / 2.0 AS kt,
+           rank() OVER (ORDER BY y.re DESC NULLS LAST)
+               + (count(*) OVER (PARTITION BY y.re) - 1) / 2.0 AS ke,
+           rank() OVER (ORDER BY y.rs DESC NULLS LAST)
+               + (count(*) OVER (PARTITION BY y.rs) - 1) / 2.0 AS ks
+      FROM (SELECT z.*,
+                   CASE WHEN z.vector_score > 0 THEN z.vector_score END AS rv,
+                   CASE WHEN z.text_score > 0 THEN z.text_score END AS rt,
+                   CASE WHEN z.entity_score > 0 THEN z.entity_score END AS re,
+                   CASE WHEN z.salience > 0 THEN z.salience END AS rs
+              FROM filled z) y
+), scored AS (
+    -- RFC 8.2: one fused score; a constant feature adds nothing
+    SELECT m.id, m.status, m.vector_score, m.text_score, m.entity_score, m.salience,
+           m.created_at, m.bytes, m.is_semantic,
+           CASE WHEN $28 THEN
+                coalesce($29 / ($30 + CASE WHEN m.rv IS NOT NULL THEN m.kv END), 0)
+              + coalesce($31 / ($30 + CASE WHEN m.rt IS NOT NULL THEN m.kt END), 0)
+              + coalesce($32 / ($30 + CASE WHEN m.re IS NOT NULL THEN m.ke END), 0)
+              + coalesce($33 / ($30 + CASE WHEN m.rs IS NOT NULL THEN m.ks END), 0)
+           ELSE
+                CASE WHEN m.sv > 1e-12 THEN $29 * (m.fv - m.mv) / m.sv ELSE 0 END
+              + CASE WHEN m.st > 1e-12 THEN $31 * (m.ft - m.mt) / m.st ELSE 0 END
+              + CASE WHEN m.se > 1e-12 THEN $32 * (m.fe - m.me) / m.se ELSE 0 END
+              + CASE WHEN m.ss > 1e-12 THEN $33 * (m.salience - m.ms) / m.ss ELSE 0 END
+              -- a fact outranks the episodes that state it on equal evidence
+              + CASE WHEN m.is_semantic THEN $34 ELSE 0 END
+              -- a question naming a day or month asks about what happened then (RFC 8.2.2)
+              + CASE WHEN m.in_when THEN $35 ELSE 0 END
+           END AS score,
+           count(*) OVER () AS pool_size,
+           count(*) FILTER (WHERE m.in_vector) OVER () AS n_vector,
+           count(*) FILTER (WHERE m.in_text) OVER () AS n_text,
+           count(*) FILTER (WHERE m.in_entity) OVER () AS n_entity
+      FROM moments m
+), ranked AS (
+    -- RFC 8.2, 5.1: every active record above every contested one, then the fused score;
+    -- ties by salience, recency, id (with adjacent episodes, 8.2.1: first the unlifted)
+    SELECT s.*, row_number() OVER (ORDER BY s.status <> 'active', s.score DESC,
+                                            s.salience DESC,
+                                            s.created_at DESC, s.id) AS ord
+      FROM scored s
+), bounded AS (
+    -- RFC 8.3: cut at the row cap and the running projected bytes before hydrating
+    SELECT k.*, sum(k.bytes) OVER (ORDER BY k.ord) AS running
+      FROM ranked k
+     WHERE k.ord <= $36
+), f AS (
+    -- RFC 8.4: with expansion (the hop part, written in), its first hop runs here, from the
+    -- roots that fit and are shown in full; the service uses it when it keeps exactly these
+    SELECT b.id FROM bounded b JOIN memory_records r ON r.id = b.id
+     WHERE b.running <= $37 AND r.sensitivity_rank <= $7
+), hop_expanded AS (
+    SELECT NULL::uuid AS id WHERE false
+), hop_known AS (
+    SELECT b.id FROM bounded b WHERE b.running <= $37
+), hop_budget AS (
+    SELECT $37::bigint AS v
+), e AS (
+    -- at most hop_rows edges per frontier node and direction, so a hub costs no more; the
+    -- far end passes the filters (and is not a node expanded before) ahead of that cut, so
+    -- that edges the caller may not follow never crowd out one it may (RFC 8.4). A relation
+    -- is followed only to a record shown in full: a view omits the others (RFC 2.5)
+    SELECT o.* FROM f, LATERAL (
+           SELECT l.source_id, l.predicate, l.target_id, l.target_id AS other, l.weight,
+                  l.created_at, r.scope, r.sensitivity, r.status, r.retracted_at,
+                  r.contested_at, r.projected_bytes
+             FROM relations l JOIN memory_records r ON r.id = l.target_id
+            WHERE l.source_id = f.id
+              AND ($5::timestamptz IS NULL OR l.created_at <= $5::timestamptz)
+              AND NOT EXISTS (SELECT 1 FROM hop_expanded x WHERE x.id = l.target_id)
+              AND ($1 OR r.scope = ANY($2::text[]))
+              AND r.sensitivity_rank <= $7 AND r.sensitivity_rank <= $7 + 1
+AND ($5::timestamptz IS NULL OR r.recorded_at <= $5::timestamptz)
+AND ($8::timestamptz IS NULL
+     OR ((r.valid_from IS NULL OR r.valid_from <= $8::timestamptz)
+         AND (r.valid_to IS NULL OR $8::timestamptz < r.valid_to)))
+AND ($6
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'retracted')
+AND ($9
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'contested')
+            ORDER BY l.predicate, l.target_id LIMIT $38) o
+    UNION ALL
+    SELECT i.* FROM f, LATERAL (
+           SELECT l.source_id, l.predicate, l.target_id, l.source_id AS other, l.weight,
+                  l.created_at, r.scope, r.sensitivity, r.status, r.retracted_at,
+                  r.contested_at, r.projected_bytes
+             FROM relations l JOIN memory_records r ON r.id = l.source_id
+            WHERE l.target_id = f.id
+              AND ($5::timestamptz IS NULL OR l.created_at <= $5::timestamptz)
+              AND NOT EXISTS (SELECT 1 FROM hop_expanded x WHERE x.id = l.source_id)
+              AND ($1 OR r.scope = ANY($2::text[]))
+              AND r.sensitivity_rank <= $7 AND r.sensitivity_rank <= $7 + 1
+AND ($5::timestamptz IS NULL OR r.recorded_at <= $5::timestamptz)
+AND ($8::timestamptz IS NULL
+     OR ((r.valid_from IS NULL OR r.valid_from <= $8::timestamptz)
+         AND (r.valid_to IS NULL OR $8::timestamptz < r.valid_to)))
+AND ($6
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'retracted')
+AND ($9
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'contested')
+            LIMIT $38) i
+), hop AS MATERIALIZED (
+    SELECT e.source_id, e.predicate, e.target_id, e.other, e.scope, e.sensitivity,
+           status_at(e.status, e.retracted_at, e.contested_at, $5::timestamptz) AS status,
+           e.projected_bytes AS bytes,
+           row_number() OVER (ORDER BY coalesce(e.weight, 0) DESC, e.created_at, e.source_id,
+                                       e.predicate, e.target_id) AS n
+      FROM e
+     ORDER BY n
+     LIMIT $38
+), edges AS (
+    -- each edge once (a relation between two frontier nodes is found from both ends), at most
+    -- hop_edges of them: the edges the expansion will take, in its order
+    SELECT * FROM (SELECT DISTINCT ON (h.source_id, h.predicate, h.target_id) h.*
+                     FROM hop h ORDER BY h.source_id, h.predicate, h.target_id, h.n) d
+     ORDER BY d.n
+     LIMIT $39
+), fresh AS (
+    -- the neighbours these edges discover, in discovery order, up to hop_new, with the
+    -- running projected bytes: the rows worth hydrating now (RFC 8.3)
+    SELECT x.other, x.n, sum(x.bytes) OVER (ORDER BY x.n) AS running
+      FROM (SELECT DISTINCT ON (d.other) d.other, d.n, d.bytes
+              FROM edges d WHERE NOT EXISTS (SELECT 1 FROM hop_known k WHERE k.id = d.other)
+             ORDER BY d.other, d.n) x
+     ORDER BY x.n
+     LIMIT $40
+)
+SELECT 'root' AS kind, b.ord, b.bytes, b.running, (b.running <= $37) AS fits, b.score,
+       b.status AS status_as_of, b.vector_score, b.text_score, b.entity_score,
+       b.salience AS salience_now, b.pool_size, b.n_vector, b.n_text, b.n_entity,
+       NULL AS source_id, NULL AS predicate, NULL AS target_id, NULL AS other,
+       NULL AS other_scope, NULL AS other_sensitivity, NULL AS other_status, NULL AS n,
+       NULL AS hydrated,
+       r.id, r.type, r.scope, r.sensitivity, r.confidence, r.salience, r.status,
+r.decay_curve, r.half_life_seconds, r.min_salience, r.max_age_seconds,
+r.reinforcement_gain, r.base_salience, r.reinforced_at, r.pinned, r.deletion_policy,
+r.validity_mode, r.valid_from, r.valid_to, r.recorded_at, r.retracted_at,
+r.occurred_at, r.created_at, r.updated_at, r.summary, r.metadata, p.body AS payload, p.sealed,
+ARRAY(SELECT t.tag FROM record_tags t WHERE t.record_id = r.id ORDER BY t.tag) AS tags,
+to_jsonb(ARRAY(SELECT jsonb_build_object('kind', s.kind, 'ref', s.ref, 'hash', s.hash,
+                                         'created_by', s.created_by, 'timestamp', s.ts)
+                 FROM provenance_sources s WHERE s.record_id = r.id
+                  AND ($5::timestamptz IS NULL OR s.added_at IS NULL
+                       OR s.added_at <= $5::timestamptz)
+                ORDER BY s.id)) AS provenance,
+       to_jsonb(ARRAY(SELECT jsonb_build_object('predicate', l.predicate, 'target_id', l.target_id,
+                                         'weight', l.weight, 'target_scope', x.scope,
+                                         'target_sensitivity', x.sensitivity)
+                 FROM relations l JOIN memory_records x ON x.id = l.target_id
+                WHERE l.source_id = r.id
+                  AND ($1 OR x.scope = ANY($2::text[]))
+                  AND x.sensitivity_rank <= $7
+                  AND ($5::timestamptz IS NULL OR l.created_at <= $5::timestamptz)
+                ORDER BY l.created_at, l.predicate, l.target_id)) AS relations,
+       -- RFC 8.2.3: every pool row's id and token signs, for the re-ranking before hydration
+       -- (never with the first hop, whose rows do not have these two columns)
+       b.id AS pool_id,
+       (SELECT e.token_signs FROM memory_records rs
+          JOIN record_embeddings e ON e.scope = rs.scope AND e.record_id = rs.id
+         WHERE rs.id = b.id) AS token_signs
+  FROM bounded b
+  LEFT JOIN memory_records r ON r.id = b.id AND b.running <= $37
+  LEFT JOIN record_payloads p ON p.record_id = r.id
+UNION ALL
+SELECT 'hop', NULL, h.bytes, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+       NULL, h.source_id, h.predicate, h.target_id, h.other, h.scope AS other_scope,
+h.sensitivity AS other_sensitivity, h.status AS other_status, h.n,
+(x.id IS NOT NULL) AS hydrated, x.*
+  FROM hop h
+LEFT JOIN fresh w ON w.n = h.n AND w.running <= (SELECT v FROM hop_budget)
+LEFT JOIN LATERAL (
+      -- the neighbour's columns only on the rows that hydrate it: the subqueries among them
+      -- (tags, provenance, relations) run for those rows alone, not for every edge
+      SELECT r.id, r.type, r.scope, r.sensitivity, r.confidence, r.salience, r.status,
+r.decay_curve, r.half_life_seconds, r.min_salience, r.max_age_seconds,
+r.reinforcement_gain, r.base_salience, r.reinforced_at, r.pinned, r.deletion_policy,
+r.validity_mode, r.valid_from, r.valid_to, r.recorded_at, r.retracted_at,
+r.occurred_at, r.created_at, r.updated_at, r.summary, r.metadata, p.body AS payload, p.sealed,
+ARRAY(SELECT t.tag FROM record_tags t WHERE t.record_id = r.id ORDER BY t.tag) AS tags,
+to_jsonb(ARRAY(SELECT jsonb_build_object('kind', s.kind, 'ref', s.ref, 'hash', s.hash,
+                                         'created_by', s.created_by, 'timestamp', s.ts)
+                 FROM provenance_sources s WHERE s.record_id = r.id
+                  AND ($5::timestamptz IS NULL OR s.added_at IS NULL
+                       OR s.added_at <= $5::timestamptz)
+                ORDER BY s.id)) AS provenance, to_jsonb(ARRAY(SELECT jsonb_build_object('predicate', l.predicate, 'target_id', l.target_id,
+                                         'weight', l.weight, 'target_scope', x.scope,
+                                         'target_sensitivity', x.sensitivity)
+                 FROM relations l JOIN memory_records x ON x.id = l.target_id
+                WHERE l.source_id = r.id
+                  AND ($1 OR x.scope = ANY($2::text[]))
+                  AND x.sensitivity_rank <= $7
+                  AND ($5::timestamptz IS NULL OR l.created_at <= $5::timestamptz)
+                ORDER BY l.created_at, l.predicate, l.target_id)) AS relations
+        FROM memory_records r LEFT JOIN record_payloads p ON p.record_id = r.id
+       WHERE r.id = w.other
+      OFFSET 0) x ON true
+ ORDER BY kind DESC, ord, n
