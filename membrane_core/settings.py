@@ -77,7 +77,7 @@ class Settings(BaseSettings):
     embedding_model: str | None = None
     embedding_api_key: SecretStr | None = None
     #: RFC 8.2.3: re-rank the fused pool by token-level similarity when the provider gives
-    #: tokens (the local model under ONNX Runtime, the hashing provider)
+    #: tokens (the local model under ONNX Runtime)
     late_interaction: bool = True
     llm_provider: str = "none"
     llm_base_url: str | None = None

@@ -176,19 +176,19 @@ class HashingEmbeddingProvider:
     #: Characters of a text that are hashed; the rest is ignored.
     max_chars = 100_000
 
-    def __init__(self, dim: int) -> None:
+    def __init__(self, dim: int, *, tokens: bool = False) -> None:
         if dim < 1:
             raise ValueError(f"dim must be >= 1, got {dim}")
         self.dim = dim
+        #: RFC 8.2.3: whether late interaction uses :meth:`embed_tokens` (off unless asked:
+        #: a word-for-word match adds nothing to the full-text arm but noise)
+        self.tokens = tokens
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """One unit vector of length ``dim`` per text (RFC 12.3)."""
         if isinstance(texts, str):
             raise TypeError("embed() takes a sequence of texts, not a single str")
         return [self._embed_one(text) for text in texts]
-
-    #: RFC 8.2.3: every text's tokens are its words, each a fixed pseudo-random vector
-    tokens = True
 
     def embed_tokens(self, texts: Sequence[str]) -> tuple[list[list[float]], list[Tokens]]:
         """:meth:`embed`'s vectors and each text's words as tokens (RFC 8.2.3): a word's row

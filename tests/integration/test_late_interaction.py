@@ -16,6 +16,7 @@ from pydantic import SecretStr
 from membrane_core import Membrane, Settings
 from membrane_core.enums import Sensitivity
 from membrane_core.jobs.maintenance import Job
+from membrane_core.providers.deterministic import HashingEmbeddingProvider
 from membrane_core.storage.db import Database
 from membrane_core.testing import FakeClock
 from membrane_core.trust import TrustPolicy
@@ -26,10 +27,20 @@ CALLER = TrustPolicy(read_scopes=frozenset({"s"}), max_sensitivity=Sensitivity.L
 ROW = (EMBEDDING_DIM + 7) // 8  # bytes a stored piece
 
 
+def with_tokens(m: Membrane) -> Membrane:
+    """``m`` with its hashing embedder giving each word a token (RFC 8.2.3, 12.3)."""
+    provider = m.embedding.provider
+    assert isinstance(provider, HashingEmbeddingProvider)
+    provider.tokens = True
+    return m
+
+
 @pytest.fixture
 def hashing(settings: Settings, db: Database, clock: FakeClock) -> Membrane:
-    """A Membrane whose provider is the hashing embedder, which gives each word a token."""
-    return Membrane(settings.model_copy(update={"embedding_provider": "hashing"}), database=db, clock=clock)
+    """A Membrane whose provider is the hashing embedder, giving tokens."""
+    return with_tokens(
+        Membrane(settings.model_copy(update={"embedding_provider": "hashing"}), database=db, clock=clock)
+    )
 
 
 def turn(m: Membrane, clock: FakeClock, text: str, policy: TrustPolicy = CALLER, **fields: Any) -> uuid.UUID:
@@ -133,7 +144,7 @@ def test_a_sealed_record_keeps_no_signs(settings: Settings, db: Database, clock:
             "encryption_index_key": SecretStr(_key()),
         }
     )
-    m = Membrane(sealed_settings, database=db, clock=clock)
+    m = with_tokens(Membrane(sealed_settings, database=db, clock=clock))
     hyper = turn(m, clock, "the red kite code word", HYPER, sensitivity="hyper")
     low = turn(m, clock, "the red kite plain word", HYPER, sensitivity="low")
     assert m.embedding.run_batch()["embedded"] == 2
@@ -142,7 +153,9 @@ def test_a_sealed_record_keeps_no_signs(settings: Settings, db: Database, clock:
 
 
 def test_sealing_a_record_clears_its_signs(settings: Settings, db: Database, clock: FakeClock) -> None:
-    plain = Membrane(settings.model_copy(update={"embedding_provider": "hashing"}), database=db, clock=clock)
+    plain = with_tokens(
+        Membrane(settings.model_copy(update={"embedding_provider": "hashing"}), database=db, clock=clock)
+    )
     hyper = turn(plain, clock, "the red kite code word", HYPER, sensitivity="hyper")
     low = turn(plain, clock, "the red kite plain word", HYPER, sensitivity="low")
     plain.embedding.run_batch()
@@ -159,3 +172,17 @@ def test_sealing_a_record_clears_its_signs(settings: Settings, db: Database, clo
     assert m.sealing.done()
     assert signs(db, hyper) is None
     assert signs(db, low) is not None  # control: the plain record keeps them
+
+
+def test_a_provider_without_tokens_stores_none_and_ranks_as_fused(
+    settings: Settings, db: Database, clock: FakeClock
+) -> None:
+    plain = Membrane(settings.model_copy(update={"embedding_provider": "hashing"}), database=db, clock=clock)
+    rid = turn(plain, clock, "a red kite drifted over the harbour")
+    turn(plain, clock, "kite kite kite")
+    assert plain.embedding.run_batch()["embedded"] == 2
+    assert signs(db, rid) is None
+    got, diag = ranked(plain, "red kite")
+    assert diag["late_interaction"] == "off"
+    assert rid in got  # control: the vector arm and full text still find it
+    assert diag["vector"] == "used"

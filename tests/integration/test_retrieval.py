@@ -578,9 +578,7 @@ def test_a_zero_query_vector_skips_the_vector_arm(hashing: Membrane, clock: Fake
     assert got.diagnostics["arms"]["vector"] == 0 and got.diagnostics["arms"]["text"] >= 2
     assert ids(got)[0] == hit  # the rarest term's record first
     assert all(v.score is not None and v.score == v.score for v in got.records)  # no NaN
-    # positive control: the same request with a real query vector uses the arm (fused
-    # only: late interaction, RFC 8.2.3, weighs the two words alike, not by rarity)
-    hashing.retriever.late_interaction = False
+    # positive control: the same request with a real query vector uses the arm
     real = hashing.retrieve({"query": "walrus weather", "scopes": ["s"], "limit": 5})
     assert real.diagnostics["vector"] == "used" and ids(real)[0] == hit
 
