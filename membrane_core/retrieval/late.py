@@ -89,11 +89,12 @@ def rerank(
     late: Mapping[uuid.UUID, float | None],
     weight: float = WEIGHT,
 ) -> dict[uuid.UUID, float]:
-    """RFC 8.2.3: each record's score moved by ``weight`` times its late-interaction z-score
-    over the pool, in the fused score's units (times the fused scores' spread).
+    """RFC 8.2.3: each record's fused z-score plus ``weight`` times its late-interaction
+    z-score over the pool, back in the fused scores' units: ``mean + sd * (z_s + weight *
+    z_l) / sqrt(1 + weight^2)``, so that the moved scores keep about the fused scores' spread.
 
-    A record without stored tokens (not embedded yet) keeps its score (a z of 0). With
-    fewer than two late scores, or no spread in either, nothing moves.
+    A record without stored tokens (not embedded yet) counts a late z-score of 0. With fewer
+    than two late scores, or no spread in either, nothing moves.
     """
     present = [v for v in late.values() if v is not None]
     values = list(scores.values())
@@ -105,27 +106,35 @@ def rerank(
     sd_s = math.sqrt(sum((v - mean_s) ** 2 for v in values) / len(values))
     if sd_l <= 1e-12 or sd_s <= 1e-12:
         return dict(scores)
+    norm = math.sqrt(1.0 + weight * weight)
     out = {}
     for rid, s in scores.items():
         v = late.get(rid)
-        out[rid] = s if v is None else s + weight * sd_s * (v - mean_l) / sd_l
+        z_late = 0.0 if v is None else (v - mean_l) / sd_l
+        out[rid] = mean_s + sd_s * ((s - mean_s) / sd_s + weight * z_late) / norm
     return out
 
 
 def scores_of(query: Any, stored: Mapping[uuid.UUID, bytes], dim: int) -> dict[uuid.UUID, float | None]:
     """The late-interaction score of each record with stored tokens, for the query's token
-    matrix (:func:`query_matrix`; RFC 8.2.3): :func:`maxsim` of every record, in one product
-    of the query with all of the pool's pieces."""
+    matrix (:func:`query_matrix`; RFC 8.2.3): :func:`maxsim` of every record, from one
+    product of all of the pool's pieces with the query.
+
+    With the signs as 0/1 bits ``b``, a piece's cosine with query row ``q`` is
+    ``(2 q.b - sum(q)) / sqrt(dim)``; the pieces are the product's rows (the faster layout).
+    """
     width = (dim + 7) // 8
     out: dict[uuid.UUID, float | None] = dict.fromkeys(stored)
     whole = [(rid, blob) for rid, blob in stored.items() if blob and len(blob) % width == 0]
     if len(query) == 0 or not whole:
         return out
-    counts = np.array([len(blob) // width for _, blob in whole])
-    rows = unpack(b"".join(blob for _, blob in whole), dim)
-    sims = np.asarray(query, dtype=np.float32) @ rows.T  # query pieces x every stored piece
+    q = np.asarray(query, dtype=np.float32)
+    raw = np.frombuffer(b"".join(blob for _, blob in whole), dtype=np.uint8).reshape(-1, width)
+    bits = np.unpackbits(raw, axis=1)[:, :dim].astype(np.float32)
+    sims = (2.0 * (bits @ q.T) - q.sum(axis=1)) / np.float32(math.sqrt(dim))  # pieces x query
+    counts = [len(blob) // width for _, blob in whole]
     starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
-    best = np.maximum.reduceat(sims, starts, axis=1)  # each query piece's best, per record
-    for (rid, _), value in zip(whole, best.mean(axis=0).tolist(), strict=True):
+    best = np.maximum.reduceat(sims, starts, axis=0)  # each query piece's best, per record
+    for (rid, _), value in zip(whole, best.mean(axis=1).tolist(), strict=True):
         out[rid] = float(value)
     return out

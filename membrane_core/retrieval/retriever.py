@@ -275,14 +275,14 @@ class Retriever:
         query = req.query if req.query and req.query.strip() else None
         qvec, vector_state, qtokens = self._embed(query)
         dates = when.windows(query)  # RFC 8.2.2
-        # RFC 8.2.3: with the query's tokens, the statement ranks a pool of late.POOL rows
-        # (the arms' windows sized for it), re-ranked and cut to the limit below
+        # RFC 8.2.3: with the query's tokens, the statement returns the best late.POOL rows of
+        # the same fused ranking, re-ranked and cut to the limit below
         pool = max(req.limit, late.POOL) if qtokens is not None else req.limit
         # RFC 8.1: the lexical and entity arms get a wider window than the limit; the vector
         # arm's cost under a selective filter grows with its window, so it gets the limit
         # (the same work as a bare top-k query)
-        arm_k = arm_window(pool)
-        vec_k = window(max(self.vector_k, pool))
+        arm_k = arm_window(req.limit)
+        vec_k = window(max(self.vector_k, req.limit))
         with self.db.reader() as conn:
             retrieval.configure_scan(conn, ef_search=max(40, vec_k), max_scan_tuples=20_000)
             found = retrieval.roots(

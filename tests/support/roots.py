@@ -70,6 +70,7 @@ def roots_params(scopes: list[str] | None, qvec: list[float], clock: FakeClock) 
         "adjacent_sources": 0,
         "adjacent_reach": 0,
         "adjacent_decay": 0.0,
+        "late": False,
     }
 
 

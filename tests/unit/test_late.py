@@ -56,15 +56,16 @@ def test_maxsim_averages_each_query_piece_best_match() -> None:
     assert late.maxsim(np.zeros((0, 2), dtype=np.float32), record) is None
 
 
-def test_rerank_moves_by_the_late_z_score_in_the_fused_units() -> None:
+def test_rerank_adds_the_late_z_score_in_the_fused_units() -> None:
     a, b, c = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
-    fused = {a: 3.0, b: 2.0, c: 1.0}  # spread sqrt(2/3)
+    fused = {a: 3.0, b: 2.0, c: 1.0}  # mean 2, spread sqrt(2/3)
     moved = late.rerank(fused, {a: 0.2, b: 0.8, c: None}, weight=1.0)
-    sd_s, z = math.sqrt(2 / 3), 1.0  # two late scores 0.2 and 0.8: z of -1 and +1
-    assert moved[a] == pytest.approx(3.0 - sd_s * z)
-    assert moved[b] == pytest.approx(2.0 + sd_s * z)
-    assert moved[c] == 1.0  # no tokens: its score stays
-    assert moved[b] > moved[a]  # the order changed
+    sd = math.sqrt(2 / 3)
+    z = {a: 1 / sd, b: 0.0, c: -1 / sd}  # the fused z-scores
+    late_z = {a: -1.0, b: 1.0, c: 0.0}  # 0.2 and 0.8 about their mean; no tokens: 0
+    for rid in fused:
+        assert moved[rid] == pytest.approx(2.0 + sd * (z[rid] + late_z[rid]) / math.sqrt(2))
+    assert moved[b] > moved[a] > moved[c]  # b overtook a
     assert late.rerank(fused, {a: 0.5, b: None, c: None}) == fused  # one late score: nothing moves
     assert late.rerank(fused, {a: 0.5, b: 0.5, c: 0.5}) == fused  # no spread: nothing moves
 
@@ -78,3 +79,22 @@ def test_the_hashing_provider_scores_the_share_of_the_query_words() -> None:
     got = late.scores_of(q, dict(zip(ids, [late.pack(t) for t in (full, half, none)], strict=True)), 64)
     assert got[ids[0]] == pytest.approx(1.0)
     assert got[ids[0]] > got[ids[1]] > got[ids[2]]
+
+
+def test_the_pool_product_equals_each_record_maxsim() -> None:
+    rng = np.random.default_rng(7)
+    dim = 20  # rows of three bytes, the last one partly padding
+    q = rng.standard_normal((3, dim)).astype(np.float32)
+    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    stored = {
+        uuid.uuid4(): late.pack(Tokens(tuple(f"w{i}" for i in range(n)), rng.standard_normal((n, dim))))
+        for n in (1, 4, 9)
+    }
+    stored[uuid.uuid4()] = b"\x01"  # not whole rows: no score
+    got = late.scores_of(q, stored, dim)
+    for rid, blob in stored.items():
+        want = late.maxsim(q, late.unpack(blob, dim))
+        assert (got[rid] is None) == (want is None)
+        if want is not None:
+            assert got[rid] == pytest.approx(want, abs=1e-5)
+    assert sum(v is not None for v in got.values()) == 3  # control: three records scored

@@ -38,12 +38,11 @@ SELECT 'root' AS kind, b.ord, b.bytes, b.running, (b.running <= %(max_bytes)s) A
        NULL AS hydrated,
        /*@record_fields*/,
        /*@visible_relations*/ AS relations/*?late*/,
-       -- RFC 8.2.3: every pool row's id and token signs, for the re-ranking before hydration
-       -- (never with the first hop, whose rows do not have these two columns)
+       -- RFC 8.2.3: every pool row's id, and the token signs of those that fit, for the
+       -- re-ranking (never with the first hop, whose rows do not have these two columns)
        b.id AS pool_id,
-       (SELECT e.token_signs FROM memory_records rs
-          JOIN %(embeddings)s e ON e.scope = rs.scope AND e.record_id = rs.id
-         WHERE rs.id = b.id) AS token_signs/*?end*/
+       (SELECT e.token_signs FROM %(embeddings)s e
+         WHERE e.scope = r.scope AND e.record_id = r.id) AS token_signs/*?end*/
   FROM bounded b
   LEFT JOIN memory_records r ON r.id = b.id AND b.running <= %(max_bytes)s
   LEFT JOIN record_payloads p ON p.record_id = r.id

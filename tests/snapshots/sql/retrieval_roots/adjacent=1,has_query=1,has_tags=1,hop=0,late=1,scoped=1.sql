@@ -516,12 +516,11 @@ to_jsonb(ARRAY(SELECT jsonb_build_object('kind', s.kind, 'ref', s.ref, 'hash', s
                   AND x.sensitivity_rank <= $7
                   AND ($5::timestamptz IS NULL OR l.created_at <= $5::timestamptz)
                 ORDER BY l.created_at, l.predicate, l.target_id)) AS relations,
-       -- RFC 8.2.3: every pool row's id and token signs, for the re-ranking before hydration
-       -- (never with the first hop, whose rows do not have these two columns)
+       -- RFC 8.2.3: every pool row's id, and the token signs of those that fit, for the
+       -- re-ranking (never with the first hop, whose rows do not have these two columns)
        b.id AS pool_id,
-       (SELECT e.token_signs FROM memory_records rs
-          JOIN record_embeddings e ON e.scope = rs.scope AND e.record_id = rs.id
-         WHERE rs.id = b.id) AS token_signs
+       (SELECT e.token_signs FROM record_embeddings e
+         WHERE e.scope = r.scope AND e.record_id = r.id) AS token_signs
   FROM bounded b
   LEFT JOIN memory_records r ON r.id = b.id AND b.running <= $41
   LEFT JOIN record_payloads p ON p.record_id = r.id
