@@ -121,7 +121,7 @@ def scores_of(query: Any, stored: Mapping[uuid.UUID, bytes], dim: int) -> dict[u
     product of all of the pool's pieces with the query.
 
     With the signs as 0/1 bits ``b``, a piece's cosine with query row ``q`` is
-    ``(2 q.b - sum(q)) / sqrt(dim)``; the pieces are the product's rows (the faster layout).
+    ``(2 q.b - sum(q)) / sqrt(dim)``.
     """
     width = (dim + 7) // 8
     out: dict[uuid.UUID, float | None] = dict.fromkeys(stored)
@@ -131,7 +131,10 @@ def scores_of(query: Any, stored: Mapping[uuid.UUID, bytes], dim: int) -> dict[u
     q = np.asarray(query, dtype=np.float32)
     raw = np.frombuffer(b"".join(blob for _, blob in whole), dtype=np.uint8).reshape(-1, width)
     bits = np.unpackbits(raw, axis=1)[:, :dim].astype(np.float32)
-    sims = (2.0 * (bits @ q.T) - q.sum(axis=1)) / np.float32(math.sqrt(dim))  # pieces x query
+    # numpy's own loop, not BLAS: right after the model ran, OpenBLAS's threads meet ONNX
+    # Runtime's spinning ones on the same cores (4.9 ms for this product against 1.2 ms)
+    products = np.einsum("pd,qd->pq", bits, q, optimize=False)
+    sims = (2.0 * products - q.sum(axis=1)) / np.float32(math.sqrt(dim))  # pieces x query
     counts = [len(blob) // width for _, blob in whole]
     starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
     best = np.maximum.reduceat(sims, starts, axis=0)  # each query piece's best, per record
