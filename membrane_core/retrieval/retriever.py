@@ -312,7 +312,7 @@ class Retriever:
                 # RFC 8.4: the statement's first hop runs from its roots, which the
                 # re-ranking changes; the expansion then makes its own
                 first_hop=(req.expand.max_edges, req.expand.max_nodes)
-                if req.expand is not None and req.expand.hops > 0 and pool == req.limit
+                if req.expand is not None and req.expand.hops > 0 and qtokens is None
                 else None,
             )
             ranked, late_state = found.ranked, "off"

@@ -186,3 +186,17 @@ def test_a_provider_without_tokens_stores_none_and_ranks_as_fused(
     assert diag["late_interaction"] == "off"
     assert rid in got  # control: the vector arm and full text still find it
     assert diag["vector"] == "used"
+
+
+@pytest.mark.parametrize("limit", [3, 25])
+def test_an_expansion_runs_from_the_reranked_roots(hashing: Membrane, clock: FakeClock, limit: int) -> None:
+    # at a limit of 25 the pool is the limit itself; at 3 it is wider: both expand
+    kites = turn(hashing, clock, "kite kite kite kite kite kite")
+    both = turn(hashing, clock, "a red kite drifted over the harbour wall with Ana")
+    hashing.embedding.run_batch()
+    got = hashing.retrieve(
+        {"query": "red kite", "scopes": ["s"], "limit": limit, "expand": {"hops": 1}}, CALLER
+    )
+    assert got.diagnostics["late_interaction"] == "used"
+    assert [r.id for r in got.records][:2] == [both, kites]
+    assert "expansion" in got.diagnostics
