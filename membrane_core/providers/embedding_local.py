@@ -74,13 +74,9 @@ class _OnnxMiniLM:
         tok.enable_padding(pad_id=0, pad_token="[PAD]")
         self._tokenizer = tok
 
-    def encode(self, texts: list[str]) -> Any:
-        """One L2-normalised mean-pooled vector per text, as a float32 matrix."""
-        return self.encode_tokens(texts)[0]
-
-    def encode_tokens(self, texts: list[str]) -> tuple[Any, list[Tokens]]:
-        """The pooled vectors of :meth:`encode` and every text's tokens (RFC 8.2.3), from one
-        run of the graph."""
+    def encode(self, texts: list[str]) -> tuple[Any, list[Tokens]]:
+        """One L2-normalised mean-pooled vector per text, as a float32 matrix, and every
+        text's tokens (RFC 8.2.3, views of the same run's hidden states)."""
         np = self._np
         encoded = self._tokenizer.encode_batch(texts)
         ids = np.array([e.ids for e in encoded], dtype=np.int64)
@@ -94,7 +90,7 @@ class _OnnxMiniLM:
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
         lengths = mask.sum(axis=1)
         tokens = [
-            Tokens(tuple(e.tokens[:n]), hidden[i, :n].astype(np.float32))
+            Tokens(tuple(e.tokens[:n]), hidden[i, :n])
             for i, (e, n) in enumerate(zip(encoded, lengths.tolist(), strict=True))
         ]
         return pooled / np.clip(norms, 1e-12, None), tokens
@@ -242,20 +238,11 @@ class LocalMiniLMProvider:
             raise ProviderError(f"{self.model} gives tokens under ONNX Runtime only")
         if not texts:
             return [], []
-        np = importlib.import_module("numpy")
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        out = np.empty((len(texts), self.dim), dtype=np.float32)
-        tokens: list[Tokens | None] = [None] * len(texts)
         try:
-            for start in range(0, len(order), self.batch_size):
-                chunk = order[start : start + self.batch_size]
-                pooled, toks = self._onnx.encode_tokens([texts[i] for i in chunk])
-                out[chunk] = pooled
-                for i, t in zip(chunk, toks, strict=True):
-                    tokens[i] = t
+            matrix, tokens = self._onnx_batches(list(texts))
         except Exception as exc:
             raise ProviderError(f"{self.model} failed to embed: {exc}") from exc
-        return out.tolist(), [t for t in tokens if t is not None]
+        return matrix.tolist(), tokens
 
     def _encode(self, texts: list[str]) -> Any:
         if self._onnx is None:
@@ -266,11 +253,20 @@ class LocalMiniLMProvider:
                 normalize_embeddings=True,
                 show_progress_bar=False,
             )
+        return self._onnx_batches(texts)[0]
+
+    def _onnx_batches(self, texts: list[str]) -> tuple[Any, list[Tokens]]:
+        """Every text's vector and tokens under ONNX Runtime, in input order."""
+        assert self._onnx is not None
         np = importlib.import_module("numpy")
         # similar lengths share a batch, so that little of it is padding
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         out = np.empty((len(texts), self.dim), dtype=np.float32)
+        tokens: list[Any] = [None] * len(texts)
         for start in range(0, len(order), self.batch_size):
             chunk = order[start : start + self.batch_size]
-            out[chunk] = self._onnx.encode([texts[i] for i in chunk])
-        return out
+            pooled, toks = self._onnx.encode([texts[i] for i in chunk])
+            out[chunk] = pooled
+            for i, t in zip(chunk, toks, strict=True):
+                tokens[i] = t
+        return out, tokens

@@ -30,20 +30,20 @@ WEIGHT = 1.0
 #: RFC 8.2.3: a record's stored tokens are cut to this many (its first ones).
 MAX_TOKENS = 256
 
-#: Query word pieces that carry no content: BERT's markers, punctuation and function
-#: words. A word's continuation pieces (``##...``) are dropped as well.
+#: Query word pieces that carry no content: punctuation and function words. BERT's markers
+#: and a word's continuation pieces (``##...``) are dropped as well.
 STOPWORDS = frozenset(
     """a an the of to in on at for and or is are was were be been did do does what when
     where who why how which with about from by as that this it its his her their he she
     they i you we me my your our has have had will would can could should s ' ? . , ! - :
-    ; [CLS] [SEP] [PAD]""".split()
+    ;""".split()
 )
 _MARKERS = frozenset({"[CLS]", "[SEP]", "[PAD]"})
 
 
 def pack(tokens: Tokens) -> bytes:
     """RFC 8.2.3: a record's tokens as stored: the sign bits of every piece but the
-    markers, ``dim / 8`` bytes a piece, in text order (at most ``MAX_TOKENS``)."""
+    markers, ``ceil(dim / 8)`` bytes a piece, in text order (at most ``MAX_TOKENS``)."""
     keep = [i for i, p in enumerate(tokens.pieces) if p not in _MARKERS][:MAX_TOKENS]
     if not keep:
         return b""
@@ -53,7 +53,8 @@ def pack(tokens: Tokens) -> bytes:
 
 def unpack(blob: bytes, dim: int) -> Any:
     """The stored signs as a float32 matrix of rows at length 1 (``±1/sqrt(dim)``); empty
-    when ``blob`` is not whole rows of ``ceil(dim / 8)`` bytes."""
+    when ``blob`` is not whole rows of ``ceil(dim / 8)`` bytes. With :func:`maxsim`, the
+    reference that :func:`scores_of` computes in one product for a whole pool."""
     width = (dim + 7) // 8
     if not blob or len(blob) % width:
         return np.zeros((0, dim), dtype=np.float32)

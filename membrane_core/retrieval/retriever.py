@@ -401,17 +401,14 @@ class Retriever:
         fitting = {rid: r for rid, r in pool.items() if r.fits and r.record is not None}
         rest = [r for rid, r in pool.items() if rid not in fitting]
         scores = {rid: r.score for rid, r in fitting.items()}
-        signs = {rid: blob for rid, blob in found.signs.items() if rid in fitting}
         state = "no_tokens"
-        if signs:
+        if found.signs:  # the statement gives signs only for rows that fit
             state = "used"
-            scores = late.rerank(scores, late.scores_of(qtokens, signs, self.db.embedding_dim))
-        position = {rid: i for i, rid in enumerate(fitting)}
-        order = sorted(
-            fitting, key=lambda rid: (fitting[rid].status != "active", -scores[rid], position[rid])
-        )
-        out = [dataclasses.replace(fitting[rid], score=scores[rid]) for rid in order]
-        return [dataclasses.replace(r, ord=i) for i, r in enumerate(out + rest, start=1)][:limit], state
+            scores = late.rerank(scores, late.scores_of(qtokens, found.signs, self.db.embedding_dim))
+        # a stable sort: equal scores keep the fused order
+        order = sorted(fitting, key=lambda rid: (fitting[rid].status != "active", -scores[rid]))
+        moved = [dataclasses.replace(fitting[rid], score=scores[rid]) for rid in order] + rest
+        return [dataclasses.replace(r, ord=i) for i, r in enumerate(moved[:limit], start=1)], state
 
     @staticmethod
     def _first_hop(found: retrieval.Roots) -> tuple[list[uuid.UUID], retrieval.Hop] | None:
