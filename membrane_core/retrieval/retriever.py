@@ -407,8 +407,9 @@ class Retriever:
             scores = late.rerank(scores, late.scores_of(qtokens, found.signs, self.db.embedding_dim))
         # a stable sort: equal scores keep the fused order
         order = sorted(fitting, key=lambda rid: (fitting[rid].status != "active", -scores[rid]))
-        moved = [dataclasses.replace(fitting[rid], score=scores[rid]) for rid in order] + rest
-        return [dataclasses.replace(r, ord=i) for i, r in enumerate(moved[:limit], start=1)], state
+        moved = [(fitting[rid], scores[rid]) for rid in order] + [(r, r.score) for r in rest]
+        kept = enumerate(moved[:limit], start=1)
+        return [dataclasses.replace(r, score=score, ord=i) for i, (r, score) in kept], state
 
     @staticmethod
     def _first_hop(found: retrieval.Roots) -> tuple[list[uuid.UUID], retrieval.Hop] | None:
