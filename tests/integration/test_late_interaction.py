@@ -200,3 +200,20 @@ def test_an_expansion_runs_from_the_reranked_roots(hashing: Membrane, clock: Fak
     assert got.diagnostics["late_interaction"] == "used"
     assert [r.id for r in got.records][:2] == [both, kites]
     assert "expansion" in got.diagnostics
+
+
+
+def test_every_partition_keeps_vectors_in_the_row_and_signs_out_of_it(db: Database) -> None:
+    """RFC 8.2.3: past Postgres's 2 KB TOAST threshold the toaster moves the largest movable
+    value out of line; the signs are movable and the vector is not, so a distance never
+    reads TOAST. (The tests' 32 dimensions cannot pass the threshold; the catalog says it.)"""
+    with db.transaction() as conn:
+        rows = conn.execute(
+            "SELECT c.relname, a.attname, a.attstorage FROM pg_attribute a"
+            " JOIN pg_class c ON c.oid = a.attrelid"
+            " WHERE (c.relname = 'record_embeddings' OR c.relname LIKE 'record_embeddings\\_p%%')"
+            " AND c.relkind IN ('r', 'p') AND a.attname IN ('embedding', 'token_signs')"
+        ).fetchall()
+    tables = {t for t, _, _ in rows}
+    assert len(tables) == 17  # the parent and its 16 partitions
+    assert {(col, storage) for _, col, storage in rows} == {("embedding", "m"), ("token_signs", "e")}

@@ -14,6 +14,11 @@ SELECT 'column', table_name || '.' || column_name || ' ' || data_type || ' ' || 
        || ' ' || coalesce(column_default, '') || ' ' || coalesce(generation_expression, '')
   FROM information_schema.columns WHERE table_schema = 'public'
 UNION ALL
+SELECT 'storage', a.attrelid::regclass || '.' || a.attname || ' ' || a.attstorage::text
+  FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+ WHERE c.relnamespace = 'public'::regnamespace AND c.relkind IN ('r', 'p')
+   AND a.attnum > 0 AND NOT a.attisdropped
+UNION ALL
 SELECT 'index', indexdef FROM pg_indexes WHERE schemaname = 'public'
 UNION ALL
 SELECT 'constraint', conrelid::regclass || ' ' || pg_get_constraintdef(oid)

@@ -230,6 +230,10 @@ CREATE TABLE record_embeddings_p12 PARTITION OF record_embeddings FOR VALUES WIT
 CREATE TABLE record_embeddings_p13 PARTITION OF record_embeddings FOR VALUES WITH (MODULUS 16, REMAINDER 13);
 CREATE TABLE record_embeddings_p14 PARTITION OF record_embeddings FOR VALUES WITH (MODULUS 16, REMAINDER 14);
 CREATE TABLE record_embeddings_p15 PARTITION OF record_embeddings FOR VALUES WITH (MODULUS 16, REMAINDER 15);
+-- RFC 8.2.3: the vector stays in the row, the token signs go out of line past 2 KB
+ALTER TABLE record_embeddings
+    ALTER COLUMN embedding SET STORAGE MAIN,
+    ALTER COLUMN token_signs SET STORAGE EXTERNAL;
 CREATE INDEX record_embeddings_hnsw ON record_embeddings USING hnsw (embedding vector_cosine_ops);
 CREATE INDEX record_embeddings_record ON record_embeddings (record_id);
 
