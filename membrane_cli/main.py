@@ -49,6 +49,7 @@ PLUGINS = (
     ("membrane_cli.db", db_app),
     ("membrane_cli.keys", app),
     ("membrane_cli.encryption", app),
+    ("membrane_cli.reembed", app),
 )
 
 

@@ -30,6 +30,15 @@ from membrane_core.storage.workqueue import WorkItem, WorkQueue, worker_name
 log = logging.getLogger(__name__)
 
 
+#: RFC 12.5: records read per transaction while writing the items of embedding again.
+ENQUEUE_CHUNK = 5000
+
+
+def model_id(provider: EmbeddingProvider) -> str:
+    """The model a stored vector names (``record_embeddings.model``): ``<provider>:<model>``."""
+    return f"{provider.name}:{provider.model}"
+
+
 @dataclass(frozen=True)
 class Vectors:
     """A batch's vectors by record, and the records that get none: no text, no direction, or
@@ -133,7 +142,7 @@ class EmbedHandler:
         written = derived.write_embeddings(
             conn,
             {t: u for t, u in prepared.units.items() if t in keep},
-            model=f"{self._provider.name}:{self._provider.model}",
+            model=model_id(self._provider),
             now=now,
             signs=prepared.signs,
         )
@@ -171,6 +180,7 @@ class EmbeddingService:
         self._provider: EmbeddingProvider | None = None
         self._built = False
         self._batch_size = batch_size
+        self._clock = clock
         self._runner = BatchRunner(WorkQueue(db), clock=clock, owner=owner, lease_seconds=lease_seconds)
 
     @classmethod
@@ -212,6 +222,55 @@ class EmbeddingService:
                 )
             self._provider, self._built = provider, True
         return self._provider
+
+    def enqueue_stale(
+        self,
+        *,
+        every: bool = False,
+        scopes: Sequence[str] | None = None,
+        chunk: int = ENQUEUE_CHUNK,
+        on_chunk: Callable[[int, int], None] | None = None,
+    ) -> int:
+        """RFC 12.5: an ``embed`` item for every record with text whose vector is missing, of
+        another model than the provider's, or without the token signs the provider gives
+        (``every``: for every record with text), in ``scopes`` when given; the store is read
+        by id in chunks of one transaction each, ``on_chunk(records read, items written)``
+        after each. Returns the items written; 0 without a provider."""
+        provider = self.provider
+        if provider is None:
+            return 0
+        model, tokens = model_id(provider), token_embedder(provider) is not None
+        after: uuid.UUID | None = None
+        total = 0
+        while True:
+            with self._db.transaction() as conn:
+                after, read, queued = derived.enqueue_stale(
+                    conn,
+                    model=model,
+                    tokens=tokens,
+                    every=every,
+                    scopes=scopes,
+                    after=after,
+                    limit=chunk,
+                    now=self._clock(),
+                )
+            total += queued
+            if on_chunk is not None:
+                on_chunk(read, queued)
+            if read < chunk:
+                return total
+
+    def progress(self) -> dict[str, int]:
+        """RFC 12.5: what embedding again has left, for the configured provider (all zero
+        but the items without one)."""
+        provider = self.provider
+        model = model_id(provider) if provider is not None else ""
+        tokens = provider is not None and token_embedder(provider) is not None
+        with self._db.reader() as conn:
+            out = derived.embedding_progress(conn, model=model, tokens=tokens)
+        if provider is None:
+            out["other_model"] = 0
+        return out
 
     def run_batch(self, limit: int | None = None) -> dict[str, Any]:
         """RFC 12.1, 9.4: embed up to ``limit`` due records; returns a summary.

@@ -101,6 +101,46 @@ def write_embeddings(
     ).rowcount
 
 
+def enqueue_stale(
+    conn: psycopg.Connection,
+    *,
+    model: str,
+    tokens: bool,
+    every: bool,
+    scopes: Sequence[str] | None,
+    after: uuid.UUID | None,
+    limit: int,
+    now: datetime,
+) -> tuple[uuid.UUID | None, int, int]:
+    """RFC 12.5, 9.3: one chunk of embedding again: an ``embed`` item for each of the next
+    ``limit`` records by id (after ``after``) with text whose vector is missing, is not
+    ``model``'s, or lacks the token signs a provider with ``tokens`` gives (``every``: each
+    one with text); ``(last id read, records read, items)``."""
+    row = conn.execute(
+        q("emb_enqueue_stale"),
+        {
+            "after": after,
+            "limit": limit,
+            "model": model,
+            "tokens": tokens,
+            "all": every,
+            "scopes": list(scopes) if scopes else None,
+            "now": now,
+        },
+    ).fetchone()
+    assert row is not None
+    return row[0], int(row[1]), int(row[2])
+
+
+def embedding_progress(conn: psycopg.Connection, *, model: str, tokens: bool) -> dict[str, int]:
+    """RFC 12.5: records with text and no vector, vectors of another model, vectors without
+    the signs a provider with ``tokens`` gives, and the embed items pending and dead."""
+    out = dict.fromkeys(("without_vector", "other_model", "without_signs", "pending", "dead"), 0)
+    for what, n in conn.execute(q("emb_progress"), {"model": model, "tokens": tokens}).fetchall():
+        out[what] = int(n)
+    return out
+
+
 @dataclass(frozen=True)
 class DerivedFact:
     """A semantic fact derived from one or more existing sources (RFC 6.4, 7.4)."""

@@ -202,7 +202,6 @@ def test_an_expansion_runs_from_the_reranked_roots(hashing: Membrane, clock: Fak
     assert "expansion" in got.diagnostics
 
 
-
 def test_every_partition_keeps_vectors_in_the_row_and_signs_out_of_it(db: Database) -> None:
     """RFC 8.2.3: past Postgres's 2 KB TOAST threshold the toaster moves the largest movable
     value out of line; the signs are movable and the vector is not, so a distance never
@@ -217,3 +216,31 @@ def test_every_partition_keeps_vectors_in_the_row_and_signs_out_of_it(db: Databa
     tables = {t for t, _, _ in rows}
     assert len(tables) == 17  # the parent and its 16 partitions
     assert {(col, storage) for _, col, storage in rows} == {("embedding", "m"), ("token_signs", "e")}
+
+
+def test_embedding_again_leaves_a_sealed_record_without_signs(
+    settings: Settings, db: Database, clock: FakeClock
+) -> None:
+    """RFC 12.5: a sealed record keeps no signs by design, so it is not stale for lacking them."""
+    sealed_settings = settings.model_copy(
+        update={
+            "embedding_provider": "hashing",
+            "encryption_keys": SecretStr(json.dumps({"k1": _key()})),
+            "encryption_index_key": SecretStr(_key()),
+        }
+    )
+    m = with_tokens(Membrane(sealed_settings, database=db, clock=clock))
+    hyper = turn(m, clock, "the red kite code word", HYPER, sensitivity="hyper")
+    low = turn(m, clock, "the red kite plain word", HYPER, sensitivity="low")
+    assert m.embedding.run_batch()["embedded"] == 2
+    with db.transaction() as conn:
+        conn.execute("UPDATE record_embeddings SET token_signs = NULL WHERE record_id = %s", (low,))
+    assert m.embedding.progress()["without_signs"] == 1
+    assert m.embedding.enqueue_stale() == 1  # the plain one, whose signs are gone
+    with db.transaction() as conn:
+        queued = {
+            r for (r,) in conn.execute("SELECT target_id FROM work_items WHERE kind = 'embed'").fetchall()
+        }
+    assert low in queued and hyper not in queued
+    assert m.embedding.run_batch()["embedded"] == 1
+    assert signs(db, low) is not None and signs(db, hyper) is None
