@@ -83,6 +83,10 @@ def test_dockerfile_ships_every_package() -> None:
     for part in ("membrane_core", "api", "workers", "membrane_cli", "beat_schedule.py"):
         assert re.search(rf"^COPY .*\b{re.escape(part)}\b", text, re.MULTILINE), part
     assert re.search(r"^USER (?!root)\w+", text, re.MULTILINE)
+    # tracing is in the image unless the build leaves it out (RFC 14.4)
+    extras = re.search(r"^ARG MEMBRANE_EXTRAS=(\S+)$", text, re.MULTILINE)
+    assert extras and "otel" in extras.group(1).split(","), extras
+    assert re.search(r'^RUN pip install "\.\[\$\{MEMBRANE_EXTRAS\}\]"', text, re.MULTILINE)
 
 
 def _tag(image: str) -> str:
