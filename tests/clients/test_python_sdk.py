@@ -26,6 +26,7 @@ from membrane_client import (
     CaptureRequest,
     Client,
     ConnectionFailed,
+    EncryptionKeyUnavailable,
     EvidenceRef,
     Forbidden,
     IdempotencyConflict,
@@ -259,6 +260,7 @@ def _answer(status: int, code: str | None, **headers: str) -> httpx.Response:
         (409, "tombstoned_fact", "TombstonedFact"),
         (429, "too_many_requests", "RateLimited"),
         (503, "unavailable", "Unavailable"),
+        (503, "encryption_key_unavailable", "EncryptionKeyUnavailable"),
         (500, "internal", "ServerError"),
         (502, None, "ServerError"),
         (404, "some_new_code", "NotFound"),
@@ -407,6 +409,38 @@ def test_429_is_retried_but_other_4xx_are_not() -> None:
     ):
         client.get(uuid.uuid4())
     assert len(server.seen) == 1
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_a_missing_encryption_key_is_raised_at_once(asynchronous: bool) -> None:
+    """RFC 7.6: waiting does not bring a key back; an outage's 503 before it is retried."""
+    answers = [
+        _answer(503, "unavailable", **{"Retry-After": "0"}),
+        _answer(503, "encryption_key_unavailable", **{"Retry-After": "60"}),
+        httpx.Response(200, json={"records": []}),
+    ]
+    calls: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(request)
+        return answers[len(calls) - 1]
+
+    async def run_async() -> None:
+        async with AsyncClient(
+            "http://127.0.0.1:9", backoff=0.001, transport=httpx.MockTransport(handler)
+        ) as client:
+            await client.retrieve({"query": "x"})
+
+    with pytest.raises(EncryptionKeyUnavailable) as exc:
+        if asynchronous:
+            asyncio.run(run_async())
+        else:
+            with Client(
+                "http://127.0.0.1:9", backoff=0.001, transport=httpx.MockTransport(handler)
+            ) as client:
+                client.retrieve({"query": "x"})
+    assert isinstance(exc.value, Unavailable) and exc.value.retry_after == 60
+    assert len(calls) == 2  # the outage retried once, the missing key not at all
 
 
 def test_retries_are_bounded_and_connection_errors_retried() -> None:

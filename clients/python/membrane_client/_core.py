@@ -47,6 +47,8 @@ MAX_SERVER_WAIT = 30.0
 MAX_RETRY_DELAY = 60.0
 #: Answers worth retrying: the server asks to come back later (RFC 10.5).
 RETRY_STATUSES = frozenset({429, 503})
+#: Error codes of those statuses that waiting does not fix: the operator must (RFC 7.6).
+NOT_RETRIED_CODES = frozenset({"encryption_key_unavailable"})
 #: Failures of the connection itself; a write is safe to resend since it carries its key.
 RETRY_EXCEPTIONS: tuple[type[Exception], ...] = (
     httpx.TimeoutException,
@@ -411,9 +413,26 @@ class RetryPolicy:
         return min(MAX_RETRY_DELAY, jittered)
 
 
-def should_retry(status: int) -> bool:
-    """Whether an answer of ``status`` is retried (429 and 503; never another 4xx)."""
-    return status in RETRY_STATUSES
+def should_retry(status: int, code: str | None = None) -> bool:
+    """Whether an answer of ``status`` with error ``code`` is retried: 429 and 503, never
+    another 4xx, and not a code in ``NOT_RETRIED_CODES``."""
+    return status in RETRY_STATUSES and code not in NOT_RETRIED_CODES
+
+
+def error_code(response: httpx.Response) -> str | None:
+    """The error code of a read answer's body (``{"error": {"code": ...}}``), if it has one."""
+    try:
+        body = response.json()
+    except ValueError:
+        return None
+    error = body.get("error") if isinstance(body, dict) else None
+    code = error.get("code") if isinstance(error, dict) else None
+    return code if isinstance(code, str) else None
+
+
+def retryable(response: httpx.Response) -> bool:
+    """Whether ``response`` (read) is an answer worth sending the request again for."""
+    return response.status_code in RETRY_STATUSES and should_retry(response.status_code, error_code(response))
 
 
 def connection_error(exc: Exception, call: Call[Any]) -> MembraneError:

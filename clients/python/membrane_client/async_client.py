@@ -45,8 +45,9 @@ class AsyncClient:
 
     Every write carries an ``Idempotency-Key`` (a fresh one unless given); connection
     errors, ``429`` and ``503`` are retried with jittered exponential backoff,
-    honouring ``Retry-After``, at most ``max_retries`` times; other ``4xx`` answers are
-    raised at once as their typed :mod:`membrane_client.errors`.
+    honouring ``Retry-After``, at most ``max_retries`` times; other ``4xx`` answers, and
+    ``EncryptionKeyUnavailable`` (a ``503`` only the operator can fix), are raised at once
+    as their typed :mod:`membrane_client.errors`.
     """
 
     def __init__(
@@ -102,7 +103,7 @@ class AsyncClient:
                     raise _core.connection_error(exc, call) from exc
                 delay = self.retry.delay(attempt, None)
             else:
-                if not _core.should_retry(response.status_code) or attempt >= self.retry.max_retries:
+                if not _core.retryable(response) or attempt >= self.retry.max_retries:
                     return _core.parse(call, response)
                 delay = self.retry.delay(attempt, _core.retry_after(response))
                 await response.aclose()

@@ -47,7 +47,8 @@ class Client:
     Every write carries an ``Idempotency-Key`` (a fresh one unless given), so the
     retries on connection errors, ``429`` and ``503`` (honouring ``Retry-After``, with
     jittered exponential backoff, at most ``max_retries``) never write twice. Other
-    ``4xx`` answers are raised at once as their typed :mod:`membrane_client.errors`.
+    ``4xx`` answers are raised at once as their typed :mod:`membrane_client.errors`, as is
+    ``EncryptionKeyUnavailable``, a ``503`` that only the operator can fix.
 
     ``wait`` on a write: ``None`` returns the queued operation at once; seconds (or
     ``True``, 30 s) wait for it to finish, first on the server, then by polling, and
@@ -107,7 +108,7 @@ class Client:
                     raise _core.connection_error(exc, call) from exc
                 delay = self.retry.delay(attempt, None)
             else:
-                if not _core.should_retry(response.status_code) or attempt >= self.retry.max_retries:
+                if not _core.retryable(response) or attempt >= self.retry.max_retries:
                     return _core.parse(call, response)
                 delay = self.retry.delay(attempt, _core.retry_after(response))
                 response.close()

@@ -14,6 +14,7 @@ __all__ = [
     "BadRequest",
     "Conflict",
     "ConnectionFailed",
+    "EncryptionKeyUnavailable",
     "Forbidden",
     "IdempotencyConflict",
     "InvalidInput",
@@ -148,6 +149,14 @@ class Unavailable(MembraneError):
     default_status, default_code = 503, "unavailable"
 
 
+class EncryptionKeyUnavailable(Unavailable):
+    """A sealed record's key is not in the server's key ring (RFC 7.6): the data is intact
+    and the request is right, but only the operator can supply the key, so the clients do
+    not retry it; ``message`` names the key id."""
+
+    default_code = "encryption_key_unavailable"
+
+
 class ServerError(MembraneError):
     """The server failed with a 5xx other than 503 (a server bug)."""
 
@@ -185,6 +194,7 @@ _BY_CODE: dict[str, type[MembraneError]] = {
     "rate_limited": RateLimited,
     "too_many_requests": RateLimited,
     "unavailable": Unavailable,
+    "encryption_key_unavailable": EncryptionKeyUnavailable,
     "internal": ServerError,
 }
 

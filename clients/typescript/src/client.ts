@@ -3,11 +3,14 @@
  *
  * Writes are asynchronous operations (RFC 9.1); each carries an `Idempotency-Key`, so a
  * retry after a lost answer returns the operation the first attempt created (RFC 9.2).
- * Network failures, timeouts, 429 and 503 are retried with jittered exponential backoff,
+ * Network failures, timeouts, 429 and 503 (but `encryption_key_unavailable`, which only the
+ * operator can fix) are retried with jittered exponential backoff,
  * waiting at least the server's `Retry-After` (RFC 10.5); other errors are thrown at once
  * as the {@link MembraneError} subclass of their code. The rules are the Python SDK's.
  */
-import { ConnectionFailedError, MembraneError, OperationTimeoutError, errorFromBody } from "./errors.js";
+import {
+  ConnectionFailedError, EncryptionKeyUnavailableError, MembraneError, OperationTimeoutError, errorFromBody,
+} from "./errors.js";
 import type {
   AuditHistory, CaptureRequest, ContestBody, ForkBody, MaintenanceRun, MergeBody, Metrics,
   OperationBatch, OperationView, PenalizeBody, RecordView, ReinforceBody, RetractBody,
@@ -344,7 +347,9 @@ export class MembraneClient {
       }
       const retryAfterMs = parseRetryAfter(answer.headers.get("retry-after"));
       const error = errorFromBody(answer.status, parsed, retryAfterMs);
-      if (!retry || !RETRIED_STATUSES.has(answer.status)) throw error;
+      if (!retry || !RETRIED_STATUSES.has(answer.status) || error instanceof EncryptionKeyUnavailableError) {
+        throw error;
+      }
       await sleep(this.delay(attempt, retryAfterMs), call.signal);
     }
   }

@@ -56,6 +56,11 @@ export class TombstonedFactError extends ConflictError {}
 export class RateLimitedError extends MembraneError {}
 /** 503: Postgres or the broker is unavailable (RFC 10.5); retried after `Retry-After`. */
 export class UnavailableError extends MembraneError {}
+/**
+ * 503: a sealed record's key is not in the server's key ring (RFC 7.6). The request is right
+ * and the data intact, but only the operator can supply the key: never retried.
+ */
+export class EncryptionKeyUnavailableError extends UnavailableError {}
 /** A 5xx other than 503: a bug in the server. */
 export class ServerError extends MembraneError {}
 /** No answer: the connection failed or the request timed out (status 0). */
@@ -89,6 +94,7 @@ const BY_CODE: Record<string, ErrorClass> = {
   rate_limited: RateLimitedError,
   too_many_requests: RateLimitedError,
   unavailable: UnavailableError,
+  encryption_key_unavailable: EncryptionKeyUnavailableError,
   internal: ServerError,
 };
 

@@ -6,7 +6,7 @@ import { createServer } from "node:http";
 import { after, before, test } from "node:test";
 
 import {
-  ConnectionFailedError, InvalidInputError, MembraneClient, OperationTimeoutError, RateLimitedError,
+  ConnectionFailedError, EncryptionKeyUnavailableError, InvalidInputError, MembraneClient, OperationTimeoutError, RateLimitedError,
   ServerError, UnavailableError, chunkKey, parseRetryAfter,
 } from "../dist/index.js";
 
@@ -101,6 +101,21 @@ test("retries are bounded: the last 503 is thrown as UnavailableError", async ()
     return true;
   });
   assert.equal(seen.length, 3);
+});
+
+test("a missing encryption key is thrown at once; an outage's 503 in the same run is retried", async () => {
+  const c = client();
+  script = [
+    { status: 503, headers: { "retry-after": "0" }, body: UNAVAILABLE },
+    { status: 503, headers: { "retry-after": "60" }, body: error("encryption_key_unavailable", "key k1 is not in the ring") },
+    { status: 200, body: { records: [] } },
+  ];
+  await assert.rejects(c.retrieve({ query: "x" }), (err) => {
+    assert.ok(err instanceof EncryptionKeyUnavailableError && err instanceof UnavailableError);
+    assert.equal(err.retryAfterMs, 60000);
+    return true;
+  });
+  assert.equal(seen.length, 2);  // the outage was retried once, the key not at all
 });
 
 test("a pause is capped at maxBackoffMs, whatever the Retry-After", async () => {
