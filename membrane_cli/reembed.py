@@ -1,10 +1,10 @@
 """``membrane reembed``: embed again what the configured provider would store differently (RFC 12.5).
 
 The command writes an ``embed`` work item for each record with text whose vector is missing,
-was made by another model, or lacks the token signs the provider gives (``--all``: every
-record with text), then has the embedding pool embed them in bounded batches (``--inline``:
-this process does), and reports what is left. Embedding again also rewrites a row in the
-current layout (RFC 8.2.3, migration 0014).
+was made by another model, lacks the token signs the provider gives, or is stored out of
+line though it fits in the row (``--all``: every record with text), then has the embedding
+pool embed them in bounded batches (``--inline``: this process does), and reports what is
+left. Embedding again writes the row in the current layout (RFC 8.2.3, migration 0014).
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ REPUBLISH_SECONDS = 20.0
 def _summary(progress: dict[str, int]) -> str:
     return (
         f"records without a vector {progress['without_vector']}, vectors of another model "
-        f"{progress['other_model']}, without token signs {progress['without_signs']}; "
+        f"{progress['other_model']}, without token signs {progress['without_signs']}, "
+        f"out of the row {progress['out_of_line']}; "
         f"embed items pending {progress['pending']}, failed {progress['dead']}"
     )
 

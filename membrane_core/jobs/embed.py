@@ -232,10 +232,11 @@ class EmbeddingService:
         on_chunk: Callable[[int, int], None] | None = None,
     ) -> int:
         """RFC 12.5: an ``embed`` item for every record with text whose vector is missing, of
-        another model than the provider's, or without the token signs the provider gives
-        (``every``: for every record with text), in ``scopes`` when given; the store is read
-        by id in chunks of one transaction each, ``on_chunk(records read, items written)``
-        after each. Returns the items written; 0 without a provider."""
+        another model than the provider's, without the token signs the provider gives, or
+        out of line though it fits in the row (``every``: for every record with text), in
+        ``scopes`` when given; the store is read by id in chunks of one transaction each,
+        ``on_chunk(records read, items written)`` after each. Returns the items written; 0
+        without a provider."""
         provider = self.provider
         if provider is None:
             return 0
@@ -248,6 +249,7 @@ class EmbeddingService:
                     conn,
                     model=model,
                     tokens=tokens,
+                    inline=derived.vector_fits_in_row(self._db.embedding_dim),
                     every=every,
                     scopes=scopes,
                     after=after,
@@ -267,7 +269,9 @@ class EmbeddingService:
         model = model_id(provider) if provider is not None else ""
         tokens = provider is not None and token_embedder(provider) is not None
         with self._db.reader() as conn:
-            out = derived.embedding_progress(conn, model=model, tokens=tokens)
+            out = derived.embedding_progress(
+                conn, model=model, tokens=tokens, inline=derived.vector_fits_in_row(self._db.embedding_dim)
+            )
         if provider is None:
             out["other_model"] = 0
         return out

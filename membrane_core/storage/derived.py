@@ -101,11 +101,23 @@ def write_embeddings(
     ).rowcount
 
 
+#: RFC 12.5: a vector of at most this many bytes (4 a dimension, 8 of header) fits in its
+#: row beside the record's id, scope and model under Postgres's 2 KB TOAST threshold, so
+#: one stored out of line (laid out before migration 0014) is embedded again.
+INLINE_VECTOR_BYTES = 1800
+
+
+def vector_fits_in_row(dim: int) -> bool:
+    """RFC 12.5: whether a ``dim``-dimension vector stays in its row (storage ``MAIN``)."""
+    return 4 * dim + 8 <= INLINE_VECTOR_BYTES
+
+
 def enqueue_stale(
     conn: psycopg.Connection,
     *,
     model: str,
     tokens: bool,
+    inline: bool,
     every: bool,
     scopes: Sequence[str] | None,
     after: uuid.UUID | None,
@@ -114,8 +126,9 @@ def enqueue_stale(
 ) -> tuple[uuid.UUID | None, int, int]:
     """RFC 12.5, 9.3: one chunk of embedding again: an ``embed`` item for each of the next
     ``limit`` records by id (after ``after``) with text whose vector is missing, is not
-    ``model``'s, or lacks the token signs a provider with ``tokens`` gives (``every``: each
-    one with text); ``(last id read, records read, items)``."""
+    ``model``'s, lacks the token signs a provider with ``tokens`` gives, or is out of line
+    though it fits in the row (``every``: each one with text); ``(last id read, records
+    read, items)``."""
     row = conn.execute(
         q("emb_enqueue_stale"),
         {
@@ -123,6 +136,7 @@ def enqueue_stale(
             "limit": limit,
             "model": model,
             "tokens": tokens,
+            "inline": inline,
             "all": every,
             "scopes": list(scopes) if scopes else None,
             "now": now,
@@ -132,11 +146,14 @@ def enqueue_stale(
     return row[0], int(row[1]), int(row[2])
 
 
-def embedding_progress(conn: psycopg.Connection, *, model: str, tokens: bool) -> dict[str, int]:
+def embedding_progress(conn: psycopg.Connection, *, model: str, tokens: bool, inline: bool) -> dict[str, int]:
     """RFC 12.5: records with text and no vector, vectors of another model, vectors without
-    the signs a provider with ``tokens`` gives, and the embed items pending and dead."""
-    out = dict.fromkeys(("without_vector", "other_model", "without_signs", "pending", "dead"), 0)
-    for what, n in conn.execute(q("emb_progress"), {"model": model, "tokens": tokens}).fetchall():
+    the signs a provider with ``tokens`` gives, vectors out of line though they fit in the
+    row (``inline``), and the embed items pending and dead."""
+    names = ("without_vector", "other_model", "without_signs", "out_of_line", "pending", "dead")
+    out = dict.fromkeys(names, 0)
+    params = {"model": model, "tokens": tokens, "inline": inline}
+    for what, n in conn.execute(q("emb_progress"), params).fetchall():
         out[what] = int(n)
     return out
 

@@ -66,6 +66,7 @@ def test_only_vectors_of_another_model_or_without_signs_are_embedded_again(
         "without_vector": 0,
         "other_model": 1,
         "without_signs": 2,  # the old model's turn has none either
+        "out_of_line": 0,
         "pending": 0,
         "dead": 0,
     }
@@ -106,6 +107,48 @@ def test_a_record_without_a_vector_is_queued_and_a_buried_item_revived(
     assert pending(db) == {lost}
     drain(m)
     assert set(stored(db)) == {kept, lost}
+
+
+def test_a_vector_laid_out_of_the_row_is_embedded_again_into_it(
+    settings: Settings, db: Database, clock: FakeClock
+) -> None:
+    """RFC 12.5, 8.2.3: a vector the toaster moved out of line before migration 0014 (made
+    here with the old storage, a small TOAST target and a row over the 2 KB threshold: the
+    tests' 32 dimensions are too few to pass it) is rewritten in the row."""
+    m = hashing(settings, db, clock, tokens=True)
+    old = turn(m, clock, "laid out before the migration")
+    drain(m)
+    parts = [f"record_embeddings_p{i}" for i in range(16)]
+    with db.transaction() as conn:
+        conn.execute("ALTER TABLE record_embeddings ALTER COLUMN embedding SET STORAGE EXTERNAL")
+        for part in parts:
+            conn.execute(f"ALTER TABLE {part} SET (toast_tuple_target = 128)")
+        conn.execute(
+            "UPDATE record_embeddings SET embedding = embedding::text::vector,"
+            " token_signs = (SELECT decode(string_agg(md5(i::text), ''), 'hex')"
+            " FROM generate_series(1, 200) i)"
+            " WHERE record_id = %s",
+            (old,),
+        )
+        conn.execute("ALTER TABLE record_embeddings ALTER COLUMN embedding SET STORAGE MAIN")
+        for part in parts:
+            conn.execute(f"ALTER TABLE {part} RESET (toast_tuple_target)")
+    new = turn(m, clock, "laid out after it")
+    drain(m)
+
+    def outside() -> dict[uuid.UUID, bool]:
+        with db.transaction() as conn:
+            rows = conn.execute(
+                "SELECT record_id, pg_column_toast_chunk_id(embedding) IS NOT NULL FROM record_embeddings"
+            ).fetchall()
+        return dict(rows)
+
+    assert outside() == {old: True, new: False}
+    assert m.embedding.progress()["out_of_line"] == 1
+    assert m.embedding.enqueue_stale() == 1 and pending(db) == {old}
+    drain(m)
+    assert outside() == {old: False, new: False}
+    assert m.embedding.progress()["out_of_line"] == 0
 
 
 def test_the_command_embeds_inline_and_refuses_without_a_provider(

@@ -4,7 +4,7 @@
 -- every distance the vector arm computed then read the TOAST table. MAIN keeps the vector
 -- in the row unless the row cannot fit otherwise; EXTERNAL moves the signs out, without the
 -- compression that random bits defeat. Catalog only: rows written before keep their layout
--- until embedded again (membrane reembed --all, RFC 12.5).
+-- until embedded again (membrane reembed finds them, RFC 12.5).
 ALTER TABLE record_embeddings
     ALTER COLUMN embedding SET STORAGE MAIN,
     ALTER COLUMN token_signs SET STORAGE EXTERNAL;

@@ -28,7 +28,7 @@ ON CONFLICT (scope, record_id) DO UPDATE
        token_signs = EXCLUDED.token_signs
 
 -- name: emb_enqueue_stale
--- One chunk of embedding again: the next records by id after a cursor, and an embed item for each one with text whose vector is missing, from another model, or without the token signs the provider gives (or every one with text, when all is set); returns the cursor's next position (RFC 12.5, 9.3).
+-- One chunk of embedding again: the next records by id after a cursor, and an embed item for each one with text whose vector is missing, from another model, without the token signs the provider gives, or out of line where it could be in the row (or every one with text, when all is set); returns the cursor's next position (RFC 12.5, 9.3).
 WITH scanned AS (
     SELECT r.id, r.scope, r.status, r.search_text FROM memory_records r
      WHERE %(after)s::uuid IS NULL OR r.id > %(after)s::uuid
@@ -42,7 +42,8 @@ WITH scanned AS (
        AND (s.search_text <> '' OR p.sealed IS NOT NULL)
        AND (%(scopes)s::text[] IS NULL OR s.scope = ANY(%(scopes)s::text[]))
        AND (%(all)s OR e.record_id IS NULL OR e.model <> %(model)s
-            OR (%(tokens)s AND e.token_signs IS NULL AND p.sealed IS NULL))
+            OR (%(tokens)s AND e.token_signs IS NULL AND p.sealed IS NULL)
+            OR (%(inline)s AND pg_column_toast_chunk_id(e.embedding) IS NOT NULL))
 ), queued AS (
     INSERT INTO work_items (kind, target_id, due_at)
     SELECT 'embed', id, %(now)s FROM wanted
@@ -56,7 +57,7 @@ SELECT (SELECT s.id FROM scanned s ORDER BY s.id DESC LIMIT 1) AS last,
        (SELECT count(*) FROM queued) AS queued
 
 -- name: emb_progress
--- What embedding again has left: records with text and no vector, vectors from another model, vectors without the token signs the provider gives, and the embed items pending and dead (RFC 12.5).
+-- What embedding again has left: records with text and no vector, vectors from another model, vectors without the token signs the provider gives, vectors out of line that could be in the row, and the embed items pending and dead (RFC 12.5).
 SELECT 'without_vector' AS what, count(*) AS n
   FROM memory_records r LEFT JOIN record_payloads p ON p.record_id = r.id
  WHERE r.status <> 'retracted' AND (r.search_text <> '' OR p.sealed IS NOT NULL)
@@ -67,6 +68,9 @@ UNION ALL
 SELECT 'without_signs', count(*)
   FROM record_embeddings e LEFT JOIN record_payloads p ON p.record_id = e.record_id
  WHERE %(tokens)s AND e.token_signs IS NULL AND p.sealed IS NULL
+UNION ALL
+SELECT 'out_of_line', count(*)
+  FROM record_embeddings e WHERE %(inline)s AND pg_column_toast_chunk_id(e.embedding) IS NOT NULL
 UNION ALL
 SELECT CASE WHEN w.dead THEN 'dead' ELSE 'pending' END, count(*)
   FROM work_items w WHERE w.kind = 'embed' GROUP BY w.dead
