@@ -2,7 +2,8 @@
 
 A shaped statement is one the package's sources pass to ``queries.shaped("<name>", ...)``;
 its shapes are the combinations of its ``/*?flag*/`` part flags (``queries.part_flags``),
-2^n of them. Each shape is rendered with its flags written in and every other parameter
+2^n of them, less those of flags the caller never sets together (``NEVER_TOGETHER``).
+Each shape is rendered with its flags written in and every other parameter
 bound, except the relation names the code writes in (``embeddings``, as
 ``record_embeddings``), and kept as ``tests/snapshots/sql/<statement>/<flag>=<0|1>,....sql``
 (``no_flags.sql`` for a statement without parts): a first line naming the parameter behind
@@ -38,6 +39,11 @@ RELATIONS = {"embeddings": "record_embeddings"}
 
 _CALL = re.compile(r"""\bshaped\(\s*["'](\w+)["']""")
 
+#: Flags a statement's caller never sets together, so their shapes are never rendered:
+#: late interaction re-ranks the roots, so the statement makes no first hop from them
+#: (RFC 8.2.3, 8.4; ``retrieval.roots`` refuses both, see the test below).
+NEVER_TOGETHER: dict[str, tuple[frozenset[str], ...]] = {"retrieval_roots": (frozenset({"late", "hop"}),)}
+
 
 def shaped_statements() -> list[str]:
     """The statements the package sources pass to ``shaped()``."""
@@ -53,7 +59,9 @@ def shapes() -> Iterator[tuple[str, dict[str, bool]]]:
     for name in shaped_statements():
         flags = queries.part_flags(name)
         for values in itertools.product((False, True), repeat=len(flags)):
-            yield name, dict(zip(flags, values, strict=True))
+            chosen = dict(zip(flags, values, strict=True))
+            if not any(all(chosen[f] for f in group) for group in NEVER_TOGETHER.get(name, ())):
+                yield name, chosen
 
 
 def snapshot_path(name: str, flags: dict[str, bool]) -> Path:
@@ -106,6 +114,37 @@ def test_every_shape_has_one_snapshot_and_no_snapshot_is_stale() -> None:
     # shapes differ: every flag changes the text of retrieval_roots
     roots = {tuple(sorted(f.items())): render(n, f) for n, f in ALL if n == "retrieval_roots"}
     assert len(set(roots.values())) == len(roots)
+
+
+def test_flags_never_rendered_together_are_refused_by_their_caller() -> None:
+    """The shapes left out (``NEVER_TOGETHER``) are those the caller refuses; positive control:
+    each flag of the pair alone is still rendered."""
+    from membrane_core.storage import retrieval
+
+    with pytest.raises(ValueError, match="no first hop"):
+        retrieval.roots(
+            None,  # type: ignore[arg-type]  # refused before any statement
+            None,  # type: ignore[arg-type]
+            query="q",
+            qvec=None,
+            terms=(),
+            arm_k=10,
+            vec_k=10,
+            fanout=1,
+            limit=10,
+            max_bytes=1,
+            rrf=False,
+            weights={},
+            rrf_k=60.0,
+            sd_floor_salience=0.1,
+            target_visible=lambda *_: True,
+            first_hop=(1, 1),
+            late=True,
+        )
+    roots = [f for n, f in ALL if n == "retrieval_roots"]
+    assert any(f["late"] for f in roots) and any(f["hop"] for f in roots)
+    assert not any(f["late"] and f["hop"] for f in roots)
+    assert len(roots) == 3 * 2 ** (len(queries.part_flags("retrieval_roots")) - 2)
 
 
 def test_fragment_arguments_are_written_in() -> None:
