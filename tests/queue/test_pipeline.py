@@ -212,6 +212,34 @@ def test_embedding_and_llm_pools(
     )
 
 
+@pytest.mark.in_process_worker(queues=("embedding",), env={"MEMBRANE_EMBEDDING_PROVIDER": "hashing"})
+def test_reembed_has_the_embedding_pool_embed_stale_records_again(
+    live: Membrane, celery_worker: WorkController, dispatcher: CeleryDispatcher, database_url: str
+) -> None:
+    """RFC 12.5: the command queues the stale records, asks the pool, and waits for it."""
+    from typer.testing import CliRunner
+
+    from membrane_cli.main import app as cli
+
+    # written while no provider was configured: no embed item was scheduled for them
+    ids = [live.capture(event(i), DEV).record_ids[0] for i in range(3)]
+    assert scalar(database_url, "SELECT count(*) FROM work_items WHERE kind = 'embed'") == 0
+    out = CliRunner().invoke(cli, ["reembed", "--timeout", "60"])
+    assert out.exit_code == 0, out.output
+    assert "3 records to embed with hashing:" in out.output
+    assert scalar(database_url, "SELECT count(*) FROM record_embeddings") == 3
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute(
+            "UPDATE record_embeddings SET model = 'http:retired' WHERE record_id = ANY(%s)", (ids[:2],)
+        )
+    out = CliRunner().invoke(cli, ["reembed", "--timeout", "60"])
+    assert out.exit_code == 0, out.output
+    assert "2 records to embed with hashing:" in out.output and "embed items pending 0" in out.output
+    with psycopg.connect(database_url) as conn:
+        models = {m for (m,) in conn.execute("SELECT DISTINCT model FROM record_embeddings").fetchall()}
+    assert len(models) == 1 and next(iter(models)).startswith("hashing:")  # the pool rewrote both
+
+
 @pytest.mark.in_process_worker(queues=("revision", "maintenance"))
 def test_revision_and_maintenance_through_their_queues(
     live: Membrane, celery_worker: WorkController, dispatcher: CeleryDispatcher
