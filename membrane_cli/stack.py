@@ -315,6 +315,8 @@ class Stack:
         env["MEMBRANE_DATABASE_URL"] = self.dsn
         env["MEMBRANE_REDIS_URL"] = self.redis_url
         env["MEMBRANE_DATA_DIR"] = str(self.opts.data_dir)
+        if self.settings.read_database_url is None:  # RFC 13.2: reads go where the stack's do
+            env.pop("MEMBRANE_READ_DATABASE_URL", None)
         env.setdefault("PYTHONUNBUFFERED", "1")
         # RFC 14.2: a multiprocess directory is one process tree's; each pool gets its own
         env.pop(METRICS_DIR_ENV, None)

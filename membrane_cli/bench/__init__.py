@@ -2,6 +2,17 @@
 
 from pathlib import Path
 
+from membrane_core import Settings
+
+
+def fresh_store(settings: Settings, data_dir: Path) -> Settings:
+    """RFC 14.1: ``settings`` for a benchmark's own store in ``data_dir`` (embedded Postgres,
+    a private Redis), whatever ``MEMBRANE_DATABASE_URL``, ``MEMBRANE_READ_DATABASE_URL`` and
+    ``MEMBRANE_REDIS_URL`` name: a benchmark never writes into a configured deployment."""
+    return settings.model_copy(
+        update={"data_dir": data_dir, "database_url": None, "read_database_url": None, "redis_url": None}
+    )
+
 
 def write_markdown(path: Path, block: str, *, start: str, end: str, heading: str) -> None:
     """Replace the block between ``start`` and ``end`` in ``path``, or append it under ``heading``."""

@@ -444,7 +444,7 @@ def ingest(
     try:
         if url is None:
             data_dir = Path(tempfile.mkdtemp(prefix="membrane-bench-"))
-            settings = settings.model_copy(update={"data_dir": data_dir, "api_keys": {}})
+            settings = bench.fresh_store(settings, data_dir).model_copy(update={"api_keys": {}})
             stack = Stack(settings, StackOptions(data_dir=data_dir, api_port=free_port(), flower=False))
             with console.status("starting a fresh stack (embedded Postgres, Redis, API, workers, beat)"):
                 stack.start()

@@ -36,6 +36,7 @@ import uvicorn
 from rich.console import Console
 from rich.table import Table
 
+from membrane_cli.bench import fresh_store
 from membrane_cli.bench import queries as bench_sql
 from membrane_cli.stack import free_port
 from membrane_core import Membrane, Settings
@@ -135,7 +136,7 @@ def query(
     """RFC 14.1: retrieve latency through HTTP with query embedding, beside its parts."""
     rng = random.Random(5)
     with tempfile.TemporaryDirectory(prefix="membrane-bench-query-") as tmp:
-        settings = Settings(data_dir=Path(tmp), embedding_provider=embedding)
+        settings = fresh_store(Settings(embedding_provider=embedding), Path(tmp))
         with Membrane(settings) as m:
             m.capture_many([_turn(rng, i) for i in range(records)])
             while m.embedding.run_batch()["claimed"]:
@@ -145,6 +146,8 @@ def query(
             provider = m.embedding.provider
             if provider is None:
                 raise typer.BadParameter("--embedding must name a provider")
+            # RFC 8.2.3, 12.5: a vector out of its row costs a TOAST read per distance
+            out_of_line = m.embedding.progress()["out_of_line"]
             steps_all = ("embed", "statement", "fused", "library", "http")
             times: dict[str, list[float]] = {k: [] for k in steps_all}
             with _Served(m) as url, httpx.Client(base_url=url, timeout=30) as client:
@@ -183,6 +186,7 @@ def query(
             target,
         )
     console.print(table)
+    console.print(f"vectors stored out of their row: {out_of_line} of {records} (RFC 8.2.3)", highlight=False)
 
 
 def register(app: typer.Typer) -> None:

@@ -17,6 +17,7 @@ from membrane_cli.main import app
 from membrane_cli.stack import port_open, process_tree
 from tests.support import services
 from tests.support.services import EMBEDDING_DIM
+from tests.support.sql import scalar
 
 FACTS = [
     {
@@ -65,6 +66,21 @@ def test_invalid_capture_names_the_field(env: dict[str, str]) -> None:
     out = CliRunner().invoke(app, ["capture"], input=json.dumps({"source_kind": "event"}), env=env)
     assert out.exit_code == 1
     assert "scope" in out.output
+
+
+def test_bench_query_keeps_to_its_own_store(env: dict[str, str], database_url: str) -> None:
+    """RFC 14.1: a benchmark builds its own store, whatever MEMBRANE_DATABASE_URL names."""
+    runner = CliRunner()
+    out = runner.invoke(app, ["capture"], input=json.dumps(FACTS[1]), env=env)
+    assert out.exit_code == 0, out.output  # control: this environment writes to the test database
+    written = scalar(database_url, "SELECT count(*) FROM memory_records")
+    assert written >= 1
+    argv = ["bench", "query", "--embedding", "hashing", "--records", "10", "--queries", "10", "--warmup", "0"]
+    out = runner.invoke(app, argv, env=env)
+    assert out.exit_code == 0, out.output
+    assert "POST /v1/retrieve" in out.output and "vectors stored out of their row: 0 of 10" in out.output
+    assert scalar(database_url, "SELECT count(*) FROM memory_records") == written
+    assert scalar(database_url, "SELECT count(*) FROM memory_records WHERE scope = 'bench-query'") == 0
 
 
 def test_groups_list_their_commands() -> None:
