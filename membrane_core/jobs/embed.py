@@ -263,8 +263,8 @@ class EmbeddingService:
                 return total
 
     def progress(self) -> dict[str, int]:
-        """RFC 12.5: what embedding again has left, for the configured provider (all zero
-        but the items without one)."""
+        """RFC 12.5: what embedding again has left, for the configured provider (without one,
+        no vector is of another model and none lacks signs)."""
         provider = self.provider
         model = model_id(provider) if provider is not None else ""
         tokens = provider is not None and token_embedder(provider) is not None
