@@ -24,6 +24,8 @@ console = Console()
 POLL_SECONDS = 2.0
 #: A batch that saw no progress for this long is asked for again.
 REPUBLISH_SECONDS = 20.0
+#: After this long without progress the command says that no pool may be running.
+IDLE_HINT_SECONDS = 60.0
 
 
 def _summary(progress: dict[str, int]) -> str:
@@ -64,17 +66,24 @@ def _embed_inline(m: Membrane, batch: int, deadline: float) -> None:
 
 def _wait_for_pool(m: Membrane, settings: Settings, batch: int, deadline: float) -> None:
     """Watch the embedding pool work; ask it again when the items stop moving."""
-    last, asked = -1, time.monotonic()
+    last, asked, moved, hinted = -1, time.monotonic(), time.monotonic(), False
     while time.monotonic() < deadline:
         pending = m.embedding.progress()["pending"]
         if pending == 0:
             return
+        now = time.monotonic()
         if pending != last:
-            last, asked = pending, time.monotonic()
+            last, asked, moved = pending, now, now
             console.print(f"  {pending} records left to embed", highlight=False)
-        elif time.monotonic() - asked > REPUBLISH_SECONDS:
+        elif now - asked > REPUBLISH_SECONDS:
             _publish(settings, batch)
-            asked = time.monotonic()
+            asked = now
+        if not hinted and now - moved > IDLE_HINT_SECONDS:
+            hinted = True
+            console.print(
+                f"[yellow]no progress for {IDLE_HINT_SECONDS:.0f} s: is an embedding pool running "
+                "(membrane run, or the worker-embedding service)? --inline embeds here[/yellow]"
+            )
         time.sleep(POLL_SECONDS)
 
 
