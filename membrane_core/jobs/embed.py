@@ -25,7 +25,7 @@ from membrane_core.sealing import NO_KEYS, Sealer
 from membrane_core.settings import Settings
 from membrane_core.storage import derived
 from membrane_core.storage.db import Connection, Database
-from membrane_core.storage.workqueue import WorkItem, WorkQueue, worker_name
+from membrane_core.storage.workqueue import WorkItem, WorkQueue, enqueue_in_chunks, worker_name
 
 log = logging.getLogger(__name__)
 
@@ -241,26 +241,22 @@ class EmbeddingService:
         if provider is None:
             return 0
         model, tokens = model_id(provider), token_embedder(provider) is not None
-        after: uuid.UUID | None = None
-        total = 0
-        while True:
-            with self._db.transaction() as conn:
-                after, read, queued = derived.enqueue_stale(
-                    conn,
-                    model=model,
-                    tokens=tokens,
-                    inline=derived.vector_fits_in_row(self._db.embedding_dim),
-                    every=every,
-                    scopes=scopes,
-                    after=after,
-                    limit=chunk,
-                    now=self._clock(),
-                )
-            total += queued
-            if on_chunk is not None:
-                on_chunk(read, queued)
-            if read < chunk:
-                return total
+        inline = derived.vector_fits_in_row(self._db.embedding_dim)
+
+        def step(conn: Connection, after: uuid.UUID | None) -> tuple[uuid.UUID | None, int, int]:
+            return derived.enqueue_stale(
+                conn,
+                model=model,
+                tokens=tokens,
+                inline=inline,
+                every=every,
+                scopes=scopes,
+                after=after,
+                limit=chunk,
+                now=self._clock(),
+            )
+
+        return enqueue_in_chunks(self._db, step, chunk=chunk, on_chunk=on_chunk)
 
     def progress(self) -> dict[str, int]:
         """RFC 12.5: what embedding again has left, for the configured provider (without one,

@@ -20,7 +20,7 @@ from membrane_core.jobs.runner import Outcome
 from membrane_core.sealing import Sealer
 from membrane_core.storage import sealed
 from membrane_core.storage.db import Connection, Database
-from membrane_core.storage.workqueue import WorkItem
+from membrane_core.storage.workqueue import WorkItem, enqueue_in_chunks
 
 #: Records read per chunk of :meth:`Sealing.enqueue`, each chunk one transaction.
 ENQUEUE_CHUNK = 5000
@@ -61,18 +61,11 @@ class Sealing:
         each; ``on_chunk(records read, items written)`` after each. Returns the items written."""
         if not self.sealer.enabled:
             return 0
-        after: uuid.UUID | None = None
-        total = 0
-        while True:
-            with self._db.transaction() as conn:
-                after, read, queued = sealed.enqueue(
-                    conn, self.sealer, after=after, limit=chunk, now=self._clock()
-                )
-            total += queued
-            if on_chunk is not None:
-                on_chunk(read, queued)
-            if read < chunk:
-                return total
+
+        def step(conn: Connection, after: uuid.UUID | None) -> tuple[uuid.UUID | None, int, int]:
+            return sealed.enqueue(conn, self.sealer, after=after, limit=chunk, now=self._clock())
+
+        return enqueue_in_chunks(self._db, step, chunk=chunk, on_chunk=on_chunk)
 
     def progress(self) -> dict[str, Any]:
         """RFC 7.6: sealed records by key, plain ones at or above the level, seal items left."""

@@ -23,6 +23,28 @@ from membrane_core.storage.db import Connection, Database
 from membrane_core.storage.queries import q
 from membrane_core.storage.rows import fetch_all
 
+#: One chunk of a store-wide enqueue: ``(connection, cursor) -> (next cursor, records read,
+#: items written)``, the cursor the last record id read (None before the first).
+ChunkStep = Callable[[Connection, uuid.UUID | None], tuple[uuid.UUID | None, int, int]]
+
+
+def enqueue_in_chunks(
+    db: Database, step: ChunkStep, *, chunk: int, on_chunk: Callable[[int, int], None] | None = None
+) -> int:
+    """RFC 9.3: run ``step`` over the store by id, one transaction a chunk of ``chunk``
+    records, so that traffic goes on; ``on_chunk(records read, items written)`` after each.
+    Returns the items written (RFC 7.6 rotation, 12.5 embedding again)."""
+    after: uuid.UUID | None = None
+    total = 0
+    while True:
+        with db.transaction() as conn:
+            after, read, queued = step(conn, after)
+        total += queued
+        if on_chunk is not None:
+            on_chunk(read, queued)
+        if read < chunk:
+            return total
+
 
 def worker_name() -> str:
     """This process's claim owner, ``host:pid``: what a lease names (RFC 9.4)."""

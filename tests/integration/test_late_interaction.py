@@ -136,7 +136,8 @@ def _key() -> str:
     return base64.b64encode(os.urandom(32)).decode()
 
 
-def test_a_sealed_record_keeps_no_signs(settings: Settings, db: Database, clock: FakeClock) -> None:
+def sealing(settings: Settings, db: Database, clock: FakeClock) -> Membrane:
+    """A Membrane with the hashing embedder giving tokens and a key ring: hyper is sealed."""
     sealed_settings = settings.model_copy(
         update={
             "embedding_provider": "hashing",
@@ -144,7 +145,11 @@ def test_a_sealed_record_keeps_no_signs(settings: Settings, db: Database, clock:
             "encryption_index_key": SecretStr(_key()),
         }
     )
-    m = with_tokens(Membrane(sealed_settings, database=db, clock=clock))
+    return with_tokens(Membrane(sealed_settings, database=db, clock=clock))
+
+
+def test_a_sealed_record_keeps_no_signs(settings: Settings, db: Database, clock: FakeClock) -> None:
+    m = sealing(settings, db, clock)
     hyper = turn(m, clock, "the red kite code word", HYPER, sensitivity="hyper")
     low = turn(m, clock, "the red kite plain word", HYPER, sensitivity="low")
     assert m.embedding.run_batch()["embedded"] == 2
@@ -222,14 +227,7 @@ def test_embedding_again_leaves_a_sealed_record_without_signs(
     settings: Settings, db: Database, clock: FakeClock
 ) -> None:
     """RFC 12.5: a sealed record keeps no signs by design, so it is not stale for lacking them."""
-    sealed_settings = settings.model_copy(
-        update={
-            "embedding_provider": "hashing",
-            "encryption_keys": SecretStr(json.dumps({"k1": _key()})),
-            "encryption_index_key": SecretStr(_key()),
-        }
-    )
-    m = with_tokens(Membrane(sealed_settings, database=db, clock=clock))
+    m = sealing(settings, db, clock)
     hyper = turn(m, clock, "the red kite code word", HYPER, sensitivity="hyper")
     low = turn(m, clock, "the red kite plain word", HYPER, sensitivity="low")
     assert m.embedding.run_batch()["embedded"] == 2

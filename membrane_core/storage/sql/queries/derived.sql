@@ -44,17 +44,7 @@ WITH scanned AS (
        AND (%(all)s OR e.record_id IS NULL OR e.model <> %(model)s
             OR (%(tokens)s AND e.token_signs IS NULL AND p.sealed IS NULL)
             OR (%(inline)s AND pg_column_toast_chunk_id(e.embedding) IS NOT NULL))
-), queued AS (
-    INSERT INTO work_items (kind, target_id, due_at)
-    SELECT 'embed', id, %(now)s FROM wanted
-    ON CONFLICT (kind, target_id) DO UPDATE
-       SET due_at = least(work_items.due_at, EXCLUDED.due_at), dead = false, attempts = 0,
-           last_error = NULL
-    RETURNING 1
-)
-SELECT (SELECT s.id FROM scanned s ORDER BY s.id DESC LIMIT 1) AS last,
-       (SELECT count(*) FROM scanned) AS scanned,
-       (SELECT count(*) FROM queued) AS queued
+), /*@chunk_requeue('embed')*/
 
 -- name: emb_progress
 -- What embedding again has left: records with text and no vector, vectors from another model, vectors without the token signs the provider gives, vectors out of line that could be in the row, and the embed items pending and dead (RFC 12.5).

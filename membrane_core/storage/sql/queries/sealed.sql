@@ -68,17 +68,7 @@ WITH scanned AS (
     SELECT s.id FROM scanned s JOIN record_payloads p ON p.record_id = s.id
      WHERE CASE WHEN p.sealed IS NULL THEN s.sensitivity_rank >= %(rank)s
                 ELSE p.key_id <> %(key_id)s END
-), queued AS (
-    INSERT INTO work_items (kind, target_id, due_at)
-    SELECT 'seal', id, %(now)s FROM wanted
-    ON CONFLICT (kind, target_id) DO UPDATE
-       SET due_at = least(work_items.due_at, EXCLUDED.due_at), dead = false, attempts = 0,
-           last_error = NULL
-    RETURNING 1
-)
-SELECT (SELECT s.id FROM scanned s ORDER BY s.id DESC LIMIT 1) AS last,
-       (SELECT count(*) FROM scanned) AS scanned,
-       (SELECT count(*) FROM queued) AS queued
+), /*@chunk_requeue('seal')*/
 
 -- name: seal_progress
 -- What rotation has left: sealed records by key, plain records at or above the sealed level, and the seal items pending and dead (RFC 7.6).

@@ -53,3 +53,17 @@ SELECT kind,
        extract(epoch FROM %(now)s - min(due_at) FILTER (WHERE due_at <= %(now)s AND NOT dead))
            AS oldest_due_seconds
   FROM work_items GROUP BY kind ORDER BY kind
+
+-- name: chunk_requeue
+-- Fragment (/*@chunk_requeue('<kind>')*/): the end of one chunk of a store-wide enqueue: a work item of the kind for each row of a `wanted` CTE, due now; an existing item is made due no later, revived if buried, its attempts reset (RFC 9.3). Returns the last id of a `scanned` CTE read by id (the cursor's next position), its rows and the items written (RFC 7.6, 12.5).
+queued AS (
+    INSERT INTO work_items (kind, target_id, due_at)
+    SELECT /*=*/, id, %(now)s FROM wanted
+    ON CONFLICT (kind, target_id) DO UPDATE
+       SET due_at = least(work_items.due_at, EXCLUDED.due_at), dead = false, attempts = 0,
+           last_error = NULL
+    RETURNING 1
+)
+SELECT (SELECT s.id FROM scanned s ORDER BY s.id DESC LIMIT 1) AS last,
+       (SELECT count(*) FROM scanned) AS scanned,
+       (SELECT count(*) FROM queued) AS queued
