@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -22,6 +22,7 @@ from membrane_core.metrics import DeploymentGauges
 from membrane_core.models import AuditHistory
 from membrane_core.policy import Policy, policy_from_settings
 from membrane_core.providers import is_external
+from membrane_core.providers.base import Reranker
 from membrane_core.requests import CaptureRequest, RetrieveRequest, parse
 from membrane_core.results import CaptureResult, RecordView, RetrieveResult
 from membrane_core.retrieval.retriever import Retriever
@@ -34,6 +35,21 @@ from membrane_core.storage.db import Database, resolve_dsn
 from membrane_core.trust import DEVELOPMENT_POLICY, TrustPolicy
 
 __all__ = ["Membrane"]
+
+
+def _reranker_factory(s: Settings) -> Callable[[], Reranker] | None:
+    """RFC 8.2.4: the cross-encoder of ``reranker_path``, loaded on the first retrieve that
+    asks a question (None: no reranker)."""
+    path = s.reranker_path
+    if path is None:
+        return None
+
+    def build() -> Reranker:
+        from membrane_core.providers.rerank_local import LocalCrossEncoder
+
+        return LocalCrossEncoder(path, cache_dir=s.data_dir / "models")
+
+    return build
 
 
 def _record_id(value: uuid.UUID | str) -> uuid.UUID:
@@ -128,6 +144,9 @@ class Membrane:
             embedder=lambda: embedding.provider,
             sealer=sealer,
             late_interaction=s.late_interaction,
+            reranker=_reranker_factory(s),
+            rerank_pool=s.reranker_pool,
+            rerank_weight=s.reranker_weight,
         )
         self.revisions = Revisions(self.db, policy=self.policy, clock=clock, work=self.work)
         self.maintenance = Maintenance(

@@ -1,9 +1,9 @@
-"""Provider ports: embedding and triple extraction (RFC 12).
+"""Provider ports: embedding, triple extraction and re-ranking (RFC 12, 8.2.4).
 
-The rest of the core sees providers only through these two small Protocols
-(RFC 12.1 embedding providers, RFC 12.2 LLM extraction), so the HTTP adapters,
-the local model and the offline providers (RFC 12.3) are interchangeable, and
-an in-memory fake satisfies them in tests.
+The rest of the core sees providers only through small Protocols (RFC 12.1 embedding
+providers, RFC 12.2 LLM extraction, RFC 8.2.4 rerankers), so the HTTP adapters, the local
+models and the offline providers (RFC 12.3) are interchangeable, and an in-memory fake
+satisfies them in tests.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ __all__ = [
     "DEFAULT_CONFIDENCE",
     "EmbeddingProvider",
     "ProviderError",
+    "Reranker",
     "TransientProviderError",
     "Triple",
     "TripleExtractor",
@@ -101,6 +102,19 @@ class EmbeddingProvider(Protocol):
         Raises ``ProviderError``; ``TransientProviderError`` when a retry may
         succeed (timeouts, HTTP 429, HTTP 5xx, connection errors).
         """
+        ...
+
+
+@runtime_checkable
+class Reranker(Protocol):
+    """Scores how relevant each text is to a question, reading both together (RFC 8.2.4)."""
+
+    @property
+    def name(self) -> str: ...
+
+    def score(self, query: str, texts: Sequence[str]) -> list[float]:
+        """One relevance score per text, in input order, higher is more relevant; raises
+        ``ProviderError``."""
         ...
 
 

@@ -18,13 +18,13 @@ from membrane_core.capture import mentions
 from membrane_core.enums import RevisionStatus, Sensitivity
 from membrane_core.models import MemoryRecord
 from membrane_core.providers import EmbeddingProvider, ProviderError, build_embedding_provider
-from membrane_core.providers.base import token_embedder, unit
+from membrane_core.providers.base import Reranker, token_embedder, unit
 from membrane_core.requests import RetrieveRequest
 from membrane_core.results import Edge, RecordView, RetrieveResult, shown_references, view
 from membrane_core.retrieval import fusion, graph, late, selector, when
 from membrane_core.sealing import NO_KEYS, Sealer
 from membrane_core.settings import Settings
-from membrane_core.storage import records, retrieval
+from membrane_core.storage import records, retrieval, rowbatch
 from membrane_core.storage.db import Database
 from membrane_core.trust import TrustPolicy, Visibility
 
@@ -113,6 +113,16 @@ def query_identifiers(query: str | None) -> list[tuple[str, str]]:
 _WORD = re.compile(r"\w")
 
 
+def _text(rec: retrieval.Stored) -> str | None:
+    """RFC 8.2.4: what a reranker reads of a hydrated record: its indexed text (RFC 8.1);
+    ``None`` for a sealed record, which is not opened before its trust check (RFC 7.6)."""
+    row = rec.row
+    if row.get("sealed") is not None:
+        return None
+    payload = rowbatch.PAYLOAD.validate_python(row["payload"])
+    return rowbatch.search_text_of(payload, row.get("summary"), list(row.get("tags") or []))
+
+
 #: Candidate windows (RFC 8.1.5): a window is written into the statement's text, so it
 #: takes one of these values (the next one up) and the shapes stay few.
 WINDOWS = (10, 25, 50, 100, 200, 400)
@@ -170,6 +180,9 @@ class Retriever:
         vector_k: int = 10,
         adjacent: bool = True,
         late_interaction: bool = True,
+        reranker: Reranker | Callable[[], Reranker | None] | None = None,
+        rerank_pool: int = 20,
+        rerank_weight: float = 3.0,
         sealer: Sealer = NO_KEYS,
     ) -> None:
         if fusion_method not in fusion.METHODS:
@@ -186,6 +199,16 @@ class Retriever:
         self.adjacent = adjacent
         #: RFC 8.2.3: whether the pool is re-ranked by its tokens (with a provider that gives them)
         self.late_interaction = late_interaction
+        #: RFC 8.2.4: the fused pool's best rows a cross-encoder re-ranks, and its weight
+        self.rerank_pool = rerank_pool
+        self.rerank_weight = rerank_weight
+        self._reranker: Reranker | None = None
+        self._reranker_factory: Callable[[], Reranker | None] | None = None
+        self._reranker_error: str | None = None
+        if isinstance(reranker, Reranker):
+            self._reranker = reranker
+        elif reranker is not None:
+            self._reranker_factory = reranker
         #: RFC 7.6: opens sealed records once their trust check passed
         self.sealer = sealer
         # RFC 8.1.1: recent query vectors, so that a question asked again costs no model call
@@ -217,6 +240,22 @@ class Retriever:
                 )
             self._embedder_built = True
         return self._embedder
+
+    def reranker(self) -> tuple[Reranker | None, str]:
+        """RFC 8.2.4: the cross-encoder, built on first use, and its state: ``off`` without
+        one, ``provider_error`` when it could not be loaded (said once in the log)."""
+        if self._reranker_factory is not None:
+            factory, self._reranker_factory = self._reranker_factory, None
+            try:
+                self._reranker = factory()
+            except (ValueError, ProviderError) as exc:
+                self._reranker_error = str(exc)
+                log.warning(
+                    "the reranker cannot be loaded; results keep the fused order", extra={"error": str(exc)}
+                )
+        if self._reranker is not None:
+            return self._reranker, "used"
+        return None, "provider_error" if self._reranker_error else "off"
 
     def _embed(self, query: str | None) -> tuple[list[float] | None, str, Any]:
         """The query's vector, the vector arm's state (RFC 8.6) and, with late interaction
@@ -275,9 +314,14 @@ class Retriever:
         query = req.query if req.query and req.query.strip() else None
         qvec, vector_state, qtokens = self._embed(query)
         dates = when.windows(query)  # RFC 8.2.2
-        # RFC 8.2.3: with the query's tokens, the statement returns the best late.POOL rows of
-        # the same fused ranking, re-ranked and cut to the limit below
-        pool = max(req.limit, late.POOL) if qtokens is not None else req.limit
+        cross, cross_state = self.reranker() if query is not None else (None, "off")
+        # RFC 8.2.3, 8.2.4: with the query's tokens or a reranker, the statement returns the
+        # best rows of the same fused ranking (a pool), re-ranked and cut to the limit below
+        pool = req.limit
+        if qtokens is not None:
+            pool = max(pool, late.POOL)
+        if cross is not None:
+            pool = max(pool, self.rerank_pool)
         # RFC 8.1: the lexical and entity arms get a wider window than the limit; the vector
         # arm's cost under a selective filter grows with its window, so it gets the limit
         # (the same work as a bare top-k query)
@@ -312,12 +356,14 @@ class Retriever:
                 # RFC 8.4: the statement's first hop runs from its roots, which the
                 # re-ranking changes; the expansion then makes its own
                 first_hop=(req.expand.max_edges, req.expand.max_nodes)
-                if req.expand is not None and req.expand.hops > 0 and qtokens is None
+                if req.expand is not None and req.expand.hops > 0 and qtokens is None and cross is None
                 else None,
             )
             ranked, late_state = found.ranked, "off"
             if qtokens is not None:
-                ranked, late_state = self._late(found, qtokens, req.limit)
+                ranked, late_state = self._late(found, qtokens, req.limit if cross is None else pool)
+            if cross is not None and query is not None:
+                ranked, cross_state = self._cross(cross, ranked, query, req.limit)
             if ranked and not ranked[0].fits:
                 raise errors.RecordTooLarge(
                     f"the best candidate needs {ranked[0].bytes} bytes, over max_bytes={req.max_bytes}",
@@ -372,6 +418,7 @@ class Retriever:
             "vector": vector_state,
             "fusion": self.fusion_method,
             "late_interaction": late_state,
+            "reranker": cross_state,
             "dates": [{"start": a.isoformat(), "end": b.isoformat()} for a, b in dates],
             "returned": len(root_views),
             "neighbors": len(neighbor_views),
@@ -409,6 +456,36 @@ class Retriever:
         order = sorted(fitting, key=lambda rid: (fitting[rid].status != "active", -scores[rid]))
         moved = [(fitting[rid], scores[rid]) for rid in order] + [(r, r.score) for r in rest]
         kept = enumerate(moved[:limit], start=1)
+        return [dataclasses.replace(r, score=score, ord=i) for i, (r, score) in kept], state
+
+    def _cross(
+        self, reranker: Reranker, ranked: list[retrieval.Ranked], query: str, limit: int
+    ) -> tuple[list[retrieval.Ranked], str]:
+        """RFC 8.2.4: the best ``rerank_pool`` rows that fit, re-ranked by their cross-encoder
+        z-score beside their fused one (active above contested), the rest after them in their
+        order, cut to ``limit``. A sealed record is not read: it counts a z-score of 0. The
+        state says whether the model scored any; if it fails, the order stays as it was."""
+        head = [r for r in ranked[: self.rerank_pool] if r.fits and r.record is not None]
+        scores = {r.record.id: r.score for r in head if r.record is not None}
+        texts = {rid: t for rid, t in ((r.record.id, _text(r.record)) for r in head if r.record) if t}
+        state = "no_text"
+        if texts:
+            model: list[float] | None = None
+            try:
+                model = reranker.score(query, list(texts.values()))
+                if len(model) != len(texts):
+                    raise ProviderError(f"{len(model)} scores for {len(texts)} texts")
+            except ProviderError as exc:
+                log.warning("the reranker failed; results keep the fused order", extra={"error": str(exc)})
+                model, state = None, "provider_error"
+            if model is not None:
+                state = "used"
+                scores = late.rerank(scores, dict(zip(texts, model, strict=True)), weight=self.rerank_weight)
+        moved = sorted(head, key=lambda r: (r.status != "active", -scores[r.record.id] if r.record else 0.0))
+        taken = {id(r) for r in head}
+        order = [(r, scores[r.record.id]) for r in moved if r.record is not None]
+        order += [(r, r.score) for r in ranked if id(r) not in taken]
+        kept = enumerate(order[:limit], start=1)
         return [dataclasses.replace(r, score=score, ord=i) for i, (r, score) in kept], state
 
     @staticmethod

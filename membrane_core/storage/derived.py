@@ -13,16 +13,13 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 import psycopg
-from pydantic import TypeAdapter
 
 from membrane_core import errors
 from membrane_core.enums import AuditAction, RevisionStatus, Sensitivity, WorkKind
-from membrane_core.models import MemoryRecord, Payload
+from membrane_core.models import MemoryRecord
 from membrane_core.sealing import Sealer
-from membrane_core.storage import records
+from membrane_core.storage import records, rowbatch
 from membrane_core.storage.queries import q
-
-_PAYLOAD: TypeAdapter[Payload] = TypeAdapter(Payload)
 
 
 @dataclass(frozen=True)
@@ -74,7 +71,7 @@ def texts(conn: psycopg.Connection, ids: Sequence[uuid.UUID], sealer: Sealer, *,
             except errors.EncryptionKeyUnavailable as exc:
                 out.unopened[rid] = exc.message
                 continue
-            payload = _PAYLOAD.validate_python(c["payload"])
+            payload = rowbatch.PAYLOAD.validate_python(c["payload"])
             out.texts[rid] = records.search_text_of(payload, c["summary"], c["tags"])
             out.opened.add(rid)
     return out

@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any
 
 import psycopg
+from pydantic import TypeAdapter
 
 from membrane_core import budget
 from membrane_core.enums import AuditAction
@@ -74,6 +75,10 @@ def projected_bytes(record: MemoryRecord, payload_json: str | None = None) -> in
 def search_text(record: MemoryRecord) -> str:
     """Text indexed for full-text search (RFC 8.1)."""
     return search_text_of(record.payload, record.summary, record.tags)
+
+
+#: A payload of any record class, as stored (RFC 2.1).
+PAYLOAD: TypeAdapter[Payload] = TypeAdapter(Payload)
 
 
 def search_text_of(p: Payload, summary: str | None, tags: list[str]) -> str:

@@ -1,0 +1,137 @@
+"""The cross-encoder reranker (RFC 8.2.4) on the real store: it orders the fused pool's best
+rows by its own scores, a corrected record stays out, and a reranker that cannot be loaded
+leaves the fused order and says so."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from membrane_core import Membrane, Settings
+from membrane_core.providers.rerank_local import LocalCrossEncoder
+from membrane_core.storage import rowbatch
+from membrane_core.storage.db import Database
+from membrane_core.testing import FakeClock
+from membrane_core.trust import TrustPolicy
+
+pytest.importorskip("transformers", reason="the local extra (membrane[local]) brings the model's code")
+
+from tests.support.crossencoder import tiny_cross_encoder
+
+CALLER = TrustPolicy(read_scopes=frozenset({"s"}), actor="caller")
+TURNS = (
+    "a red kite drifted over the harbour wall",
+    "the kite string snapped in the wind",
+    "we flew the big kite at the beach on sunday",
+    "kite festival tickets are sold out",
+    "my brother fixed the broken kite frame",
+    "the red paint on the kite faded",
+    "groceries on thursday, then the kite shop",
+    "a kite tangled in the old oak tree",
+)
+QUERY = "what happened to the red kite"
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tiny_cross_encoder(tmp_path_factory.mktemp("reranker") / "tiny")
+
+
+def store(settings: Settings, db: Database, clock: FakeClock, **extra: Any) -> Membrane:
+    update = {"embedding_provider": "hashing", "late_interaction": False, **extra}
+    return Membrane(settings.model_copy(update=update), database=db, clock=clock)
+
+
+def fill(m: Membrane, clock: FakeClock) -> dict[str, uuid.UUID]:
+    ids = {}
+    for text in TURNS:
+        clock.advance(seconds=60)
+        body = {"source_kind": "event", "scope": "s", "content": {"text": text}}
+        ids[text] = m.capture(body, CALLER).record_ids[0]
+    m.embedding.run_batch()
+    return ids
+
+
+def ask(m: Membrane, query: str = QUERY, limit: int = 5) -> tuple[list[str], dict[str, Any]]:
+    got = m.retrieve({"query": query, "scopes": ["s"], "limit": limit, "memory_types": ["episodic"]}, CALLER)
+    return [r.payload["text"] for r in got.records if r.payload], got.diagnostics
+
+
+def indexed(m: Membrane, ids: dict[str, uuid.UUID]) -> dict[str, str]:
+    """Each turn's indexed text (RFC 8.1), what the reranker reads of it, by its text."""
+    out = {}
+    for text, rid in ids.items():
+        v = m.get(rid, CALLER)
+        out[text] = rowbatch.search_text_of(rowbatch.PAYLOAD.validate_python(v.payload), v.summary, v.tags)
+    return out
+
+
+def test_the_reranker_orders_the_pool_by_its_scores(
+    settings: Settings, db: Database, clock: FakeClock, model: Path, tmp_path: Path
+) -> None:
+    m = store(settings, db, clock, reranker_path=model, reranker_weight=100.0)
+    texts = indexed(m, fill(m, clock))
+    got, diag = ask(m)
+    assert diag["reranker"] == "used"
+    scores = LocalCrossEncoder(model, cache_dir=tmp_path / "own").score(QUERY, list(texts.values()))
+    by_model = [t for _, t in sorted(zip(scores, texts, strict=True), reverse=True)]
+    assert got == by_model[:5]  # every turn is in the pool of 20; the model's best five lead
+
+    plain = store(settings, db, clock)  # control: the same store without a reranker
+    fused, diag_off = ask(plain)
+    assert diag_off["reranker"] == "off"
+    assert len(fused) == 5
+    assert fused != got
+
+
+def test_a_corrected_fact_is_not_brought_back_by_the_reranker(
+    settings: Settings, db: Database, clock: FakeClock, model: Path
+) -> None:
+    m = store(settings, db, clock, reranker_path=model, reranker_weight=100.0)
+    obs = {"source_kind": "observation", "scope": "s"}
+    old = m.capture(
+        {**obs, "content": {"subject": "red kite", "predicate": "kept in", "object": "blue shed"}}, CALLER
+    ).record_ids[1]
+    evidence = [{"kind": "observation", "ref": "seen there"}]
+    new = m.revisions.supersede(
+        old, {"record": {"object": "garage"}, "rationale": "moved", "evidence": evidence}, CALLER
+    )
+    m.embedding.run_batch()
+    got = m.retrieve(
+        {"query": "is the red kite kept in the blue shed", "scopes": ["s"], "memory_types": ["semantic"]},
+        CALLER,
+    )
+    assert got.diagnostics["reranker"] == "used"
+    found = [r.id for r in got.records]
+    assert new in found  # control: the current fact is found and re-ranked
+    assert old not in found
+
+
+def test_a_reranker_that_cannot_load_keeps_the_fused_order(
+    settings: Settings, db: Database, clock: FakeClock, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    plain = store(settings, db, clock)
+    fill(plain, clock)
+    fused, _ = ask(plain)
+    broken = store(settings, db, clock, reranker_path=tmp_path / "no-such-model")
+    got, diag = ask(broken)
+    assert diag["reranker"] == "provider_error"
+    assert len(fused) == 5  # control: the question finds turns
+    assert got == fused
+    assert any("reranker cannot be loaded" in r.getMessage() for r in caplog.records)
+    again, diag = ask(broken)  # loaded once: no second attempt, the same answer
+    assert diag["reranker"] == "provider_error" and again == fused
+
+
+def test_a_retrieve_without_a_question_does_not_load_it(
+    settings: Settings, db: Database, clock: FakeClock, tmp_path: Path
+) -> None:
+    m = store(settings, db, clock, reranker_path=tmp_path / "no-such-model")
+    fill(m, clock)
+    got = m.retrieve({"scopes": ["s"], "limit": 3}, CALLER)
+    assert got.diagnostics["reranker"] == "off"
+    assert len(got.records) == 3
+    assert m.retriever._reranker_factory is not None, "not built yet"
