@@ -667,8 +667,9 @@ def _api_client(membrane: Any) -> contextlib.AbstractContextManager[Any] | None:
 
 
 def _baselines(membrane: Any) -> list[tuple[str, Search]]:
-    """The other rankings of the same store (the default without adjacent episodes, without
-    late interaction, each arm alone, the other fusion), then Okapi."""
+    """The other rankings of the same store (the default without a configured reranker,
+    without adjacent episodes, without late interaction, each arm alone, the other fusion),
+    then Okapi."""
     from membrane_core.retrieval import fusion
     from membrane_core.retrieval.retriever import Retriever
 
@@ -691,6 +692,12 @@ def _baselines(membrane: Any) -> list[tuple[str, Search]]:
     default = membrane.retriever.fusion_method
     weights = dict(fusion.DEFAULT_WEIGHTS)
     out = [
+        # RFC 8.2.4: with a reranker configured, the default ranking includes it
+        *(
+            [(f"{default} without the reranker", arm(weights, default, adjacent=True, late=True))]
+            if membrane.settings.reranker_path is not None
+            else []
+        ),
         (f"{default} without adjacent episodes", arm(weights, default, late=True)),
         (f"{default} without late interaction", arm(weights, default, adjacent=True)),
         ("full-text arm only", arm({**zero, "text": 1.0})),
