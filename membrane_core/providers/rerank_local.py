@@ -75,7 +75,11 @@ class LocalCrossEncoder:
             raise ProviderError(
                 f"the reranker graph {graph} takes no input_ids (it takes {sorted(self._inputs)})"
             )
-        tok = tokenizers.Tokenizer.from_file(str(_tokenizer_file(folder, cache_dir or default_cache_dir())))
+        path = _tokenizer_file(folder, cache_dir or default_cache_dir())
+        try:
+            tok = tokenizers.Tokenizer.from_file(str(path))
+        except Exception as exc:
+            raise ProviderError(f"cannot read the reranker's tokenizer {path}: {exc}") from exc
         limit = min(MAX_PAIR_TOKENS, int(config.get("max_position_embeddings", MAX_PAIR_TOKENS)))
         tok.enable_truncation(max_length=limit, strategy="only_second")
         tok.enable_padding(pad_id=int(config.get("pad_token_id") or 0))

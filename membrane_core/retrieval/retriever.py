@@ -205,6 +205,7 @@ class Retriever:
         self._reranker: Reranker | None = None
         self._reranker_factory: Callable[[], Reranker | None] | None = None
         self._reranker_error: str | None = None
+        self._reranker_lock = threading.Lock()
         if isinstance(reranker, Reranker):
             self._reranker = reranker
         elif reranker is not None:
@@ -245,14 +246,19 @@ class Retriever:
         """RFC 8.2.4: the cross-encoder, built on first use, and its state: ``off`` without
         one, ``provider_error`` when it could not be loaded (said once in the log)."""
         if self._reranker_factory is not None:
-            factory, self._reranker_factory = self._reranker_factory, None
-            try:
-                self._reranker = factory()
-            except (ValueError, ProviderError) as exc:
-                self._reranker_error = str(exc)
-                log.warning(
-                    "the reranker cannot be loaded; results keep the fused order", extra={"error": str(exc)}
-                )
+            with self._reranker_lock:  # one load; requests arriving meanwhile wait for it
+                factory = self._reranker_factory
+                if factory is not None:
+                    try:
+                        self._reranker = factory()
+                    except Exception as exc:  # a model that cannot load never fails a retrieve
+                        self._reranker_error = str(exc)
+                        log.warning(
+                            "the reranker cannot be loaded; results keep the fused order",
+                            extra={"error": str(exc)},
+                        )
+                    finally:
+                        self._reranker_factory = None
         if self._reranker is not None:
             return self._reranker, "used"
         return None, "provider_error" if self._reranker_error else "off"

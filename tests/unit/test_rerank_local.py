@@ -102,3 +102,11 @@ def test_score_refuses_a_single_string(tmp_path: Path) -> None:
     reranker = LocalCrossEncoder(tiny_cross_encoder(tmp_path / "tiny"), cache_dir=tmp_path / "cache")
     with pytest.raises(TypeError):
         reranker.score(QUERY, "one text")
+
+
+def test_an_unreadable_tokenizer_is_named(tmp_path: Path) -> None:
+    folder = tiny_cross_encoder(tmp_path / "tiny")
+    (folder / "tokenizer.json").write_text("not json")
+    with pytest.raises(ProviderError, match="tokenizer") as info:
+        LocalCrossEncoder(folder, cache_dir=tmp_path / "cache")
+    assert "tokenizer.json" in str(info.value)
