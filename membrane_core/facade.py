@@ -47,7 +47,7 @@ def _reranker_factory(s: Settings) -> Callable[[], Reranker] | None:
     def build() -> Reranker:
         from membrane_core.providers.rerank_local import LocalCrossEncoder
 
-        return LocalCrossEncoder(path, cache_dir=s.data_dir / "models")
+        return LocalCrossEncoder(path, cache_dir=s.data_dir / "models", quantized=s.reranker_int8)
 
     return build
 

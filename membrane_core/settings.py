@@ -80,10 +80,12 @@ class Settings(BaseSettings):
     #: tokens (the local model under ONNX Runtime)
     late_interaction: bool = True
     #: RFC 8.2.4: a cross-encoder's folder (unset: no reranker), the fused pool's best rows it
-    #: re-ranks, and the weight of its z-score beside the fused score's
+    #: re-ranks, the weight of its z-score beside the fused score's, and whether its weights
+    #: run as int8
     reranker_path: Path | None = None
     reranker_pool: int = Field(default=20, ge=1, le=200)
     reranker_weight: float = Field(default=3.0, gt=0, le=100)
+    reranker_int8: bool = False
     llm_provider: str = "none"
     llm_base_url: str | None = None
     llm_model: str | None = None

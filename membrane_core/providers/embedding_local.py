@@ -32,7 +32,7 @@ from typing import Any
 
 from membrane_core.providers.base import ProviderError, Tokens
 
-__all__ = ["INSTALL_HINT", "LocalMiniLMProvider", "default_cache_dir"]
+__all__ = ["INSTALL_HINT", "LocalMiniLMProvider", "default_cache_dir", "quantize_int8"]
 
 #: The model's maximum sequence length (its ``sentence_bert_config.json``).
 MAX_TOKENS = 256
@@ -65,7 +65,7 @@ class _OnnxMiniLM:
             else:
                 if not quantized_from.exists():
                     _export(model_dir, quantized_from)
-                _quantize(quantized_from, graph)
+                quantize_int8(quantized_from, graph)
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         self._session = ort.InferenceSession(str(graph), options, providers=["CPUExecutionProvider"])
@@ -141,7 +141,7 @@ def _export(model_dir: Path, graph: Path) -> None:
             os.unlink(tmp)
 
 
-def _quantize(source: Path, graph: Path) -> None:
+def quantize_int8(source: Path, graph: Path) -> None:
     """RFC 12.1: ``source``'s weights as int8 (ONNX Runtime's dynamic quantization; the
     activations' scales are computed per call) in ``graph``, atomically."""
     quantization = importlib.import_module("onnxruntime.quantization")

@@ -110,3 +110,14 @@ def test_an_unreadable_tokenizer_is_named(tmp_path: Path) -> None:
     with pytest.raises(ProviderError, match="tokenizer") as info:
         LocalCrossEncoder(folder, cache_dir=tmp_path / "cache")
     assert "tokenizer.json" in str(info.value)
+
+
+def test_int8_weights_keep_the_models_order(tmp_path: Path) -> None:
+    folder = tiny_cross_encoder(tmp_path / "tiny")
+    exact = LocalCrossEncoder(folder, cache_dir=tmp_path / "cache").score(QUERY, TEXTS)
+    int8 = LocalCrossEncoder(folder, cache_dir=tmp_path / "cache", quantized=True)
+    assert int8.name == "tiny-int8"
+    assert list((tmp_path / "cache").glob("reranker-*-int8.onnx")), "the int8 graph is kept"
+    got = int8.score(QUERY, TEXTS)
+    assert got != exact  # the weights did change
+    assert sorted(range(len(TEXTS)), key=got.__getitem__) == sorted(range(len(TEXTS)), key=exact.__getitem__)
