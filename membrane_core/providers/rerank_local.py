@@ -38,7 +38,7 @@ from membrane_core.providers.embedding_local import INSTALL_HINT, default_cache_
 __all__ = ["MAX_PAIR_TOKENS", "LocalCrossEncoder"]
 
 #: RFC 8.2.4: a question and a record's text are cut to this many word pieces together
-#: (the record's text is cut first), or to the model's own maximum when that is smaller.
+#: (the longer of the two first), or to the model's own maximum when that is smaller.
 MAX_PAIR_TOKENS = 512
 _GRAPHS = ("model.onnx", "onnx/model.onnx")
 _WEIGHTS = ("model.safetensors", "pytorch_model.bin")
@@ -83,15 +83,17 @@ class LocalCrossEncoder:
             raise ProviderError(
                 f"the reranker graph {graph} takes no input_ids (it takes {sorted(self._inputs)})"
             )
-        path = _tokenizer_file(folder, cache_dir or default_cache_dir())
+        path = _tokenizer_file(folder, cache)
         try:
             tok = tokenizers.Tokenizer.from_file(str(path))
         except Exception as exc:
             raise ProviderError(f"cannot read the reranker's tokenizer {path}: {exc}") from exc
         limit = min(MAX_PAIR_TOKENS, int(config.get("max_position_embeddings", MAX_PAIR_TOKENS)))
-        tok.enable_truncation(max_length=limit, strategy="only_second")
+        tok.enable_truncation(max_length=limit, strategy="longest_first")
         tok.enable_padding(pad_id=int(config.get("pad_token_id") or 0))
         self._tokenizer = tok
+        #: a model with one token type (RoBERTa's kind) reads both texts as type 0
+        self._one_type = int(config.get("type_vocab_size", 2)) < 2
 
     def score(self, query: str, texts: Sequence[str]) -> list[float]:
         """RFC 8.2.4: one relevance logit per text, higher is more relevant; a model with two
@@ -114,7 +116,7 @@ class LocalCrossEncoder:
         feeds = {
             "input_ids": np.array([e.ids for e in encoded], dtype=np.int64),
             "attention_mask": np.array([e.attention_mask for e in encoded], dtype=np.int64),
-            "token_type_ids": np.array([e.type_ids for e in encoded], dtype=np.int64),
+            "token_type_ids": np.array([e.type_ids for e in encoded], dtype=np.int64) * (not self._one_type),
         }
         logits = self._session.run(None, {k: v for k, v in feeds.items() if k in self._inputs})[0]
         logits = np.asarray(logits, dtype=np.float64).reshape(len(texts), -1)

@@ -4,6 +4,7 @@ is named in the error."""
 
 from __future__ import annotations
 
+import math
 import shutil
 from pathlib import Path
 
@@ -77,11 +78,14 @@ def test_a_folder_without_tokenizer_json_gets_one_built(tmp_path: Path) -> None:
     assert list((tmp_path / "cache-b").glob("reranker-tokenizer-*.json"))
 
 
-def test_a_long_text_is_cut_to_the_models_length(tmp_path: Path) -> None:
+def test_a_long_text_or_question_is_cut_to_the_models_length(tmp_path: Path) -> None:
     reranker = LocalCrossEncoder(tiny_cross_encoder(tmp_path / "tiny"), cache_dir=tmp_path / "cache")
     long = " ".join(["word"] * 2000)  # far past the 128 positions of the model
-    (score,) = reranker.score(QUERY, [long])
-    assert score == score  # a number, not NaN
+    cut = " ".join(["word"] * 118)  # what is left of it beside the question and three markers
+    (score, same) = reranker.score(QUERY, [long, cut])
+    assert score == pytest.approx(same, abs=1e-5)
+    (from_long_question,) = reranker.score(long, [TEXTS[0]])
+    assert math.isfinite(from_long_question)
 
 
 @pytest.mark.parametrize(
