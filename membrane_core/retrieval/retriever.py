@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import math
 import re
 import threading
 import uuid
@@ -306,11 +307,13 @@ class Retriever:
         return qvec, "used", qtokens
 
     def warm(self) -> None:
-        """Build the query embedder and run it once, so the first request pays neither (RFC 8.1.1)."""
+        """Build the query embedder and run it once, so the first request pays neither (RFC 8.1.1);
+        load the reranker, if one is configured (RFC 8.2.4)."""
         with contextlib.suppress(ValueError, ProviderError):
             provider = self.embedder
             if provider is not None:
                 provider.embed(["warm up"])
+        self.reranker()
 
     def retrieve(self, req: RetrieveRequest, trust: TrustPolicy) -> RetrieveResult:
         """RFC 8.1-8.6: hybrid candidates filtered in SQL, fused, bounded, re-checked, expanded."""
@@ -320,7 +323,8 @@ class Retriever:
         query = req.query if req.query and req.query.strip() else None
         qvec, vector_state, qtokens = self._embed(query)
         dates = when.windows(query)  # RFC 8.2.2
-        cross, cross_state = self.reranker() if query is not None else (None, "off")
+        asked = query is not None and _WORD.search(query) is not None
+        cross, cross_state = self.reranker() if asked else (None, "off")
         # RFC 8.2.3, 8.2.4: with the query's tokens or a reranker, the statement returns the
         # best rows of the same fused ranking (a pool), re-ranked and cut to the limit below
         pool = req.limit
@@ -333,7 +337,8 @@ class Retriever:
         # (the same work as a bare top-k query)
         arm_k = arm_window(req.limit)
         vec_k = window(max(self.vector_k, req.limit))
-        with self.db.reader() as conn:
+        with contextlib.ExitStack() as held:
+            conn: Any = held.enter_context(self.db.reader())
             retrieval.configure_scan(conn, ef_search=max(40, vec_k), max_scan_tuples=20_000)
             found = retrieval.roots(
                 conn,
@@ -369,6 +374,10 @@ class Retriever:
             if qtokens is not None:
                 ranked, late_state = self._late(found, qtokens, req.limit if cross is None else pool)
             if cross is not None and query is not None:
+                # RFC 8.2.4: the model runs after the statement's transaction has ended, so
+                # that no pooled connection waits on it; an expansion reads in a new one
+                held.close()
+                conn = None
                 ranked, cross_state = self._cross(cross, ranked, query, req.limit)
             if ranked and not ranked[0].fits:
                 raise errors.RecordTooLarge(
@@ -385,6 +394,8 @@ class Retriever:
             expansion: graph.Expansion | None = None
             neighbors: list[RecordView] = []
             if req.expand is not None and req.expand.hops > 0 and roots:
+                if conn is None:
+                    conn = held.enter_context(self.db.reader())
                 expansion = graph.expand(
                     conn,
                     f,
@@ -481,7 +492,9 @@ class Retriever:
                 model = reranker.score(query, list(texts.values()))
                 if len(model) != len(texts):
                     raise ProviderError(f"{len(model)} scores for {len(texts)} texts")
-            except ProviderError as exc:
+                if not all(math.isfinite(v) for v in model):
+                    raise ProviderError("a score that is not a finite number")
+            except Exception as exc:  # a reranker never fails a retrieve (RFC 8.2.4)
                 log.warning("the reranker failed; results keep the fused order", extra={"error": str(exc)})
                 model, state = None, "provider_error"
             if model is not None:

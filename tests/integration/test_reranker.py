@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from membrane_core import Membrane, Settings
+from membrane_core.providers.deterministic import HashingEmbeddingProvider
 from membrane_core.providers.rerank_local import LocalCrossEncoder
 from membrane_core.storage import rowbatch
 from membrane_core.storage.db import Database
@@ -121,9 +122,10 @@ def test_a_reranker_that_cannot_load_keeps_the_fused_order(
     assert diag["reranker"] == "provider_error"
     assert len(fused) == 5  # control: the question finds turns
     assert got == fused
-    assert any("reranker cannot be loaded" in r.getMessage() for r in caplog.records)
-    again, diag = ask(broken)  # loaded once: no second attempt, the same answer
+    again, diag = ask(broken)
     assert diag["reranker"] == "provider_error" and again == fused
+    said = [r for r in caplog.records if "reranker cannot be loaded" in r.getMessage()]
+    assert len(said) == 1  # one attempt to load it, said once
 
 
 def test_a_retrieve_without_a_question_does_not_load_it(
@@ -135,3 +137,35 @@ def test_a_retrieve_without_a_question_does_not_load_it(
     assert got.diagnostics["reranker"] == "off"
     assert len(got.records) == 3
     assert m.retriever._reranker_factory is not None, "not built yet"
+
+
+def test_late_interaction_and_the_reranker_both_order_the_pool(
+    settings: Settings, db: Database, clock: FakeClock, model: Path
+) -> None:
+    m = store(settings, db, clock, reranker_path=model, reranker_weight=100.0, late_interaction=True)
+    provider = m.embedding.provider
+    assert isinstance(provider, HashingEmbeddingProvider)
+    provider.tokens = True  # the hashing embedder gives each word a token (RFC 8.2.3)
+    texts = indexed(m, fill(m, clock))
+    got, diag = ask(m)
+    assert diag["late_interaction"] == "used"
+    assert diag["reranker"] == "used"
+    scores = m.retriever.reranker()[0].score(QUERY, list(texts.values()))  # type: ignore[union-attr]
+    by_model = [t for _, t in sorted(zip(scores, texts, strict=True), reverse=True)]
+    assert got == by_model[:5]
+
+
+def test_an_expansion_after_the_reranker_finds_the_neighbours(
+    settings: Settings, db: Database, clock: FakeClock, model: Path
+) -> None:
+    m = store(settings, db, clock, reranker_path=model)
+    for text in ("Ana flew the red kite", "Ana lost the kite string", "Bo bought a kite for Ana"):
+        clock.advance(seconds=60)
+        m.capture({"source_kind": "event", "scope": "s", "content": {"text": text}}, CALLER)
+    m.embedding.run_batch()
+    body = {"query": "Ana kite", "scopes": ["s"], "limit": 3, "expand": {"hops": 1}}
+    got = m.retrieve({**body, "memory_types": ["episodic"]}, CALLER)
+    assert got.diagnostics["reranker"] == "used"
+    assert len(got.records) == 3
+    # read in a transaction of its own, after the model ran (RFC 8.2.4, 8.4)
+    assert [n.payload["canonical_name"] for n in got.neighbors if n.payload] == ["Ana"]
