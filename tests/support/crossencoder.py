@@ -27,6 +27,7 @@ def tiny_cross_encoder(folder: Path, *, labels: int = 1, tokenizer_json: bool = 
         intermediate_size=64,
         max_position_embeddings=128,
         num_labels=labels,
+        initializer_range=0.5,  # logits spread by units rather than by thousandths
     )
     transformers.BertForSequenceClassification(config).eval().save_pretrained(folder)
     for name in TOKENIZER_FILES:
