@@ -673,8 +673,15 @@ def _baselines(membrane: Any) -> list[tuple[str, Search]]:
     from membrane_core.retrieval import fusion
     from membrane_core.retrieval.retriever import Retriever
 
+    # RFC 8.2.4: a configured reranker stays in every ablation of the default but its own
+    reranker = membrane.retriever.reranker()[0]
+
     def arm(
-        weights: dict[str, float], method: str = "rrf", adjacent: bool = False, late: bool = False
+        weights: dict[str, float],
+        method: str = "rrf",
+        adjacent: bool = False,
+        late: bool = False,
+        rerank: bool = False,
     ) -> Search:
         r = Retriever(
             membrane.db,
@@ -685,6 +692,9 @@ def _baselines(membrane: Any) -> list[tuple[str, Search]]:
             weights=weights,
             adjacent=adjacent,
             late_interaction=late,
+            reranker=reranker if rerank else None,
+            rerank_pool=membrane.retriever.rerank_pool,
+            rerank_weight=membrane.retriever.rerank_weight,
         )
         return backend_search(LibraryBackend(membrane, r))
 
@@ -695,18 +705,18 @@ def _baselines(membrane: Any) -> list[tuple[str, Search]]:
         # RFC 8.2.4: with a reranker configured, the default ranking includes it
         *(
             [(f"{default} without the reranker", arm(weights, default, adjacent=True, late=True))]
-            if membrane.settings.reranker_path is not None
+            if reranker is not None
             else []
         ),
-        (f"{default} without adjacent episodes", arm(weights, default, late=True)),
-        (f"{default} without late interaction", arm(weights, default, adjacent=True)),
+        (f"{default} without adjacent episodes", arm(weights, default, late=True, rerank=True)),
+        (f"{default} without late interaction", arm(weights, default, adjacent=True, rerank=True)),
         ("full-text arm only", arm({**zero, "text": 1.0})),
     ]
     if membrane.settings.embedding_provider != "none":
         out.append(("vector arm only", arm({**zero, "vector": 1.0})))
     for method in fusion.METHODS:
         if method != default:
-            out.append((f"fusion {method} (default weights)", arm(weights, method, True)))
+            out.append((f"fusion {method} (default weights)", arm(weights, method, True, rerank=True)))
     out.append((OKAPI, okapi_search()))
     return out
 
