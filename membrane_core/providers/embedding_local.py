@@ -32,7 +32,7 @@ from typing import Any
 
 from membrane_core.providers.base import ProviderError, Tokens
 
-__all__ = ["INSTALL_HINT", "LocalMiniLMProvider", "default_cache_dir", "quantize_int8"]
+__all__ = ["INSTALL_HINT", "LocalMiniLMProvider", "default_cache_dir", "export_bert", "quantize_int8"]
 
 #: The model's maximum sequence length (its ``sentence_bert_config.json``).
 MAX_TOKENS = 256
@@ -98,19 +98,29 @@ class _OnnxMiniLM:
 
 def _export(model_dir: Path, graph: Path) -> None:
     """Export the package's BERT to ``graph`` (atomically: a temporary file, then a rename)."""
-    torch = importlib.import_module("torch")
     transformers = importlib.import_module("transformers")
     bert = transformers.AutoModel.from_pretrained(str(model_dir), local_files_only=True).eval()
+    export_bert(bert, graph, output="last_hidden_state")
 
-    class Hidden(torch.nn.Module):  # type: ignore[misc,name-defined]  # torch is untyped here
+
+def export_bert(model: Any, graph: Path, *, output: str) -> None:
+    """A BERT-family torch ``model`` to the ONNX ``graph``: inputs ``input_ids``,
+    ``attention_mask`` and ``token_type_ids``, and the model's ``output`` field under its own
+    name, with the batch (and, for a per-token output, the tokens) as dynamic axes; written
+    under a temporary name, then renamed, so that concurrent processes never read half a file
+    (RFC 12.1, 8.2.4)."""
+    torch = importlib.import_module("torch")
+
+    class Field(torch.nn.Module):  # type: ignore[misc,name-defined]  # torch is untyped here
         def __init__(self) -> None:
             super().__init__()
-            self.bert = bert
+            self.model = model
 
         def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
-            return self.bert(
+            out = self.model(
                 input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
-            ).last_hidden_state
+            )
+            return getattr(out, output)
 
     sample = torch.ones((1, 8), dtype=torch.int64)
     axes = {0: "batch", 1: "tokens"}
@@ -121,16 +131,16 @@ def _export(model_dir: Path, graph: Path) -> None:
         with torch.inference_mode(), warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the tracer's notes on constant shapes
             torch.onnx.export(
-                Hidden(),
+                Field(),
                 (sample, sample, torch.zeros_like(sample)),
                 tmp,
                 input_names=["input_ids", "attention_mask", "token_type_ids"],
-                output_names=["last_hidden_state"],
+                output_names=[output],
                 dynamic_axes={
                     "input_ids": axes,
                     "attention_mask": axes,
                     "token_type_ids": axes,
-                    "last_hidden_state": axes,
+                    output: axes if output == "last_hidden_state" else {0: "batch"},
                 },
                 opset_version=17,
                 dynamo=False,

@@ -27,13 +27,17 @@ import importlib
 import json
 import os
 import tempfile
-import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from membrane_core.providers.base import ProviderError
-from membrane_core.providers.embedding_local import INSTALL_HINT, default_cache_dir, quantize_int8
+from membrane_core.providers.embedding_local import (
+    INSTALL_HINT,
+    default_cache_dir,
+    export_bert,
+    quantize_int8,
+)
 
 __all__ = ["MAX_PAIR_TOKENS", "LocalCrossEncoder"]
 
@@ -162,7 +166,6 @@ def _exported(folder: Path, config: dict[str, Any], cache_dir: Path) -> Path:
     if graph.is_file():
         return graph
     try:
-        torch = importlib.import_module("torch")
         transformers = importlib.import_module("transformers")
     except ImportError as exc:
         raise ProviderError(f"{INSTALL_HINT}; import failed: {exc}") from exc
@@ -172,46 +175,10 @@ def _exported(folder: Path, config: dict[str, Any], cache_dir: Path) -> Path:
         ).eval()
     except Exception as exc:
         raise ProviderError(f"cannot load the reranker weights in {folder}: {exc}") from exc
-
-    class Logits(torch.nn.Module):  # type: ignore[misc,name-defined]  # torch is untyped here
-        def __init__(self) -> None:
-            super().__init__()
-            self.model = model
-
-        def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
-            return self.model(
-                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
-            ).logits
-
-    sample = torch.ones((1, 8), dtype=torch.int64)
-    axes = {0: "batch", 1: "tokens"}
-    graph.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=graph.parent, suffix=".onnx.part")
-    os.close(fd)
     try:
-        with torch.inference_mode(), warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # the tracer's notes on constant shapes
-            torch.onnx.export(
-                Logits(),
-                (sample, sample, torch.zeros_like(sample)),
-                tmp,
-                input_names=["input_ids", "attention_mask", "token_type_ids"],
-                output_names=["logits"],
-                dynamic_axes={
-                    "input_ids": axes,
-                    "attention_mask": axes,
-                    "token_type_ids": axes,
-                    "logits": {0: "batch"},
-                },
-                opset_version=17,
-                dynamo=False,
-            )
-        os.replace(tmp, graph)
+        export_bert(model, graph, output="logits")
     except Exception as exc:
         raise ProviderError(f"cannot export the reranker in {folder} to ONNX: {exc}") from exc
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
     return graph
 
 
