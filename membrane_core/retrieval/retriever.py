@@ -338,7 +338,8 @@ class Retriever:
         arm_k = arm_window(req.limit)
         vec_k = window(max(self.vector_k, req.limit))
         with contextlib.ExitStack() as held:
-            conn: Any = held.enter_context(self.db.reader())
+            conn = held.enter_context(self.db.reader())
+            released = False
             retrieval.configure_scan(conn, ef_search=max(40, vec_k), max_scan_tuples=20_000)
             found = retrieval.roots(
                 conn,
@@ -377,7 +378,7 @@ class Retriever:
                 # RFC 8.2.4: the model runs after the statement's transaction has ended, so
                 # that no pooled connection waits on it; an expansion reads in a new one
                 held.close()
-                conn = None
+                released = True
                 ranked, cross_state = self._cross(cross, ranked, query, req.limit)
             if ranked and not ranked[0].fits:
                 raise errors.RecordTooLarge(
@@ -394,7 +395,7 @@ class Retriever:
             expansion: graph.Expansion | None = None
             neighbors: list[RecordView] = []
             if req.expand is not None and req.expand.hops > 0 and roots:
-                if conn is None:
+                if released:
                     conn = held.enter_context(self.db.reader())
                 expansion = graph.expand(
                     conn,
