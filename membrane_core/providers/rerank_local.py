@@ -59,7 +59,6 @@ class LocalCrossEncoder:
         folder = Path(folder).expanduser()
         if not folder.is_dir():
             raise ProviderError(f"the reranker folder {folder} does not exist")
-        self.folder = folder
         self.name = folder.name
         self.batch_size = batch_size
         try:

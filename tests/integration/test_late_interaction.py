@@ -20,6 +20,7 @@ from membrane_core.providers.deterministic import HashingEmbeddingProvider
 from membrane_core.storage.db import Database
 from membrane_core.testing import FakeClock
 from membrane_core.trust import TrustPolicy
+from tests.support.records import KITE_QUESTION, superseded_kite
 from tests.support.services import EMBEDDING_DIM
 
 HYPER = TrustPolicy(max_sensitivity=Sensitivity.HYPER, actor="tester")
@@ -110,22 +111,8 @@ def test_records_without_signs_rank_as_fused(hashing: Membrane, clock: FakeClock
 
 
 def test_a_superseded_fact_is_not_brought_back_by_its_words(hashing: Membrane, clock: FakeClock) -> None:
-    obs = {"source_kind": "observation", "scope": "s"}
-    old = hashing.capture(
-        {**obs, "content": {"subject": "red kite", "predicate": "kept in", "object": "blue shed"}}, CALLER
-    ).record_ids[1]
-    hashing.capture(
-        {**obs, "content": {"subject": "green kite", "predicate": "kept in", "object": "loft"}}, CALLER
-    )
-    evidence = [{"kind": "observation", "ref": "seen there"}]
-    new = hashing.revisions.supersede(
-        old, {"record": {"object": "garage"}, "rationale": "moved", "evidence": evidence}, CALLER
-    )
-    hashing.embedding.run_batch()
-    got = hashing.retrieve(
-        {"query": "is the red kite kept in the blue shed", "scopes": ["s"], "memory_types": ["semantic"]},
-        CALLER,
-    )
+    old, new = superseded_kite(hashing, CALLER)
+    got = hashing.retrieve(KITE_QUESTION, CALLER)
     assert got.diagnostics["late_interaction"] == "used"
     found = [r.id for r in got.records]
     assert new in found  # control: the current fact is found

@@ -21,6 +21,7 @@ from membrane_core.trust import TrustPolicy
 pytest.importorskip("transformers", reason="the local extra (membrane[local]) brings the model's code")
 
 from tests.support.crossencoder import tiny_cross_encoder
+from tests.support.records import KITE_QUESTION, superseded_kite
 
 CALLER = TrustPolicy(read_scopes=frozenset({"s"}), actor="caller")
 TURNS = (
@@ -92,19 +93,8 @@ def test_a_corrected_fact_is_not_brought_back_by_the_reranker(
     settings: Settings, db: Database, clock: FakeClock, model: Path
 ) -> None:
     m = store(settings, db, clock, reranker_path=model, reranker_weight=100.0)
-    obs = {"source_kind": "observation", "scope": "s"}
-    old = m.capture(
-        {**obs, "content": {"subject": "red kite", "predicate": "kept in", "object": "blue shed"}}, CALLER
-    ).record_ids[1]
-    evidence = [{"kind": "observation", "ref": "seen there"}]
-    new = m.revisions.supersede(
-        old, {"record": {"object": "garage"}, "rationale": "moved", "evidence": evidence}, CALLER
-    )
-    m.embedding.run_batch()
-    got = m.retrieve(
-        {"query": "is the red kite kept in the blue shed", "scopes": ["s"], "memory_types": ["semantic"]},
-        CALLER,
-    )
+    old, new = superseded_kite(m, CALLER)
+    got = m.retrieve(KITE_QUESTION, CALLER)
     assert got.diagnostics["reranker"] == "used"
     found = [r.id for r in got.records]
     assert new in found  # control: the current fact is found and re-ranked

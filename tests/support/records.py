@@ -30,3 +30,27 @@ def link(url: str, *edges: tuple[uuid.UUID, str, uuid.UUID]) -> None:
     """Insert relations ``(source, predicate, target)`` directly."""
     with psycopg.connect(url) as conn, conn.cursor() as cur:
         cur.executemany("INSERT INTO relations (source_id, predicate, target_id) VALUES (%s, %s, %s)", edges)
+
+
+#: The question that names a superseded fact's old value (see :func:`superseded_kite`).
+KITE_QUESTION = {
+    "query": "is the red kite kept in the blue shed",
+    "scopes": ["s"],
+    "memory_types": ["semantic"],
+}
+
+
+def superseded_kite(m: Membrane, policy: TrustPolicy) -> tuple[uuid.UUID, uuid.UUID]:
+    """In scope ``s``: the fact "red kite kept in blue shed" superseded by "... garage", beside
+    another kite's fact, all embedded; ``(old, new)``. :data:`KITE_QUESTION` names the old one."""
+    obs = {"source_kind": "observation", "scope": "s"}
+    old = m.capture(
+        {**obs, "content": {"subject": "red kite", "predicate": "kept in", "object": "blue shed"}}, policy
+    ).record_ids[1]
+    m.capture({**obs, "content": {"subject": "green kite", "predicate": "kept in", "object": "loft"}}, policy)
+    evidence = [{"kind": "observation", "ref": "seen there"}]
+    new = m.revisions.supersede(
+        old, {"record": {"object": "garage"}, "rationale": "moved", "evidence": evidence}, policy
+    )
+    m.embedding.run_batch()
+    return old, new
