@@ -101,6 +101,7 @@ class AuditAction(StrEnum):
     DELETE = "delete"  #: record retracted or deleted
     REINFORCE = "reinforce"  #: salience reinforced
     DECAY = "decay"  #: salience decayed or penalised
+    REQUEUE = "requeue"  #: a buried work item of the record put back by an operator (RFC 10.7)
 
 
 class ProvenanceKind(StrEnum):

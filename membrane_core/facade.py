@@ -18,6 +18,7 @@ from membrane_core.jobs.embed import EmbeddingService
 from membrane_core.jobs.extract import ExtractionService
 from membrane_core.jobs.maintenance import Maintenance
 from membrane_core.jobs.seal import Sealing
+from membrane_core.listing.service import Listing
 from membrane_core.metrics import DeploymentGauges
 from membrane_core.models import AuditHistory
 from membrane_core.policy import Policy, policy_from_settings
@@ -171,6 +172,8 @@ class Membrane:
             retention_seconds=s.operations_retention_seconds,
             sealer=sealer,
         )
+        #: RFC 10.7: lists of records, lineage, operations, the work queue and scopes
+        self.listing = Listing(self.db, clock=clock, sealer=sealer)
         #: RFC 7.6: rotation's side of the store (``membrane rotate-encryption-key``)
         self.sealing = Sealing(self.db, sealer, clock=clock)
 

@@ -102,7 +102,7 @@ class RetrieveRequest(ClientInput):
     expand: ExpandOptions | None = None
 
 
-M = TypeVar("M", CaptureRequest, RetrieveRequest)
+M = TypeVar("M", bound=ClientInput)
 
 
 def parse(model: type[M], data: M | Mapping[str, Any]) -> M:

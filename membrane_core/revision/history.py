@@ -110,7 +110,7 @@ def _with_shown_references(details: dict[str, Any], shown: set[str]) -> dict[str
     return out
 
 
-def _opened(sealer: Sealer, row: audit.AuditRow, details: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+def opened_entry(sealer: Sealer, row: audit.AuditRow, details: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """RFC 7.6: an entry's rationale and details, its sealed rationale opened."""
     note = details.get(SEALED_RATIONALE)
     if not isinstance(note, str):
@@ -138,7 +138,7 @@ def history(db: Database, record_id: uuid.UUID, trust: TrustPolicy, sealer: Seal
         shown = set() if redacted else _shown(conn, trust, rows)
     entries = []
     for r in rows:
-        rationale, details = ("", {}) if redacted else _opened(sealer, r, r.details)
+        rationale, details = ("", {}) if redacted else opened_entry(sealer, r, r.details)
         entries.append(
             AuditEntry(
                 action=r.action,

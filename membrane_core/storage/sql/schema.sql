@@ -89,6 +89,8 @@ CREATE TABLE memory_records (
 CREATE INDEX memory_records_scope_type ON memory_records (scope, type, status, sensitivity_rank);
 CREATE INDEX memory_records_tsv ON memory_records USING gin (search_tsv);
 CREATE INDEX memory_records_scoped_tsv ON memory_records USING gin (scoped_lexemes(scope, search_tsv));
+-- RFC 10.7: one scope's records newest first, in keyset pages
+CREATE INDEX memory_records_listing ON memory_records (scope, created_at DESC, id DESC);
 CREATE INDEX memory_records_fact ON memory_records (scope, fact_subject, fact_predicate, fact_object)
     WHERE type = 'semantic';
 
@@ -243,7 +245,7 @@ CREATE TABLE audit_log (
     record_id   uuid NOT NULL,
     scope       text NOT NULL,
     sensitivity text NOT NULL CHECK (sensitivity IN ('public','low','medium','high','hyper')),
-    action      text NOT NULL CHECK (action IN ('create','revise','fork','merge','delete','reinforce','decay')),
+    action      text NOT NULL CHECK (action IN ('create','revise','fork','merge','delete','reinforce','decay','requeue')),
     actor       text NOT NULL,
     ts          timestamptz NOT NULL DEFAULT clock_timestamp(),
     rationale   text NOT NULL,
@@ -329,6 +331,8 @@ CREATE TABLE work_items (
     UNIQUE (kind, target_id)
 );
 CREATE INDEX work_items_due ON work_items (kind, due_at, id) WHERE NOT dead;
+-- RFC 10.7: buried items in keyset pages
+CREATE INDEX work_items_buried ON work_items (id) WHERE dead;
 -- Queue tables churn: analyse and vacuum after 2 % of their rows change, not 10-20 %, so
 -- that a store filling from empty is not planned with the statistics of an empty table.
 ALTER TABLE operations SET (autovacuum_vacuum_scale_factor = 0.02, autovacuum_analyze_scale_factor = 0.02);
