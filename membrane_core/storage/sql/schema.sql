@@ -90,7 +90,7 @@ CREATE INDEX memory_records_scope_type ON memory_records (scope, type, status, s
 CREATE INDEX memory_records_tsv ON memory_records USING gin (search_tsv);
 CREATE INDEX memory_records_scoped_tsv ON memory_records USING gin (scoped_lexemes(scope, search_tsv));
 -- RFC 10.7: one scope's records newest first, in keyset pages
-CREATE INDEX memory_records_listing ON memory_records (scope, created_at DESC, id DESC);
+CREATE INDEX memory_records_listing ON memory_records (scope, created_at, id);
 CREATE INDEX memory_records_fact ON memory_records (scope, fact_subject, fact_predicate, fact_object)
     WHERE type = 'semantic';
 
