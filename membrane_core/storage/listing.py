@@ -303,7 +303,9 @@ class Requeued:
 
 
 def requeue(conn: psycopg.Connection, ids: Sequence[int], now: datetime) -> list[Requeued]:
-    """RFC 10.7: put the buried items among ``ids`` whose record exists back, due ``now``."""
+    """RFC 10.7: put the buried items among ``ids`` whose record exists back, due ``now``,
+    their records locked first (RFC 5.5: the audit entries written next chain safely)."""
+    conn.execute(q("work_requeue_lock"), {"ids": list(ids)})
     return fetch_all(conn, Requeued, q("work_requeue"), {"ids": list(ids), "now": now})
 
 

@@ -149,6 +149,13 @@ SELECT id, kind, target_id, attempts, last_error, due_at, created_at
  ORDER BY id
  LIMIT %(limit)s
 
+-- name: work_requeue_lock
+-- Lock the records of the buried items among ids in id order, as every writer of a record's audit entries holds its row lock (RFC 5.5, 5.2).
+SELECT r.id FROM memory_records r
+ WHERE r.id IN (SELECT w.target_id FROM work_items w WHERE w.id = ANY(%(ids)s::bigint[]) AND w.dead)
+ ORDER BY r.id
+   FOR NO KEY UPDATE
+
 -- name: work_requeue
 -- Put buried items whose record still exists back, due now with no attempt counted; items not buried are left as they are, so a repeated requeue changes nothing (RFC 10.7). Returns each item with its record's scope and sensitivity for the audit entry.
 UPDATE work_items w
