@@ -121,13 +121,71 @@ class Selection(Frozen):
     needs_more: bool
 
 
+class ArmCounts(Frozen):
+    """How many candidates each arm gave (RFC 8.1, 8.6)."""
+
+    vector: int
+    text: int
+    entity: int
+    salience: int
+
+
+class DateWindow(Frozen):
+    """A window of time read from the query, ``[start, end)`` in ISO 8601 (RFC 8.2.2)."""
+
+    start: str
+    end: str
+
+
+class ExpansionDiagnostics(Frozen):
+    """What the graph expansion returned and which of its limits cut it (RFC 8.4, 8.6)."""
+
+    hops: int
+    neighbors: int
+    edges: int
+    node_limit_applied: bool
+    edge_limit_applied: bool
+    filtered_in_python: int
+
+
+def _absent(value: object) -> bool:
+    return value is None
+
+
+class RetrieveDiagnostics(Frozen):
+    """What one retrieval read, which ranking ran and which bound cut it (RFC 8.6); nothing
+    in it names or counts a record the caller cannot see, beyond the pool size."""
+
+    candidates: int  # the fused pool, before any bound
+    arms: ArmCounts
+    #: the state of the vector arm (RFC 8.1.1), the fusion, late interaction (RFC 8.2.3) and
+    #: the cross-encoder (RFC 8.2.4)
+    vector: str
+    fusion: str
+    late_interaction: str
+    reranker: str
+    dates: list[DateWindow]
+    #: roots, neighbours and edges returned, and the bytes of the returned views (RFC 8.3)
+    returned: int
+    neighbors: int
+    edges: int
+    bytes: int
+    row_limit: int
+    max_bytes: int
+    row_limit_applied: bool
+    byte_limit_applied: bool
+    filtered_in_python: int  # hydrated rows the re-check in Python dropped (RFC 7.3)
+    #: only with expansion: an answer without one has no such key
+    expansion: ExpansionDiagnostics | None = Field(default=None, exclude_if=_absent)
+
+
 class RetrieveResult(Frozen):
     """Roots, neighbours, edges and diagnostics of one retrieval (RFC 8)."""
 
     records: list[RecordView]
     neighbors: list[RecordView] = Field(default_factory=list)
     edges: list[Edge] = Field(default_factory=list)
-    diagnostics: dict[str, Any] = Field(default_factory=dict)
+    diagnostics: RetrieveDiagnostics
     selection: Selection | None = None
 
 

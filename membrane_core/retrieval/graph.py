@@ -5,10 +5,10 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from membrane_core.enums import RevisionStatus, Sensitivity
 from membrane_core.requests import ExpandOptions
+from membrane_core.results import ExpansionDiagnostics
 from membrane_core.storage import retrieval
 from membrane_core.storage.db import Connection
 from membrane_core.trust import TrustPolicy, Visibility
@@ -28,16 +28,16 @@ class Expansion:
     edge_limit_applied: bool = False
     filtered_in_python: int = 0
 
-    def diagnostics(self) -> dict[str, Any]:
+    def diagnostics(self) -> ExpansionDiagnostics:
         """RFC 8.6: what the expansion returned and which limit cut it."""
-        return {
-            "hops": self.hops_done,
-            "neighbors": len(self.neighbors),
-            "edges": len(self.edges),
-            "node_limit_applied": self.node_limit_applied,
-            "edge_limit_applied": self.edge_limit_applied,
-            "filtered_in_python": self.filtered_in_python,
-        }
+        return ExpansionDiagnostics(
+            hops=self.hops_done,
+            neighbors=len(self.neighbors),
+            edges=len(self.edges),
+            node_limit_applied=self.node_limit_applied,
+            edge_limit_applied=self.edge_limit_applied,
+            filtered_in_python=self.filtered_in_python,
+        )
 
 
 def status_allowed(status: str, *, include_retracted: bool, include_contested: bool) -> bool:

@@ -20,13 +20,23 @@ from membrane_core.enums import RevisionStatus, Sensitivity
 from membrane_core.models import MemoryRecord
 from membrane_core.providers import EmbeddingProvider, ProviderError, build_embedding_provider
 from membrane_core.providers.base import Reranker, token_embedder, unit
-from membrane_core.requests import RetrieveRequest
-from membrane_core.results import Edge, RecordView, RetrieveResult, shown_references, view
+from membrane_core.requests import ExpandOptions, RetrieveRequest
+from membrane_core.results import (
+    ArmCounts,
+    DateWindow,
+    Edge,
+    RecordView,
+    RetrieveDiagnostics,
+    RetrieveResult,
+    Selection,
+    shown_references,
+    view,
+)
 from membrane_core.retrieval import fusion, graph, late, selector, when
 from membrane_core.sealing import NO_KEYS, Sealer
 from membrane_core.settings import Settings
 from membrane_core.storage import records, retrieval, rowbatch
-from membrane_core.storage.db import Database
+from membrane_core.storage.db import Connection, Database
 from membrane_core.trust import TrustPolicy, Visibility
 
 log = logging.getLogger(__name__)
@@ -156,6 +166,55 @@ def read_filter(
         as_of=req.as_of,
         valid_at=req.valid_at,
     )
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """What one request asks of the roots statement and of the re-rankings (RFC 8.1-8.2.4)."""
+
+    req: RetrieveRequest
+    policy: TrustPolicy  # narrowed to the request's scopes and sensitivity
+    now: datetime
+    roots: retrieval.RootsQuery
+    expand: ExpandOptions | None  # None without hops (RFC 8.4)
+    vector_state: str  # RFC 8.1.1, 8.6
+    qtokens: Any  # RFC 8.2.3: the query's token matrix; None without late interaction
+    cross: Reranker | None  # RFC 8.2.4
+    cross_state: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Reranked:
+    """The pool in its final order, cut to the limit, and what re-ranked it (RFC 8.2.3, 8.2.4);
+    ``released``: the statement's transaction has ended (the cross-encoder ran after it)."""
+
+    ranked: list[retrieval.Ranked]
+    late_state: str
+    cross_state: str
+    released: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class Checked:
+    """The roots that passed the re-check in Python, within the byte budget (RFC 7.3, 8.3):
+    each view with its record (``None`` when redacted), the bytes they use, how many the
+    re-check dropped, and whether the budget cut them."""
+
+    roots: list[tuple[RecordView, retrieval.Stored | None]]
+    used: int
+    dropped: int
+    cut: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class Expanded:
+    """The graph expansion, the neighbours returned, the edges between the records returned,
+    and the bytes of roots and neighbours (RFC 8.4, 8.3)."""
+
+    expansion: graph.Expansion
+    neighbors: list[RecordView]
+    edges: list[Edge]
+    used: int
 
 
 class Retriever:
@@ -317,145 +376,217 @@ class Retriever:
 
     def retrieve(self, req: RetrieveRequest, trust: TrustPolicy) -> RetrieveResult:
         """RFC 8.1-8.6: hybrid candidates filtered in SQL, fused, bounded, re-checked, expanded."""
-        policy = trust.narrow(req.scopes, req.max_sensitivity)
-        now = self.clock()
-        f = read_filter(req, policy, now, self.sealer)
-        query = req.query if req.query and req.query.strip() else None
-        qvec, vector_state, qtokens = self._embed(query)
-        dates = when.windows(query)  # RFC 8.2.2
-        asked = query is not None and _WORD.search(query) is not None
-        cross, cross_state = self.reranker() if asked else (None, "off")
-        # RFC 8.2.3, 8.2.4: with the query's tokens or a reranker, the statement returns the
-        # best rows of the same fused ranking (a pool), re-ranked and cut to the limit below
-        pool = req.limit
-        if qtokens is not None:
-            pool = max(pool, late.POOL)
-        if cross is not None:
-            pool = max(pool, self.rerank_pool)
-        # RFC 8.1: the lexical and entity arms get a wider window than the limit; the vector
-        # arm's cost under a selective filter grows with its window, so it gets the limit
-        # (the same work as a bare top-k query)
-        arm_k = arm_window(req.limit)
-        vec_k = window(max(self.vector_k, req.limit))
+        plan = self._plan(req, trust)
         with contextlib.ExitStack() as held:
             conn = held.enter_context(self.db.reader())
-            released = False
-            retrieval.configure_scan(conn, ef_search=max(40, vec_k), max_scan_tuples=20_000)
-            found = retrieval.roots(
-                conn,
-                f,
-                query=query,
-                qvec=qvec,
-                terms=query_terms(query),
-                identifiers=query_identifiers(query),
-                arm_k=arm_k,
-                vec_k=vec_k,
-                fanout=self.entity_max_links,
-                limit=pool,
-                max_bytes=req.max_bytes,
-                rrf=self.fusion_method == "rrf",
-                weights=self.weights,
-                rrf_k=fusion.RRF_K,
-                sd_floor_salience=fusion.SD_FLOOR["salience"],
-                semantic_prior=fusion.SEMANTIC_PRIOR,
-                when=dates,
-                when_prior=fusion.WHEN_PRIOR,
-                late=qtokens is not None,
-                adjacent=(fusion.ADJACENT_SOURCES, fusion.ADJACENT_REACH, fusion.ADJACENT_DECAY)
-                if self.adjacent and query is not None
-                else None,
-                target_visible=self._full(policy),
-                # RFC 8.4: the statement's first hop runs from its roots, which the
-                # re-ranking changes; the expansion then makes its own
-                first_hop=(req.expand.max_edges, req.expand.max_nodes)
-                if req.expand is not None and req.expand.hops > 0 and qtokens is None and cross is None
-                else None,
-            )
-            ranked, late_state = found.ranked, "off"
-            if qtokens is not None:
-                ranked, late_state = self._late(found, qtokens, req.limit if cross is None else pool)
-            if cross is not None and query is not None:
-                # RFC 8.2.4: the model runs after the statement's transaction has ended, so
-                # that no pooled connection waits on it; an expansion reads in a new one
-                held.close()
-                released = True
-                ranked, cross_state = self._cross(cross, ranked, query, req.limit)
-            if ranked and not ranked[0].fits:
-                raise errors.RecordTooLarge(
-                    f"the best candidate needs {ranked[0].bytes} bytes, over max_bytes={req.max_bytes}",
-                    details=[
-                        {
-                            "field": "max_bytes",
-                            "message": "a single record exceeds the budget",
-                            "type": "record_too_large",
-                        }
-                    ],
-                )
-            roots, used, dropped, cut_py = self._roots(req, policy, ranked, now)
-            expansion: graph.Expansion | None = None
-            neighbors: list[RecordView] = []
-            if req.expand is not None and req.expand.hops > 0 and roots:
-                if released:
+            found = self._run(conn, plan)
+            reranked = self._rerank(plan, found, held)
+            checked = self._check(plan, reranked.ranked)
+            expanded: Expanded | None = None
+            if plan.expand is not None and checked.roots:
+                if reranked.released:  # RFC 8.2.4: the expansion reads in a new transaction
                     conn = held.enter_context(self.db.reader())
-                expansion = graph.expand(
-                    conn,
-                    f,
-                    policy,
-                    [(v.id, self._vis(v)) for v, _ in roots],
-                    req.expand,
-                    budget=max(0, req.max_bytes - used),
-                    target_visible=self._full(policy),
-                    first_hop=self._first_hop(found),
-                )
-                neighbors, used = self._neighbors(conn, req, policy, f, expansion, used, now)
-        root_views = [v for v, _ in roots]
-        neighbor_views = neighbors
-        views = root_views + neighbor_views
-        kept = {v.id for v in views}
+                expanded = self._expand(conn, plan, plan.expand, found, checked)
+        selection = self._select(plan, checked, reranked.ranked)
+        return RetrieveResult(
+            records=[v for v, _ in checked.roots],
+            neighbors=expanded.neighbors if expanded else [],
+            edges=expanded.edges if expanded else [],
+            diagnostics=self._diagnostics(plan, found, reranked, checked, expanded),
+            selection=selection,
+        )
+
+    def _plan(self, req: RetrieveRequest, trust: TrustPolicy) -> Plan:
+        """RFC 8.1-8.2.4: the caller's narrowed policy, the query's vector and tokens, the
+        reranker, and the roots statement they ask for."""
+        policy = trust.narrow(req.scopes, req.max_sensitivity)
+        now = self.clock()
+        query = req.query if req.query and req.query.strip() else None
+        qvec, vector_state, qtokens = self._embed(query)
+        asked = query is not None and _WORD.search(query) is not None
+        cross, cross_state = self.reranker() if asked else (None, "off")
+        expand = req.expand if req.expand is not None and req.expand.hops > 0 else None
+        roots = self._roots_query(
+            req,
+            policy,
+            now,
+            query,
+            qvec,
+            tokens=qtokens is not None,
+            reranked=cross is not None,
+            expand=expand,
+        )
+        return Plan(req, policy, now, roots, expand, vector_state, qtokens, cross, cross_state)
+
+    def _roots_query(
+        self,
+        req: RetrieveRequest,
+        policy: TrustPolicy,
+        now: datetime,
+        query: str | None,
+        qvec: list[float] | None,
+        *,
+        tokens: bool,
+        reranked: bool,
+        expand: ExpandOptions | None,
+    ) -> retrieval.RootsQuery:
+        """RFC 8.1-8.4: the roots statement of a request, with the query's ``tokens`` (late
+        interaction) or not, for a cross-encoder (``reranked``) or not."""
+        return retrieval.RootsQuery(
+            filter=read_filter(req, policy, now, self.sealer),
+            query=query,
+            qvec=qvec,
+            terms=query_terms(query),
+            identifiers=query_identifiers(query),
+            # RFC 8.1: the lexical and entity arms get a wider window than the limit; the vector
+            # arm's cost under a selective filter grows with its window, so it gets the limit
+            # (the same work as a bare top-k query)
+            arm_k=arm_window(req.limit),
+            vec_k=window(max(self.vector_k, req.limit)),
+            fanout=self.entity_max_links,
+            limit=self._pool(req.limit, tokens=tokens, reranked=reranked),
+            max_bytes=req.max_bytes,
+            rrf=self.fusion_method == "rrf",
+            weights=self.weights,
+            rrf_k=fusion.RRF_K,
+            sd_floor_salience=fusion.SD_FLOOR["salience"],
+            semantic_prior=fusion.SEMANTIC_PRIOR,
+            when=when.windows(query),  # RFC 8.2.2
+            when_prior=fusion.WHEN_PRIOR,
+            late=tokens,
+            adjacent=retrieval.Adjacent(fusion.ADJACENT_SOURCES, fusion.ADJACENT_REACH, fusion.ADJACENT_DECAY)
+            if self.adjacent and query is not None
+            else None,
+            target_visible=self._full(policy),
+            # RFC 8.4: the statement's first hop runs from its roots, which the re-ranking
+            # changes; the expansion then makes its own
+            first_hop=retrieval.FirstHop(expand.max_edges, expand.max_nodes)
+            if expand is not None and not tokens and not reranked
+            else None,
+        )
+
+    def _pool(self, limit: int, *, tokens: bool, reranked: bool) -> int:
+        """RFC 8.2.3, 8.2.4: with the query's tokens or a reranker, the statement returns the
+        best rows of the same fused ranking (a pool), re-ranked and cut to ``limit`` later."""
+        pool = limit
+        if tokens:
+            pool = max(pool, late.POOL)
+        if reranked:
+            pool = max(pool, self.rerank_pool)
+        return pool
+
+    @staticmethod
+    def _run(conn: Connection, plan: Plan) -> retrieval.Roots:
+        """RFC 8.1-8.3: the roots statement, with iterative scans sized to its vector window."""
+        retrieval.configure_scan(conn, ef_search=max(40, plan.roots.vec_k), max_scan_tuples=20_000)
+        return retrieval.roots(conn, plan.roots)
+
+    def _rerank(self, plan: Plan, found: retrieval.Roots, held: contextlib.ExitStack) -> Reranked:
+        """RFC 8.2.3, 8.2.4: the pool re-ranked by late interaction, then by the cross-encoder,
+        cut to the limit; the fused order where neither runs."""
+        ranked, late_state, cross_state = found.ranked, "off", plan.cross_state
+        cross, query, limit = plan.cross, plan.roots.query, plan.req.limit
+        if plan.qtokens is not None:
+            ranked, late_state = self._late(found, plan.qtokens, limit if cross is None else plan.roots.limit)
+        if cross is not None and query is not None:
+            # RFC 8.2.4: the model runs after the statement's transaction has ended, so
+            # that no pooled connection waits on it; an expansion reads in a new one
+            held.close()
+            ranked, cross_state = self._cross(cross, ranked, query, limit)
+            return Reranked(ranked, late_state, cross_state, released=True)
+        return Reranked(ranked, late_state, cross_state, released=False)
+
+    def _check(self, plan: Plan, ranked: list[retrieval.Ranked]) -> Checked:
+        """RFC 8.3, 7.3: refuse a best candidate over the byte budget; re-check the rest."""
+        req = plan.req
+        if ranked and not ranked[0].fits:
+            raise errors.RecordTooLarge(
+                f"the best candidate needs {ranked[0].bytes} bytes, over max_bytes={req.max_bytes}",
+                details=[
+                    {
+                        "field": "max_bytes",
+                        "message": "a single record exceeds the budget",
+                        "type": "record_too_large",
+                    }
+                ],
+            )
+        return self._roots(req, plan.policy, ranked, plan.now)
+
+    def _expand(
+        self, conn: Connection, plan: Plan, opts: ExpandOptions, found: retrieval.Roots, checked: Checked
+    ) -> Expanded:
+        """RFC 8.4, 8.3: the graph around the roots within the bytes they left, and the edges
+        between the records returned."""
+        req, policy, f = plan.req, plan.policy, plan.roots.filter
+        expansion = graph.expand(
+            conn,
+            f,
+            policy,
+            [(v.id, self._vis(v)) for v, _ in checked.roots],
+            opts,
+            budget=max(0, req.max_bytes - checked.used),
+            target_visible=self._full(policy),
+            first_hop=self._first_hop(found),
+        )
+        neighbors, used = self._neighbors(conn, req, policy, f, expansion, checked.used, plan.now)
+        kept = {v.id for v, _ in checked.roots} | {v.id for v in neighbors}
         edges = [
             Edge(source_id=s, predicate=p, target_id=t)
-            for s, p, t in (expansion.edges if expansion else [])
+            for s, p, t in expansion.edges
             if s in kept and t in kept
         ]
-        selection = selector.select(
+        return Expanded(expansion, neighbors, edges, used)
+
+    def _select(self, plan: Plan, checked: Checked, ranked: list[retrieval.Ranked]) -> Selection | None:
+        """RFC 8.5: the selector's choice among the active competence and plan-graph roots
+        shown in full."""
+        return selector.select(
             [
                 rec.record()
-                for v, rec in roots
+                for v, rec in checked.roots
                 if rec is not None
                 and not v.redacted
                 and v.status is RevisionStatus.ACTIVE
                 and rec.type in selector.SELECTABLE
             ],
             {r.record.id: r.vector_score for r in ranked if r.record is not None},
-            now,
+            plan.now,
             threshold=self.selector_threshold,
         )
-        diagnostics: dict[str, Any] = {
-            "candidates": found.candidates,
-            "arms": {**found.arms, "salience": found.candidates if query is None else 0},
-            "vector": vector_state,
-            "fusion": self.fusion_method,
-            "late_interaction": late_state,
-            "reranker": cross_state,
-            "dates": [{"start": a.isoformat(), "end": b.isoformat()} for a, b in dates],
-            "returned": len(root_views),
-            "neighbors": len(neighbor_views),
-            "edges": len(edges),
-            "bytes": used,
-            "row_limit": req.limit,
-            "max_bytes": req.max_bytes,
-            "row_limit_applied": found.candidates > req.limit,
-            "byte_limit_applied": any(not r.fits for r in ranked) or cut_py,
-            "filtered_in_python": dropped,
-        }
-        if expansion is not None:
-            diagnostics["expansion"] = expansion.diagnostics()
-        return RetrieveResult(
-            records=root_views,
-            neighbors=neighbor_views,
-            edges=edges,
-            diagnostics=diagnostics,
-            selection=selection,
+
+    def _diagnostics(
+        self,
+        plan: Plan,
+        found: retrieval.Roots,
+        reranked: Reranked,
+        checked: Checked,
+        expanded: Expanded | None,
+    ) -> RetrieveDiagnostics:
+        """RFC 8.6: what the retrieval read, which ranking ran and which bound cut it."""
+        req, query = plan.req, plan.roots.query
+        return RetrieveDiagnostics(
+            candidates=found.candidates,
+            arms=ArmCounts(
+                vector=found.arms["vector"],
+                text=found.arms["text"],
+                entity=found.arms["entity"],
+                salience=found.candidates if query is None else 0,
+            ),
+            vector=plan.vector_state,
+            fusion=self.fusion_method,
+            late_interaction=reranked.late_state,
+            reranker=reranked.cross_state,
+            dates=[DateWindow(start=a.isoformat(), end=b.isoformat()) for a, b in plan.roots.when],
+            returned=len(checked.roots),
+            neighbors=len(expanded.neighbors) if expanded else 0,
+            edges=len(expanded.edges) if expanded else 0,
+            bytes=expanded.used if expanded else checked.used,
+            row_limit=req.limit,
+            max_bytes=req.max_bytes,
+            row_limit_applied=found.candidates > req.limit,
+            byte_limit_applied=any(not r.fits for r in reranked.ranked) or checked.cut,
+            filtered_in_python=checked.dropped,
+            expansion=expanded.expansion.diagnostics() if expanded else None,
         )
 
     def _late(self, found: retrieval.Roots, qtokens: Any, limit: int) -> tuple[list[retrieval.Ranked], str]:
@@ -531,7 +662,7 @@ class Retriever:
         policy: TrustPolicy,
         ranked: list[retrieval.Ranked],
         now: datetime,
-    ) -> tuple[list[tuple[RecordView, retrieval.Stored | None]], int, int, bool]:
+    ) -> Checked:
         """RFC 7.3, 8.3: re-check trust, status and time on hydrated rows; re-measure bytes."""
         out: list[tuple[RecordView, retrieval.Stored | None]] = []
         used = dropped = 0
@@ -557,10 +688,10 @@ class Retriever:
                             }
                         ],
                     )
-                return out, used, dropped, True
+                return Checked(out, used, dropped, cut=True)
             used += size
             out.append((v, None if v.redacted else rec))
-        return out, used, dropped, False
+        return Checked(out, used, dropped, cut=False)
 
     def _checked(
         self,

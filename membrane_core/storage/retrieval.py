@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg
 from pgvector import Vector
@@ -295,88 +295,126 @@ LINK_SCAN = 1000
 SCOPED_MAX = 4
 
 
-def roots(
-    conn: psycopg.Connection,
-    f: ReadFilter,
-    *,
-    query: str | None,
-    qvec: Sequence[float] | None,
-    terms: Sequence[str],
-    identifiers: Sequence[tuple[str, str]] = (),
-    arm_k: int,
-    vec_k: int,
-    fanout: int,
-    limit: int,
-    max_bytes: int,
-    rrf: bool,
-    weights: Mapping[str, float],
-    rrf_k: float,
-    sd_floor_salience: float,
-    target_visible: Callable[[str, str], bool],
-    semantic_prior: float = 0.0,
-    when: Sequence[tuple[datetime, datetime]] = (),
-    when_prior: float = 0.0,
-    first_hop: tuple[int, int] | None = None,
-    adjacent: tuple[int, int, float] | None = None,
-    late: bool = False,
-    df_cap: int = 1000,
-    fts_cap: int = 5000,
-) -> Roots:
-    """RFC 8.1-8.3: one statement: candidates of every arm, filtered in SQL, fused, cut by rows
-    and projected bytes, and hydrated where they fit.
+class FirstHop(NamedTuple):
+    """RFC 8.4: the first expansion hop the roots statement runs, as :func:`graph_hop` would,
+    from the fitting roots shown in full."""
 
-    ``first_hop = (max_edges, max_nodes)`` also runs the first expansion hop (RFC 8.4) from
-    the fitting roots shown in full, as :func:`graph_hop` would, in the same statement.
-    ``adjacent = (sources, reach, decay)`` lifts the episodes next to the best ones (RFC 8.2.1).
+    max_edges: int
+    max_nodes: int
+
+
+class Adjacent(NamedTuple):
+    """RFC 8.2.1: the best ``sources`` episodes of the pool lift the ``reach`` episodes before
+    and after each of them in time, the k-th by ``decay ** k`` of its source's score."""
+
+    sources: int
+    reach: int
+    decay: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class RootsQuery:
+    """What the roots statement reads and how it ranks (RFC 8.1-8.3): the request's filters
+    and every knob of the arms, the fusion, the bounds and the optional parts.
+
     ``when``: the windows ``[start, end)`` the query names; a candidate that occurred in one
     gets ``when_prior`` (RFC 8.2.2). ``late``: every ranked row's id and token signs come
-    back too (RFC 8.2.3); it is not combined with ``first_hop``.
+    back too (RFC 8.2.3); it is not combined with ``first_hop``, since late interaction
+    re-ranks the roots the hop would run from.
     """
-    if late and first_hop is not None:
-        raise ValueError("late interaction re-ranks the roots: no first hop from them")
-    edges, nodes = first_hop or (0, 0)
-    sources, reach, decay = adjacent or (0, 0, 0.0)
-    st = shaped(
-        "retrieval_roots",
-        {
+
+    filter: ReadFilter
+    query: str | None
+    qvec: Sequence[float] | None
+    terms: Sequence[str]
+    #: RFC 8.1.3: ``(namespace, value)`` of each identifier the query names
+    identifiers: Sequence[tuple[str, str]] = ()
+    #: RFC 8.1: candidates kept per lexical and entity arm, and by the vector arm
+    arm_k: int
+    vec_k: int
+    #: RFC 8.1.3: an entity linked to more records than this is too common to rank by
+    fanout: int
+    #: RFC 8.3: the row cap and the byte budget
+    limit: int
+    max_bytes: int
+    #: RFC 8.2: the fusion and its constants
+    rrf: bool
+    weights: Mapping[str, float]
+    rrf_k: float
+    sd_floor_salience: float
+    semantic_prior: float = 0.0
+    when: Sequence[tuple[datetime, datetime]] = ()
+    when_prior: float = 0.0
+    first_hop: FirstHop | None = None
+    adjacent: Adjacent | None = None
+    late: bool = False
+    #: RFC 8.1.2: document-frequency and match caps of the full-text arm
+    df_cap: int = 1000
+    fts_cap: int = 5000
+    #: RFC 2.5: whether a relation target ``(scope, sensitivity)`` is shown in full
+    target_visible: Callable[[str, str], bool]
+
+    def __post_init__(self) -> None:
+        if self.late and self.first_hop is not None:
+            raise ValueError("late interaction re-ranks the roots: no first hop from them")
+
+    def params(self, embeddings: str) -> dict[str, Any]:
+        """Bind parameters of ``retrieval_roots``, reading ``embeddings`` (RFC 13.2)."""
+        f, hop, adjacent = self.filter, self.first_hop, self.adjacent
+        edges, nodes = hop or (0, 0)
+        sources, reach, decay = adjacent or (0, 0, 0.0)
+        return {
             **f.params(),
-            "query": query or None,
-            "has_query": bool(query),
-            "qvec": Vector(list(qvec)) if qvec is not None else None,
-            "has_qvec": qvec is not None,
-            "terms": list(terms),
-            "id_namespaces": [i[0] for i in identifiers],
-            "id_values": [i[1] for i in identifiers],
-            "arm_k": arm_k,
-            "vec_k": vec_k,
-            "fanout": fanout,
-            "df_cap": df_cap,
-            "fts_cap": fts_cap,
+            "query": self.query or None,
+            "has_query": bool(self.query),
+            "qvec": Vector(list(self.qvec)) if self.qvec is not None else None,
+            "has_qvec": self.qvec is not None,
+            "terms": list(self.terms),
+            "id_namespaces": [namespace for namespace, _ in self.identifiers],
+            "id_values": [value for _, value in self.identifiers],
+            "arm_k": self.arm_k,
+            "vec_k": self.vec_k,
+            "fanout": self.fanout,
+            "df_cap": self.df_cap,
+            "fts_cap": self.fts_cap,
             "tag_cap": TAG_CAP,
             "link_scan": LINK_SCAN,
-            "limit": limit,
-            "max_bytes": max_bytes,
-            "rrf": rrf,
-            "rrf_k": rrf_k,
-            "sd_floor_salience": sd_floor_salience,
-            "semantic_prior": semantic_prior,
-            "when_from": [w[0] for w in when],
-            "when_to": [w[1] for w in when],
-            "when_prior": when_prior,
-            **{f"w_{name}": float(weights.get(name, 0.0)) for name in FEATURES},
-            "embeddings": embeddings_relation(conn, f.scopes),
+            "limit": self.limit,
+            "max_bytes": self.max_bytes,
+            "rrf": self.rrf,
+            "rrf_k": self.rrf_k,
+            "sd_floor_salience": self.sd_floor_salience,
+            "semantic_prior": self.semantic_prior,
+            "when_from": [start for start, _ in self.when],
+            "when_to": [end for _, end in self.when],
+            "when_prior": self.when_prior,
+            **{f"w_{name}": float(self.weights.get(name, 0.0)) for name in FEATURES},
+            "embeddings": embeddings,
             "has_tags": f.tags is not None,
-            "hop": first_hop is not None,
+            "hop": hop is not None,
             "scoped": f.scopes is not None and 1 <= len(f.scopes) <= SCOPED_MAX,
-            "hop_rows": 2 * edges + 1 if first_hop else 0,
+            "hop_rows": 2 * edges + 1 if hop else 0,
             "hop_edges": edges,
             "hop_new": nodes,
             "adjacent": adjacent is not None,
             "adjacent_sources": sources,
             "adjacent_reach": reach,
             "adjacent_decay": decay,
-            "late": late,
-        },
+            "late": self.late,
+        }
+
+
+def roots(conn: psycopg.Connection, query: RootsQuery) -> Roots:
+    """RFC 8.1-8.3: one statement: candidates of every arm, filtered in SQL, fused, cut by rows
+    and projected bytes, and hydrated where they fit.
+
+    With ``query.first_hop`` it also runs the first expansion hop (RFC 8.4) from the fitting
+    roots shown in full, as :func:`graph_hop` would, in the same statement; with
+    ``query.adjacent`` the episodes next to the best ones are lifted (RFC 8.2.1).
+    """
+    st = shaped(
+        "retrieval_roots",
+        query.params(embeddings_relation(conn, query.filter.scopes)),
         ints=(
             "max_rank",
             "arm_k",
@@ -395,34 +433,39 @@ def roots(
     found = _run(conn, st).fetchall()
     rows = [row for row in found if row["kind"] == "root"]
     first = rows[0] if rows else {}
+    target_visible, late = query.target_visible, query.late
     return Roots(
-        ranked=[
-            Ranked(
-                ord=row["ord"],
-                score=row["score"],
-                status=row["status_as_of"],
-                vector_score=row["vector_score"],
-                text_score=row["text_score"],
-                entity_score=row["entity_score"],
-                salience=row["salience_now"],
-                bytes=row["bytes"],
-                running=row["running"],
-                fits=row["fits"],
-                record=_record(row, target_visible) if row["fits"] and row["id"] is not None else None,
-            )
-            for row in rows
-        ],
+        ranked=[_ranked(row, target_visible) for row in rows],
         candidates=first.get("pool_size", 0),
         arms={
             "vector": first.get("n_vector", 0),
             "text": first.get("n_text", 0),
             "entity": first.get("n_entity", 0),
         },
-        first_hop=_hop([row for row in found if row["kind"] == "hop"], target_visible) if first_hop else None,
+        first_hop=_hop([row for row in found if row["kind"] == "hop"], target_visible)
+        if query.first_hop
+        else None,
         pool_ids=[row["pool_id"] for row in rows] if late else [],
         signs={row["pool_id"]: bytes(row["token_signs"]) for row in rows if row["token_signs"]}
         if late
         else {},
+    )
+
+
+def _ranked(row: dict[str, Any], target_visible: Callable[[str, str], bool]) -> Ranked:
+    """A root row as a ranked candidate, hydrated when it fits (RFC 8.2, 8.3)."""
+    return Ranked(
+        ord=row["ord"],
+        score=row["score"],
+        status=row["status_as_of"],
+        vector_score=row["vector_score"],
+        text_score=row["text_score"],
+        entity_score=row["entity_score"],
+        salience=row["salience_now"],
+        bytes=row["bytes"],
+        running=row["running"],
+        fits=row["fits"],
+        record=_record(row, target_visible) if row["fits"] and row["id"] is not None else None,
     )
 
 

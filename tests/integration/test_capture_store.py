@@ -93,7 +93,7 @@ def test_retrieve_bounded_by_rows_and_bytes(membrane: Membrane) -> None:
     assert len(rows.records) == 5
     small = membrane.retrieve({"query": "beta", "limit": 20, "max_bytes": 8 * 1024})
     assert 1 <= len(small.records) < 20
-    assert small.diagnostics["byte_limit_applied"] is True
+    assert small.diagnostics.byte_limit_applied is True
     assert sum(len(r.model_dump_json()) for r in small.records) <= 8 * 1024
 
 

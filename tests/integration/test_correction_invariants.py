@@ -1209,7 +1209,7 @@ class CorrectionMachine(RuleBasedStateMachine):
         ), f"no entity {subject!r} among the roots"
         # its links: the episodes that mention it and at most one edge per predicate and object
         if len(mentions) + len(PREDICATES) * len(OBJECTS) <= 25:
-            assert got.diagnostics["arms"]["entity"] > 0, got.diagnostics
+            assert got.diagnostics.arms.entity > 0, got.diagnostics
 
     def selector_picks_only_active_procedures(self) -> None:
         """RFC 8.5: the selection names an active competence or plan graph, if there is one."""

@@ -51,10 +51,10 @@ def test_a_named_day_raises_what_happened_on_it(membrane: Membrane, clock: FakeC
     assert ranked(membrane, f"{question} on 2024-02-11")[0] == d["feb"]
     # the windows read are reported (RFC 8.6)
     got = membrane.retrieve({"scopes": ["a"], "query": f"{question} on 3 Jan 2024"}, CALLER)
-    assert got.diagnostics["dates"] == [
+    assert [w.model_dump() for w in got.diagnostics.dates] == [
         {"start": "2024-01-03T00:00:00+00:00", "end": "2024-01-04T00:00:00+00:00"}
     ]
-    assert membrane.retrieve({"scopes": ["a"], "query": question}, CALLER).diagnostics["dates"] == []
+    assert membrane.retrieve({"scopes": ["a"], "query": question}, CALLER).diagnostics.dates == []
     # a weaker match on the day named rises
     plain = ranked(membrane, f"{question} on a day")
     dated = ranked(membrane, f"{question} on 05.01.2024")

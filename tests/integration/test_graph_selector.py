@@ -92,11 +92,14 @@ def test_hop_node_and_edge_limits(membrane: Membrane, database_url: str) -> None
     two = membrane.retrieve({**q, "expand": {"hops": 2, "max_nodes": 50, "max_edges": 50}})
     got = {r.id for r in two.neighbors}
     assert {chain[0], chain[1], *star} == got and chain[2] not in got
-    assert len(two.edges) == 8 and two.diagnostics["expansion"]["hops"] == 2
+    assert len(two.edges) == 8 and two.diagnostics.expansion is not None
+    assert two.diagnostics.expansion.hops == 2
     nodes = membrane.retrieve({**q, "expand": {"hops": 3, "max_nodes": 3, "max_edges": 50}})
-    assert len(nodes.neighbors) == 3 and nodes.diagnostics["expansion"]["node_limit_applied"]
+    assert len(nodes.neighbors) == 3 and nodes.diagnostics.expansion is not None
+    assert nodes.diagnostics.expansion.node_limit_applied
     edges = membrane.retrieve({**q, "expand": {"hops": 3, "max_nodes": 50, "max_edges": 2}})
-    assert len(edges.edges) == 2 and edges.diagnostics["expansion"]["edge_limit_applied"]
+    assert len(edges.edges) == 2 and edges.diagnostics.expansion is not None
+    assert edges.diagnostics.expansion.edge_limit_applied
     kept = {root} | {r.id for r in edges.neighbors}
     assert all(e.source_id in kept and e.target_id in kept for e in edges.edges)
     none = membrane.retrieve({**q, "expand": {"hops": 0}})
@@ -170,7 +173,7 @@ def test_neighbours_share_the_byte_budget(membrane: Membrane, database_url: str)
     got = membrane.retrieve({"query": "mu", "limit": 1, "max_bytes": 9000, "expand": {"hops": 1}})
     assert [r.id for r in got.records] == [root]
     assert 1 <= len(got.neighbors) < 5
-    assert got.diagnostics["bytes"] <= 9000
+    assert got.diagnostics.bytes <= 9000
     kept = {root} | {r.id for r in got.neighbors}
     assert all(e.target_id in kept for e in got.edges) and len(got.edges) == len(got.neighbors)
 

@@ -77,10 +77,10 @@ def test_hidden_links_do_not_make_an_entity_too_common(
     query = {"query": "Zorblat", "limit": 20}
     before = membrane.retrieve(query, CALLER)
     assert note in {r.id for r in before.records}  # control: the entity arm reaches it
-    assert before.diagnostics["arms"]["entity"] >= 3
+    assert before.diagnostics.arms.entity >= 3
     hyper_mentions(membrane, "Zorblat", 25)  # 25 more links: over the fan-out cap if counted
     after = membrane.retrieve(query, CALLER)
-    assert after.diagnostics["arms"]["entity"] == before.diagnostics["arms"]["entity"]
+    assert after.diagnostics.arms.entity == before.diagnostics.arms.entity
     assert note in {r.id for r in after.records}
 
 
@@ -94,6 +94,6 @@ def test_a_hub_is_too_common_for_every_caller(
     capture(membrane, "kickoff with Zorblat", entities=["Zorblat"])
     hyper_mentions(membrane, "Zorblat", 2)
     query = {"query": "Zorblat", "limit": 20}
-    assert membrane.retrieve(query, CALLER).diagnostics["arms"]["entity"] == 2  # control: 3 links
+    assert membrane.retrieve(query, CALLER).diagnostics.arms.entity == 2  # control: 3 links
     hyper_mentions(membrane, "Zorblat", 1)
-    assert membrane.retrieve(query, CALLER).diagnostics["arms"]["entity"] == 0
+    assert membrane.retrieve(query, CALLER).diagnostics.arms.entity == 0

@@ -127,7 +127,7 @@ def test_entity_lookup(membrane: Membrane, planted: Planted, database_url: str) 
     wide = membrane.retrieve({"query": "Quokka", "limit": 50, "include_retracted": True})
     assert planted.retracted in {r.id for r in wide.records}  # the arm does reach it
     got = membrane.retrieve({"query": "Quokka", "limit": 50}, CALLER)
-    assert got.diagnostics["arms"]["entity"] >= 1
+    assert got.diagnostics.arms.entity >= 1
     ids = {r.id for r in got.records}
     assert planted.control in ids  # positive control, linked to the entity
     assert any(r.type.value == "entity" and r.scope == "a" for r in got.records)

@@ -17,6 +17,7 @@ from membrane_core import Membrane, Settings
 from membrane_core.enums import Sensitivity
 from membrane_core.jobs.maintenance import Job
 from membrane_core.providers.deterministic import HashingEmbeddingProvider
+from membrane_core.results import RetrieveDiagnostics
 from membrane_core.storage.db import Database
 from membrane_core.testing import FakeClock
 from membrane_core.trust import TrustPolicy
@@ -59,7 +60,7 @@ def signs(db: Database, record_id: uuid.UUID) -> bytes | None:
     return None if row[0] is None else bytes(row[0])
 
 
-def ranked(m: Membrane, query: str, limit: int = 3) -> tuple[list[uuid.UUID], dict[str, Any]]:
+def ranked(m: Membrane, query: str, limit: int = 3) -> tuple[list[uuid.UUID], RetrieveDiagnostics]:
     got = m.retrieve({"query": query, "scopes": ["s"], "limit": limit, "memory_types": ["episodic"]}, CALLER)
     return [r.id for r in got.records], got.diagnostics
 
@@ -82,12 +83,12 @@ def test_the_pool_is_reranked_by_the_words_a_record_holds(hashing: Membrane, clo
     hashing.embedding.run_batch()
     hashing.retriever.late_interaction = False
     off, diag_off = ranked(hashing, "red kite")
-    assert diag_off["late_interaction"] == "off"
+    assert diag_off.late_interaction == "off"
     assert off[:2] == [kites, both]  # control: without it the repeated word leads
     hashing.retriever.late_interaction = True
     hashing.retriever._recent.clear()  # the cached query has no tokens
     on, diag_on = ranked(hashing, "red kite")
-    assert diag_on["late_interaction"] == "used"
+    assert diag_on.late_interaction == "used"
     assert on[:2] == [both, kites]
     assert other not in on[:2]
     scores = [r.score for r in hashing.retrieve({"query": "red kite", "scopes": ["s"]}, CALLER).records]
@@ -105,7 +106,7 @@ def test_records_without_signs_rank_as_fused(hashing: Membrane, clock: FakeClock
     with db.transaction() as conn:
         conn.execute("UPDATE record_embeddings SET token_signs = NULL")
     got = hashing.retrieve({"query": "red kite", "scopes": ["s"]}, CALLER)
-    assert got.diagnostics["late_interaction"] == "no_tokens"
+    assert got.diagnostics.late_interaction == "no_tokens"
     assert len(off) == 2  # control: both turns are found
     assert [(r.id, r.score) for r in got.records] == [(r.id, r.score) for r in off]
 
@@ -113,7 +114,7 @@ def test_records_without_signs_rank_as_fused(hashing: Membrane, clock: FakeClock
 def test_a_superseded_fact_is_not_brought_back_by_its_words(hashing: Membrane, clock: FakeClock) -> None:
     old, new = superseded_kite(hashing, CALLER)
     got = hashing.retrieve(KITE_QUESTION, CALLER)
-    assert got.diagnostics["late_interaction"] == "used"
+    assert got.diagnostics.late_interaction == "used"
     found = [r.id for r in got.records]
     assert new in found  # control: the current fact is found
     assert old not in found
@@ -175,9 +176,9 @@ def test_a_provider_without_tokens_stores_none_and_ranks_as_fused(
     assert plain.embedding.run_batch()["embedded"] == 2
     assert signs(db, rid) is None
     got, diag = ranked(plain, "red kite")
-    assert diag["late_interaction"] == "off"
+    assert diag.late_interaction == "off"
     assert rid in got  # control: the vector arm and full text still find it
-    assert diag["vector"] == "used"
+    assert diag.vector == "used"
 
 
 @pytest.mark.parametrize("limit", [3, 25])
@@ -189,9 +190,9 @@ def test_an_expansion_runs_from_the_reranked_roots(hashing: Membrane, clock: Fak
     got = hashing.retrieve(
         {"query": "red kite", "scopes": ["s"], "limit": limit, "expand": {"hops": 1}}, CALLER
     )
-    assert got.diagnostics["late_interaction"] == "used"
+    assert got.diagnostics.late_interaction == "used"
     assert [r.id for r in got.records][:2] == [both, kites]
-    assert "expansion" in got.diagnostics
+    assert got.diagnostics.expansion is not None
 
 
 def test_every_partition_keeps_vectors_in_the_row_and_signs_out_of_it(db: Database) -> None:

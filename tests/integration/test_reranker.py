@@ -13,6 +13,7 @@ import pytest
 from membrane_core import Membrane, Settings
 from membrane_core.providers.deterministic import HashingEmbeddingProvider
 from membrane_core.providers.rerank_local import LocalCrossEncoder
+from membrane_core.results import RetrieveDiagnostics
 from membrane_core.storage import rowbatch
 from membrane_core.storage.db import Database
 from membrane_core.testing import FakeClock
@@ -57,7 +58,7 @@ def fill(m: Membrane, clock: FakeClock) -> dict[str, uuid.UUID]:
     return ids
 
 
-def ask(m: Membrane, query: str = QUERY, limit: int = 5) -> tuple[list[str], dict[str, Any]]:
+def ask(m: Membrane, query: str = QUERY, limit: int = 5) -> tuple[list[str], RetrieveDiagnostics]:
     got = m.retrieve({"query": query, "scopes": ["s"], "limit": limit, "memory_types": ["episodic"]}, CALLER)
     return [r.payload["text"] for r in got.records if r.payload], got.diagnostics
 
@@ -77,14 +78,14 @@ def test_the_reranker_orders_the_pool_by_its_scores(
     m = store(settings, db, clock, reranker_path=model, reranker_weight=100.0)
     texts = indexed(m, fill(m, clock))
     got, diag = ask(m)
-    assert diag["reranker"] == "used"
+    assert diag.reranker == "used"
     scores = LocalCrossEncoder(model, cache_dir=tmp_path / "own").score(QUERY, list(texts.values()))
     by_model = [t for _, t in sorted(zip(scores, texts, strict=True), reverse=True)]
     assert got == by_model[:5]  # every turn is in the pool of 20; the model's best five lead
 
     plain = store(settings, db, clock)  # control: the same store without a reranker
     fused, diag_off = ask(plain)
-    assert diag_off["reranker"] == "off"
+    assert diag_off.reranker == "off"
     assert len(fused) == 5
     assert fused != got
 
@@ -95,7 +96,7 @@ def test_a_corrected_fact_is_not_brought_back_by_the_reranker(
     m = store(settings, db, clock, reranker_path=model, reranker_weight=100.0)
     old, new = superseded_kite(m, CALLER)
     got = m.retrieve(KITE_QUESTION, CALLER)
-    assert got.diagnostics["reranker"] == "used"
+    assert got.diagnostics.reranker == "used"
     found = [r.id for r in got.records]
     assert new in found  # control: the current fact is found and re-ranked
     assert old not in found
@@ -109,11 +110,11 @@ def test_a_reranker_that_cannot_load_keeps_the_fused_order(
     fused, _ = ask(plain)
     broken = store(settings, db, clock, reranker_path=tmp_path / "no-such-model")
     got, diag = ask(broken)
-    assert diag["reranker"] == "provider_error"
+    assert diag.reranker == "provider_error"
     assert len(fused) == 5  # control: the question finds turns
     assert got == fused
     again, diag = ask(broken)
-    assert diag["reranker"] == "provider_error" and again == fused
+    assert diag.reranker == "provider_error" and again == fused
     said = [r for r in caplog.records if "reranker cannot be loaded" in r.getMessage()]
     assert len(said) == 1  # one attempt to load it, said once
 
@@ -124,7 +125,7 @@ def test_a_retrieve_without_a_question_does_not_load_it(
     m = store(settings, db, clock, reranker_path=tmp_path / "no-such-model")
     fill(m, clock)
     got = m.retrieve({"scopes": ["s"], "limit": 3}, CALLER)
-    assert got.diagnostics["reranker"] == "off"
+    assert got.diagnostics.reranker == "off"
     assert len(got.records) == 3
     assert m.retriever._reranker_factory is not None, "not built yet"
 
@@ -138,8 +139,8 @@ def test_late_interaction_and_the_reranker_both_order_the_pool(
     provider.tokens = True  # the hashing embedder gives each word a token (RFC 8.2.3)
     texts = indexed(m, fill(m, clock))
     got, diag = ask(m)
-    assert diag["late_interaction"] == "used"
-    assert diag["reranker"] == "used"
+    assert diag.late_interaction == "used"
+    assert diag.reranker == "used"
     scores = m.retriever.reranker()[0].score(QUERY, list(texts.values()))  # type: ignore[union-attr]
     by_model = [t for _, t in sorted(zip(scores, texts, strict=True), reverse=True)]
     assert got == by_model[:5]
@@ -155,7 +156,7 @@ def test_an_expansion_after_the_reranker_finds_the_neighbours(
     m.embedding.run_batch()
     body = {"query": "Ana kite", "scopes": ["s"], "limit": 3, "expand": {"hops": 1}}
     got = m.retrieve({**body, "memory_types": ["episodic"]}, CALLER)
-    assert got.diagnostics["reranker"] == "used"
+    assert got.diagnostics.reranker == "used"
     assert len(got.records) == 3
     # read in a transaction of its own, after the model ran (RFC 8.2.4, 8.4)
     assert [n.payload["canonical_name"] for n in got.neighbors if n.payload] == ["Ana"]

@@ -63,8 +63,8 @@ def test_long_question_matches_any_informative_term(membrane: Membrane) -> None:
     )
     assert hit.record_ids[0] in ids(got)
     assert miss.record_ids[0] not in ids(got)
-    assert got.diagnostics["arms"]["text"] >= 1
-    assert got.diagnostics["vector"] == "no_provider"
+    assert got.diagnostics.arms.text >= 1
+    assert got.diagnostics.vector == "no_provider"
 
 
 def test_rare_terms_outrank_common_ones(membrane: Membrane) -> None:
@@ -82,8 +82,8 @@ def test_vector_arm_finds_what_full_text_cannot(hashing: Membrane) -> None:
     assert hashing.embedding.run_batch()["embedded"] >= 2
     got = hashing.retrieve({"query": "to be or not to be", "scopes": ["s"], "limit": 1})
     assert ids(got) == [quote.record_ids[0]]
-    assert got.diagnostics["vector"] == "used"
-    assert got.diagnostics["arms"]["vector"] >= 2 and got.diagnostics["arms"]["text"] == 0
+    assert got.diagnostics.vector == "used"
+    assert got.diagnostics.arms.vector >= 2 and got.diagnostics.arms.text == 0
     assert other.record_ids[0] not in ids(got)
 
 
@@ -105,9 +105,9 @@ def test_a_query_asked_again_reuses_its_vector(hashing: Membrane) -> None:
     again = hashing.retrieve({"query": "to be or not to be", "scopes": ["s"], "limit": 1})
     other = hashing.retrieve({"query": "or not to be", "scopes": ["s"], "limit": 1})
     assert ids(first) == ids(again) == [quote.record_ids[0]]
-    assert again.diagnostics["vector"] == "used"
+    assert again.diagnostics.vector == "used"
     assert calls == [["to be or not to be"], ["or not to be"]]  # another question is embedded
-    assert other.diagnostics["vector"] == "used"
+    assert other.diagnostics.vector == "used"
 
 
 def test_filtered_vector_scan_does_not_starve(db: Database, database_url: str, clock: FakeClock) -> None:
@@ -131,7 +131,7 @@ def test_filtered_vector_scan_does_not_starve(db: Database, database_url: str, c
     retriever = Retriever(db, clock=clock, embedder=embedder)
     req = RetrieveRequest(query="to be or not", scopes=["scope-1"], limit=200, max_bytes=16 * 1024 * 1024)
     got = retriever.retrieve(req, DEVELOPMENT_POLICY)
-    assert got.diagnostics["arms"]["vector"] == 200
+    assert got.diagnostics.arms.vector == 200
     assert len(got.records) == 200 and {r.scope for r in got.records} == {"scope-1"}
 
 
@@ -143,7 +143,7 @@ def test_tag_filter_ranks_few_tagged_records_exactly(hashing: Membrane) -> None:
     elsewhere = hashing.capture(ev("other", "to be or not to be", tags=["ops"]))
     assert hashing.embedding.run_batch()["embedded"] >= 33
     got = hashing.retrieve({"query": "to be or not to be", "scopes": ["s"], "tags": ["ops"], "limit": 5})
-    assert got.diagnostics["vector"] == "used" and got.diagnostics["arms"]["vector"] == 2
+    assert got.diagnostics.vector == "used" and got.diagnostics.arms.vector == 2
     assert ids(got)[0] == tagged.record_ids[0]  # positive control: the nearest tagged record
     assert far_tagged.record_ids[0] in ids(got)
     assert elsewhere.record_ids[0] not in ids(got)  # tagged, but in a scope not asked for
@@ -161,7 +161,7 @@ def test_entity_arm_links_mentions(membrane: Membrane) -> None:
     )
     unrelated = membrane.capture(ev("s", "conference coffee was cold"))
     got = membrane.retrieve({"query": "what do we know about ada lovelace", "scopes": ["s"]})
-    assert got.diagnostics["arms"]["entity"] >= 2  # the entity and the record mentioning it
+    assert got.diagnostics.arms.entity >= 2  # the entity and the record mentioning it
     assert linked.record_ids[0] in ids(got)
     assert any(r.type.value == "entity" for r in got.records)
     assert unrelated.record_ids[0] not in ids(got)
@@ -232,7 +232,7 @@ def test_no_query_ranks_by_current_salience(membrane: Membrane, clock: FakeClock
     got = membrane.retrieve({"scopes": ["s"]})
     assert ids(got) == [newer.record_ids[0], older.record_ids[0]]
     assert got.records[1].salience == pytest.approx(0.125)  # three episodic half-lives
-    assert got.diagnostics["arms"]["salience"] == 2
+    assert got.diagnostics.arms.salience == 2
     floor = membrane.retrieve({"scopes": ["s"], "min_salience": 0.5})
     assert ids(floor) == [newer.record_ids[0]]
 
@@ -251,9 +251,9 @@ def test_row_cap_and_diagnostics(membrane: Membrane) -> None:
     got = membrane.retrieve({"query": "delta", "scopes": ["s"], "limit": 4})
     assert len(got.records) == 4
     d = got.diagnostics
-    assert d["row_limit_applied"] is True and d["byte_limit_applied"] is False
-    assert d["candidates"] == 12 and d["returned"] == 4 and d["fusion"] in ("rrf", "zsum")
-    assert d["bytes"] == sum(len(r.model_dump_json()) for r in got.records)
+    assert d.row_limit_applied is True and d.byte_limit_applied is False
+    assert d.candidates == 12 and d.returned == 4 and d.fusion in ("rrf", "zsum")
+    assert d.bytes == sum(len(r.model_dump_json()) for r in got.records)
     assert [r.score for r in got.records] == sorted((r.score for r in got.records), reverse=True)
 
 
@@ -261,8 +261,8 @@ def test_byte_budget_never_returns_a_partial_over_budget(membrane: Membrane) -> 
     membrane.capture_many([ev("s", f"omega {i} " + "w" * 1500) for i in range(6)])
     got = membrane.retrieve({"query": "omega", "scopes": ["s"], "max_bytes": 5000})
     assert 1 <= len(got.records) < 6
-    assert got.diagnostics["byte_limit_applied"] is True
-    assert got.diagnostics["bytes"] <= 5000
+    assert got.diagnostics.byte_limit_applied is True
+    assert got.diagnostics.bytes <= 5000
     with pytest.raises(errors.RecordTooLarge):
         membrane.retrieve({"query": "omega", "scopes": ["s"], "max_bytes": 1024})
 
@@ -319,23 +319,25 @@ def test_fusion_in_sql_matches_the_reference(hashing: Membrane, clock: FakeClock
         retrieval.configure_scan(conn, ef_search=40, max_scan_tuples=20_000)
         found = retrieval.roots(
             conn,
-            f,
-            query=query,
-            qvec=qvec,
-            terms=retriever.query_terms(query),
-            arm_k=50,
-            vec_k=50,
-            fanout=25,
-            limit=400,
-            max_bytes=1 << 24,
-            rrf=method == "rrf",
-            weights=fusion.DEFAULT_WEIGHTS,
-            rrf_k=fusion.RRF_K,
-            sd_floor_salience=fusion.SD_FLOOR["salience"],
-            target_visible=lambda scope, sens: True,
-            semantic_prior=fusion.SEMANTIC_PRIOR,
-            when=[window],
-            when_prior=fusion.WHEN_PRIOR,
+            retrieval.RootsQuery(
+                filter=f,
+                query=query,
+                qvec=qvec,
+                terms=retriever.query_terms(query),
+                arm_k=50,
+                vec_k=50,
+                fanout=25,
+                limit=400,
+                max_bytes=1 << 24,
+                rrf=method == "rrf",
+                weights=fusion.DEFAULT_WEIGHTS,
+                rrf_k=fusion.RRF_K,
+                sd_floor_salience=fusion.SD_FLOOR["salience"],
+                target_visible=lambda scope, sens: True,
+                semantic_prior=fusion.SEMANTIC_PRIOR,
+                when=[window],
+                when_prior=fusion.WHEN_PRIOR,
+            ),
         )
     ranked = found.ranked
     # every arm contributed, and every candidate came back hydrated (limit and budget are wide)
@@ -470,7 +472,7 @@ def test_salience_arm_in_index_order_is_exact(
                         "k": retriever.arm_window(body["limit"]),
                     },
                 ).fetchall()
-            assert got.diagnostics["candidates"] == len(window), (hours, body)
+            assert got.diagnostics.candidates == len(window), (hours, body)
     clock.now = now
 
 
@@ -574,13 +576,13 @@ def test_a_zero_query_vector_skips_the_vector_arm(hashing: Membrane, clock: Fake
     zero = Retriever(hashing.db, clock=clock, embedder=ZeroQuery())  # type: ignore[arg-type]
     req = RetrieveRequest(query="walrus weather", scopes=["s"], limit=5)
     got = zero.retrieve(req, DEVELOPMENT_POLICY)
-    assert got.diagnostics["vector"] == "degenerate_vector"
-    assert got.diagnostics["arms"]["vector"] == 0 and got.diagnostics["arms"]["text"] >= 2
+    assert got.diagnostics.vector == "degenerate_vector"
+    assert got.diagnostics.arms.vector == 0 and got.diagnostics.arms.text >= 2
     assert ids(got)[0] == hit  # the rarest term's record first
     assert all(v.score is not None and v.score == v.score for v in got.records)  # no NaN
     # positive control: the same request with a real query vector uses the arm
     real = hashing.retrieve({"query": "walrus weather", "scopes": ["s"], "limit": 5})
-    assert real.diagnostics["vector"] == "used" and ids(real)[0] == hit
+    assert real.diagnostics.vector == "used" and ids(real)[0] == hit
 
 
 def test_a_stored_zero_vector_does_not_poison_fusion(hashing: Membrane, database_url: str) -> None:
@@ -597,6 +599,6 @@ def test_a_stored_zero_vector_does_not_poison_fusion(hashing: Membrane, database
             (EMBEDDING_DIM, odd),
         )
     got = hashing.retrieve({"query": "walrus migrated", "scopes": ["s"], "limit": 5})
-    assert got.diagnostics["vector"] == "used"
+    assert got.diagnostics.vector == "used"
     assert all(v.score is not None and v.score == v.score for v in got.records)  # no NaN
     assert ids(got)[0] == hit and odd in ids(got)  # both walrus records; the zero one ranked

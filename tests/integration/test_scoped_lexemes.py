@@ -55,7 +55,7 @@ def test_scopes_sharing_a_tag_do_not_see_each_other(
     res = membrane.retrieve({"query": "zephyr lantern", "limit": 10}, caller)
     ids = [r.id for r in res.records]
     assert set(mine) <= set(ids)  # positive control, found by the full-text arm
-    assert res.diagnostics["arms"]["text"] == 2
+    assert res.diagnostics.arms.text == 2
     assert theirs not in ids and str(theirs) not in res.model_dump_json()
     # the fallback path (more matching rows than 2 x df_cap): candidates from the index
     # again, through the same scope filter (fts_cap leaves room for a leaked row)
@@ -223,7 +223,7 @@ def test_many_scopes_read_the_scope_lexemes(membrane: Membrane) -> None:
     rid = _capture(membrane, scopes[-1], "a quiet harbour at dawn")
     _capture(membrane, "elsewhere", "a quiet harbour at dusk")
     res = membrane.retrieve({"query": "quiet harbour", "scopes": scopes, "limit": 5})
-    assert [r.id for r in res.records] == [rid] and res.diagnostics["arms"]["text"] == 1
+    assert [r.id for r in res.records] == [rid] and res.diagnostics.arms.text == 1
 
 
 def test_long_words_are_left_out_of_the_scoped_lexemes(membrane: Membrane, database_url: str) -> None:
@@ -237,7 +237,7 @@ def test_long_words_are_left_out_of_the_scoped_lexemes(membrane: Membrane, datab
         res = membrane.retrieve({"query": query, "scopes": ["long"], "limit": 5})
         assert [r.id for r in res.records] == [rid], query
     res = membrane.retrieve({"query": longest, "scopes": ["long"], "limit": 5})
-    assert [r.id for r in res.records] == [kept] and res.diagnostics["arms"]["text"] == 1
+    assert [r.id for r in res.records] == [kept] and res.diagnostics.arms.text == 1
     with psycopg.connect(database_url) as conn:
         got = conn.execute(
             "SELECT tsvector_to_array(scoped_lexemes('long', search_tsv)) FROM memory_records WHERE id = %s",

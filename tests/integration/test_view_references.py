@@ -120,10 +120,10 @@ def test_as_of_entity_arm(membrane: Membrane, clock: FakeClock) -> None:
         entity, {"rationale": "disputed", "contesting_record_id": str(later)}, DEVELOPMENT_POLICY
     )
     now = membrane.retrieve(query)  # control: the new link brings the record in
-    assert now.diagnostics["arms"]["entity"] == before.diagnostics["arms"]["entity"] + 1
+    assert now.diagnostics.arms.entity == before.diagnostics.arms.entity + 1
     assert later in {r.id for r in now.records}
     past = membrane.retrieve({**query, "as_of": then.isoformat()})
-    assert past.diagnostics["arms"]["entity"] == before.diagnostics["arms"]["entity"]
+    assert past.diagnostics.arms.entity == before.diagnostics.arms.entity
     assert later not in {r.id for r in past.records}
 
 

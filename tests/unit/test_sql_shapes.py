@@ -41,7 +41,7 @@ _CALL = re.compile(r"""\bshaped\(\s*["'](\w+)["']""")
 
 #: Flags a statement's caller never sets together, so their shapes are never rendered:
 #: late interaction re-ranks the roots, so the statement makes no first hop from them
-#: (RFC 8.2.3, 8.4; ``retrieval.roots`` refuses both, see the test below).
+#: (RFC 8.2.3, 8.4; ``retrieval.RootsQuery`` refuses both, see the test below).
 NEVER_TOGETHER: dict[str, tuple[frozenset[str], ...]] = {"retrieval_roots": (frozenset({"late", "hop"}),)}
 
 
@@ -122,9 +122,8 @@ def test_flags_never_rendered_together_are_refused_by_their_caller() -> None:
     from membrane_core.storage import retrieval
 
     with pytest.raises(ValueError, match="no first hop"):
-        retrieval.roots(
-            None,  # type: ignore[arg-type]  # refused before any statement
-            None,  # type: ignore[arg-type]
+        retrieval.RootsQuery(
+            filter=None,  # type: ignore[arg-type]  # refused before any statement
             query="q",
             qvec=None,
             terms=(),
@@ -138,7 +137,7 @@ def test_flags_never_rendered_together_are_refused_by_their_caller() -> None:
             rrf_k=60.0,
             sd_floor_salience=0.1,
             target_visible=lambda *_: True,
-            first_hop=(1, 1),
+            first_hop=retrieval.FirstHop(max_edges=1, max_nodes=1),
             late=True,
         )
     roots = [f for n, f in ALL if n == "retrieval_roots"]
