@@ -90,7 +90,7 @@ class Listing:
             scopes: list[str] = []
         else:
             scopes = sorted(policy.read_scopes)
-            plan = "one" if len(scopes) == 1 else "some"
+            plan = "listed"
         f = ReadFilter(
             scopes=None if plan == "every" else scopes,
             max_rank=policy.max_sensitivity.rank,

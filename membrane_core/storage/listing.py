@@ -17,9 +17,9 @@ from membrane_core.storage.queries import Shaped, q, shaped
 from membrane_core.storage.retrieval import ReadFilter, Stored
 from membrane_core.storage.rows import fetch_all
 
-#: RFC 10.7: how a page of records reads its scopes: one scope's index in order, the listed
-#: scopes' indexes merged, or every scope's (found by a loose scan of the index).
-ScopePlan = Literal["one", "some", "every"]
+#: RFC 10.7: how a page of records reads its scopes: the listed scopes' indexes merged, or
+#: every scope's (found by a loose scan of the index).
+ScopePlan = Literal["listed", "every"]
 
 #: RFC 10.7: the relations a lineage walks (RFC 5.2: supersede, merge, fork, contest).
 CORRECTIONS = ("supersedes", "superseded_by", "derived_from", "contests", "contested_by")
@@ -60,10 +60,7 @@ class RecordQuery:
             "list_records",
             {
                 **self.filter.params(),
-                "one_scope": self.plan == "one",
-                "some_scopes": self.plan == "some",
                 "every_scope": self.plan == "every",
-                "scope": self.scopes[0] if self.plan == "one" else None,
                 "scopes": list(self.scopes),
                 "statuses": list(self.statuses) if self.statuses is not None else None,
                 "ranks": list(self.ranks) if self.ranks is not None else None,

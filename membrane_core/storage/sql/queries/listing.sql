@@ -3,22 +3,22 @@
 -- hydrated with its fragments, so a list and a retrieval see exactly the same records.
 
 -- name: list_records
--- One keyset page of records, newest first (created_at, id), filtered as retrieval filters (RFC 8.1, 7.3, 5.6), cut by rows and projected bytes, and hydrated where it fits (RFC 10.7). For one scope (`one_scope`) it reads that scope's listing index in order; for several, each scope's index in order and merges them; for every scope (`every_scope`) the scopes come from a loose scan of the index.
+-- One keyset page of records, newest first (created_at, id), filtered as retrieval filters (RFC 8.1, 7.3, 5.6), cut by rows and projected bytes, and hydrated where it fits (RFC 10.7). It reads each listed scope's listing index backwards from the position and merges them; for every scope (`every_scope`) the scopes come from a loose scan of the index.
 WITH RECURSIVE /*?every_scope*/listed(scope) AS (
     (SELECT m.scope FROM memory_records m ORDER BY m.scope LIMIT 1)
     UNION ALL
     SELECT (SELECT m.scope FROM memory_records m WHERE m.scope > l.scope ORDER BY m.scope LIMIT 1)
       FROM listed l WHERE l.scope IS NOT NULL
-), /*?end*//*?some_scopes*/listed(scope) AS (
+), /*?end*//*?!every_scope*/listed(scope) AS (
     SELECT unnest(%(scopes)s::text[])
 ), /*?end*/page AS (
     SELECT k.id, k.created_at, k.status_as_of, k.bytes
-      FROM /*?!one_scope*/listed s CROSS JOIN LATERAL /*?end*/(
+      FROM listed s CROSS JOIN LATERAL (
     SELECT r.id, r.created_at,
            status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) AS status_as_of,
            CASE WHEN r.sensitivity_rank > %(max_rank)s THEN 256 ELSE r.projected_bytes END AS bytes
       FROM memory_records r
-     WHERE /*?one_scope*/r.scope = %(scope)s/*?end*//*?!one_scope*/r.scope = s.scope/*?end*/
+     WHERE r.scope = s.scope
        AND (%(after_created)s::timestamptz IS NULL
             OR (r.created_at, r.id) < (%(after_created)s::timestamptz, %(after_id)s::uuid))
        AND /*@request_filters*/
@@ -40,8 +40,8 @@ WITH RECURSIVE /*?every_scope*/listed(scope) AS (
             OR r.valid_from IS NULL OR r.valid_from < %(valid_before)s::timestamptz)
      ORDER BY r.created_at DESC, r.id DESC
      LIMIT %(rows)s) k
-    /*?!one_scope*/ORDER BY k.created_at DESC, k.id DESC
-     LIMIT %(rows)s/*?end*/
+     ORDER BY k.created_at DESC, k.id DESC
+     LIMIT %(rows)s
 ), bounded AS (
     SELECT p.*, row_number() OVER w AS ord, sum(p.bytes) OVER w AS running
       FROM page p
