@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import httpx
-import psycopg
 
 from tests.support.api import ServeFn
+from tests.support.records import bury
 
 KEYS = {
     "low-key": {"read_scopes": ["a"], "write_scopes": ["a"], "max_sensitivity": "low", "actor": "low"},
@@ -109,12 +109,7 @@ def test_lineage_through_http(serve: ServeFn) -> None:
 def test_work_is_for_operators_and_requeue_puts_items_back(serve: ServeFn, database_url: str) -> None:
     client = serve(keys=KEYS)
     (rid,) = _capture(client, "full-key", source_kind="event", scope="a", content={"text": "work"})
-    with psycopg.connect(database_url) as conn:
-        item = conn.execute(
-            "INSERT INTO work_items (kind, target_id, attempts, last_error, dead) VALUES ('decay', %s, 5, 'boom', true)"
-            " ON CONFLICT (kind, target_id) DO UPDATE SET dead = true, last_error = 'boom' RETURNING id",
-            (rid,),
-        ).fetchone()[0]  # type: ignore[index]
+    item = bury(database_url, rid, error="boom")
     assert client.get("/v1/work", headers=_auth("full-key")).status_code == 403
     work = client.get("/v1/work", headers=_auth("ops-key"))
     assert work.status_code == 200, work.text

@@ -13,6 +13,7 @@ from membrane_core import Membrane, errors
 from membrane_core.enums import Sensitivity
 from membrane_core.testing import FakeClock
 from membrane_core.trust import DEVELOPMENT_POLICY, TrustPolicy
+from tests.support.records import bury
 
 EVIDENCE = [{"kind": "observation", "ref": "ticket 42"}]
 #: Reads scope ``a`` up to ``low``: sees ``medium`` redacted, ``high`` not at all.
@@ -291,18 +292,6 @@ def test_operations_are_the_callers_own_unless_operator(membrane: Membrane) -> N
         mine.operation_id,
         failed.operation_id,
     }
-
-
-def bury(url: str, record_id: uuid.UUID, kind: str = "decay", error: str = "boom") -> int:
-    with psycopg.connect(url) as conn:
-        row = conn.execute(
-            "INSERT INTO work_items (kind, target_id, attempts, last_error, dead) VALUES (%s, %s, 5, %s, true)"
-            " ON CONFLICT (kind, target_id) DO UPDATE SET dead = true, attempts = 5, last_error = EXCLUDED.last_error"
-            " RETURNING id",
-            (kind, record_id, error),
-        ).fetchone()
-    assert row is not None
-    return int(row[0])
 
 
 def test_work_lists_buried_items_and_requeue_is_idempotent_and_audited(

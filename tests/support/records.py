@@ -54,3 +54,19 @@ def superseded_kite(m: Membrane, policy: TrustPolicy) -> tuple[uuid.UUID, uuid.U
     )
     m.embedding.run_batch()
     return old, new
+
+
+#: A buried work item (RFC 9.4): as a job leaves one after its last failed attempt.
+BURY = (
+    "INSERT INTO work_items (kind, target_id, attempts, last_error, dead) VALUES (%s, %s, 5, %s, true)"
+    " ON CONFLICT (kind, target_id) DO UPDATE"
+    " SET dead = true, attempts = 5, last_error = EXCLUDED.last_error RETURNING id"
+)
+
+
+def bury(url: str, record_id: uuid.UUID | str, kind: str = "decay", error: str = "boom") -> int:
+    """Bury a ``kind`` work item of the record with ``error`` as its last error; its id."""
+    with psycopg.connect(url) as conn:
+        row = conn.execute(BURY, (kind, record_id, error)).fetchone()
+    assert row is not None
+    return int(row[0])
