@@ -1,4 +1,4 @@
-"""``membrane``: run the stack, migrate, capture, retrieve, benchmark, evaluate (RFC 14.1)."""
+"""``membrane``: run the stack, migrate, capture, retrieve, list, benchmark, evaluate (RFC 14.1)."""
 
 from __future__ import annotations
 
@@ -48,6 +48,7 @@ PLUGINS = (
     ("membrane_cli.evaluate", eval_app),
     ("membrane_cli.db", db_app),
     ("membrane_cli.keys", app),
+    ("membrane_cli.lists", app),
     ("membrane_cli.encryption", app),
     ("membrane_cli.reembed", app),
 )

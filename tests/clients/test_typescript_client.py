@@ -1,8 +1,9 @@
 """The TypeScript client (clients/typescript): its node tests against the live API, its schema current.
 
 The node suite (``npm test``) builds the client, type-checks it and runs node's test runner:
-retries against a scripted server, then capture, retrieve, supersede, idempotent replays and
-typed errors against the server started here (``MEMBRANE_URL``).
+retries against a scripted server, list pages on a scripted fetch, then capture, retrieve,
+supersede, idempotent replays, typed errors and the list calls (RFC 10.7) against the server
+started here (``MEMBRANE_URL``).
 """
 
 from __future__ import annotations
@@ -98,6 +99,9 @@ MUST_PASS = (
     "a write retried after a lost answer returns the same operation",
     "a 422 is an InvalidInputError naming the field; a 404 a NotFoundError",
     "a 503 is retried after its Retry-After, with the same Idempotency-Key",
+    "records: a page, every page, filters and a superseded fact's lineage",
+    "operations, scopes and the work queue",
+    "iterRecords follows next_cursor with the same filters, a page at a time",
 )
 
 

@@ -10,18 +10,21 @@ For each SDK model and the server component of the same meaning:
   server always sends;
 - closed vocabularies agree: an SDK ``Literal`` sent to the server is within the
   server's enum.
-Every endpoint the client calls exists, with the request and answer components expected.
+Every endpoint the client calls exists, with the request and answer components expected,
+and the filters of each list call (RFC 10.7) are the route's query parameters, by name and
+vocabulary: the server ignores a query parameter it does not know, so a misspelt filter
+would widen a list without a word.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from functools import cache
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict, get_type_hints
 
 import pytest
 from membrane_client import _core, models
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter
 
 Direction = Literal["answer", "request"]
 
@@ -54,6 +57,21 @@ PAIRS: list[tuple[type[BaseModel], str, Direction]] = [
     (models.ReinforceBody, "ReinforceBody", "request"),
     (models.PenalizeBody, "PenalizeBody", "request"),
     (models.MaintenanceRun, "MaintenanceRun", "request"),
+    (models.RecordPage, "RecordPage", "answer"),
+    (models.PageDiagnostics, "PageDiagnostics", "answer"),
+    (models.Lineage, "Lineage", "answer"),
+    (models.LineageEdge, "LineageEdge", "answer"),
+    (models.LineageEvidence, "Evidence", "answer"),
+    (models.OperationSummary, "OperationSummary", "answer"),
+    (models.OperationPage, "OperationPage", "answer"),
+    (models.WorkOverview, "WorkOverview", "answer"),
+    (models.JobBacklog, "JobBacklog", "answer"),
+    (models.InboxCount, "InboxCount", "answer"),
+    (models.BuriedItem, "BuriedItem", "answer"),
+    (models.RequeueResult, "RequeueResult", "answer"),
+    (models.ScopeList, "ScopeList", "answer"),
+    (models.ScopeCount, "ScopeCount", "answer"),
+    (models.RequeueBody, "RequeueRequest", "request"),
 ]
 
 #: client method -> (request body component or None, answer component).
@@ -73,6 +91,19 @@ ROUTES: dict[str, tuple[str | None, str]] = {
     "metrics": (None, "Metrics"),
     "run_maintenance": ("MaintenanceRun", "OperationView"),
     "operation": (None, "OperationView"),
+    "list_records": (None, "RecordPage"),
+    "lineage": (None, "Lineage"),
+    "list_operations": (None, "OperationPage"),
+    "work": (None, "WorkOverview"),
+    "requeue_work": ("RequeueRequest", "RequeueResult"),
+    "list_scopes": (None, "ScopeList"),
+}
+
+#: list call -> the filters it takes, as query parameters of its route (RFC 10.7).
+FILTERS: dict[str, type[Any]] = {
+    "list_records": models.RecordFilters,
+    "list_operations": models.OperationFilters,
+    "work": models.WorkFilters,
 }
 
 
@@ -269,6 +300,44 @@ def test_every_endpoint_exists_with_its_components(method: str) -> None:
     assert refs == {answer}, refs
 
 
+def _vocabulary(side: Side, schema: dict[str, Any]) -> set[Any] | None:
+    """The closed set of values of a query parameter, through its arrays; ``None`` when open."""
+    values: set[Any] = set()
+    for branch in side.branches(schema):
+        if branch.get("type") == "null":
+            continue
+        items = branch.get("items")
+        found = _vocabulary(side, items) if isinstance(items, dict) else side.enum(branch)
+        if found is None:
+            return None
+        values |= found
+    return values
+
+
+def query_drift(filters: type[Any], method: str) -> list[str]:
+    """Every mismatch between a list call's filters and its route's query parameters."""
+    verb, path = _core.ENDPOINTS[method]
+    parameters = openapi()["paths"][path][verb.lower()].get("parameters", [])
+    server = {p["name"]: p["schema"] for p in parameters if p["in"] == "query"}
+    # field by field: pydantic builds no schema of a typing.TypedDict on Python 3.11
+    sdk = {name: TypeAdapter(hint).json_schema() for name, hint in get_type_hints(filters).items()}
+    srv_side = Side(openapi())
+    problems = [f"{method}.{n}: not a query parameter" for n in sorted(set(sdk) - set(server))]
+    problems += [f"{method}.{n}: a query parameter the SDK lacks" for n in sorted(set(server) - set(sdk))]
+    for name in sorted(set(sdk) & set(server)):
+        sent, accepted = _vocabulary(Side(sdk[name]), sdk[name]), _vocabulary(srv_side, server[name])
+        if sent is not None and accepted is not None and not sent <= accepted:
+            problems.append(f"{method}.{name}: SDK sends {sorted(sent - accepted)}, not in the server's enum")
+    return problems
+
+
+@pytest.mark.parametrize("method", sorted(FILTERS))
+def test_list_filters_are_the_query_parameters(method: str) -> None:
+    assert _core.FILTERS[method] == FILTERS[method].__optional_keys__
+    problems = query_drift(FILTERS[method], method)
+    assert not problems, "\n".join(problems)
+
+
 def test_the_comparison_catches_drift() -> None:
     """Positive controls: a renamed field, a wrong type, a missing required field, a
     required field the server may omit, vocabularies that disagree, a nested mismatch."""
@@ -316,3 +385,12 @@ def test_the_comparison_catches_drift() -> None:
         for p in drift(Nested, "RetrieveResult", "answer")
     )
     assert any("'dream'" in p for p in drift(Dream, "CaptureRequest", "request"))
+
+    class Misspelt(TypedDict, total=False):
+        scopes: list[str]  # the query parameter is "scope", repeated
+        type: list[Literal["semantic", "gossip"]]
+
+    misspelt = query_drift(Misspelt, "list_records")
+    assert "list_records.scopes: not a query parameter" in misspelt
+    assert "list_records.scope: a query parameter the SDK lacks" in misspelt
+    assert "list_records.type: SDK sends ['gossip'], not in the server's enum" in misspelt

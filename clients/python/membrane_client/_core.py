@@ -8,13 +8,14 @@ differ only in how they send it and how they sleep.
 from __future__ import annotations
 
 import email.utils
+import enum
 import random
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 from urllib.parse import quote
 from uuid import UUID
 
@@ -29,12 +30,21 @@ from membrane_client.models import (
     CaptureRequest,
     EvidenceRef,
     ExpandOptions,
+    Lineage,
     Metrics,
     Operation,
     OperationBatch,
+    OperationFilters,
+    OperationPage,
     Record,
+    RecordFilters,
+    RecordPage,
+    RequeueResult,
     RetrieveResult,
     RevisedRecord,
+    ScopeList,
+    WorkFilters,
+    WorkOverview,
 )
 
 T = TypeVar("T")
@@ -73,6 +83,21 @@ ENDPOINTS: dict[str, tuple[str, str]] = {
     "metrics": ("GET", "/v1/metrics"),
     "run_maintenance": ("POST", "/v1/maintenance/run"),
     "operation": ("GET", "/v1/operations/{operation_id}"),
+    "list_records": ("GET", "/v1/records"),
+    "lineage": ("GET", "/v1/records/{record_id}/lineage"),
+    "list_operations": ("GET", "/v1/operations"),
+    "work": ("GET", "/v1/work"),
+    "requeue_work": ("POST", "/v1/work:requeue"),
+    "list_scopes": ("GET", "/v1/scopes"),
+}
+
+#: The query parameters of each list call, by client method (RFC 10.7). The server ignores
+#: a parameter it does not know, so a misspelt filter is refused here rather than widening
+#: the list without a word.
+FILTERS: dict[str, frozenset[str]] = {
+    "list_records": RecordFilters.__optional_keys__,
+    "list_operations": OperationFilters.__optional_keys__,
+    "work": WorkFilters.__optional_keys__,
 }
 
 _JSON: TypeAdapter[Any] = TypeAdapter(Any)
@@ -156,7 +181,8 @@ class Call(Generic[T]):
     method: str
     path: str
     parse: Callable[[bytes], T]
-    params: dict[str, str] = field(default_factory=dict)
+    #: a list value repeats its parameter (``?scope=a&scope=b``)
+    params: Mapping[str, str | list[str]] = field(default_factory=dict)
     body: Any = None
     #: the Idempotency-Key of a write; ``None`` for a read
     key: str | None = None
@@ -348,6 +374,101 @@ def operation(operation_id: Id, wait: float | None = None) -> Call[Operation]:
     seconds = server_wait(wait)
     params = {"wait": f"{seconds:g}"} if seconds is not None else {}
     return Call("GET", f"/v1/operations/{_path_part(operation_id)}", _operation, params=params, wait=seconds)
+
+
+# -- lists (RFC 10.7) -------------------------------------------------------------------
+
+
+class Paged(Protocol):
+    """A page of a list call: the cursor of the next page, ``None`` on the last."""
+
+    @property
+    def next_cursor(self) -> str | None: ...
+
+
+P = TypeVar("P", bound=Paged)
+
+
+def _query_value(value: Any) -> str:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, enum.Enum):
+        return str(value.value)
+    return str(value)
+
+
+def query(method: str, filters: Mapping[str, Any]) -> dict[str, str | list[str]]:
+    """The query parameters of list call ``method``: a sequence repeats its parameter, a
+    datetime is sent in ISO 8601, ``None`` is left out; an unknown name is a ``TypeError``."""
+    known = FILTERS[method]
+    unknown = sorted(set(filters) - known)
+    if unknown:
+        raise TypeError(f"{method}() got unknown filters {unknown}; it takes {sorted(known)}")
+    params: dict[str, str | list[str]] = {}
+    for name, value in filters.items():
+        if value is None:
+            continue
+        if isinstance(value, Iterable) and not isinstance(value, str | bytes):
+            params[name] = [_query_value(v) for v in value]
+        else:
+            params[name] = _query_value(value)
+    return params
+
+
+def list_records(filters: Mapping[str, Any]) -> Call[RecordPage]:
+    """``GET /v1/records``: one page of records, newest first."""
+    return Call(
+        "GET",
+        ENDPOINTS["list_records"][1],
+        RecordPage.model_validate_json,
+        params=query("list_records", filters),
+    )
+
+
+def lineage(record_id: Id, as_of: datetime | str | None) -> Call[Lineage]:
+    """``GET /v1/records/{id}/lineage``, optionally as believed at ``as_of``."""
+    params: dict[str, str | list[str]] = {"as_of": _time(as_of)} if as_of is not None else {}
+    return Call(
+        "GET", f"/v1/records/{_path_part(record_id)}/lineage", Lineage.model_validate_json, params=params
+    )
+
+
+def list_operations(filters: Mapping[str, Any]) -> Call[OperationPage]:
+    """``GET /v1/operations``: one page of operations, newest first."""
+    params = query("list_operations", filters)
+    return Call("GET", ENDPOINTS["list_operations"][1], OperationPage.model_validate_json, params=params)
+
+
+def work(filters: Mapping[str, Any]) -> Call[WorkOverview]:
+    """``GET /v1/work`` (operator)."""
+    return Call("GET", ENDPOINTS["work"][1], WorkOverview.model_validate_json, params=query("work", filters))
+
+
+def requeue_work(ids: Iterable[int], rationale: str | None) -> Call[RequeueResult]:
+    """``POST /v1/work:requeue`` (operator). No idempotency key: putting a buried item back
+    twice leaves it as once, so a retry is safe without one."""
+    body = _drop_none({"ids": [int(i) for i in ids], "rationale": rationale})
+    return Call("POST", ENDPOINTS["requeue_work"][1], RequeueResult.model_validate_json, body=body)
+
+
+def list_scopes() -> Call[ScopeList]:
+    """``GET /v1/scopes``."""
+    return Call("GET", ENDPOINTS["list_scopes"][1], ScopeList.model_validate_json)
+
+
+def next_page(call: Call[P], page: P) -> Call[P] | None:
+    """The call of the page after ``page`` (the answer of ``call``); ``None`` after the last.
+
+    A server that hands back the cursor it was given would page forever: that is an error.
+    """
+    cursor = page.next_cursor
+    if cursor is None:
+        return None
+    if cursor == call.params.get("cursor"):
+        raise MembraneError(
+            f"{call.method} {call.path}: the server sent the same cursor twice", code="bad_answer"
+        )
+    return replace(call, params={**call.params, "cursor": cursor})
 
 
 def operation_id_of(operation_or_id: Operation | Id) -> Id:

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterable, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack
 
 import httpx
 
 from membrane_client import _core
-from membrane_client._core import Call, Capture, Deadline, Evidence, Id, RetryPolicy, Revised, Wait
+from membrane_client._core import Call, Capture, Deadline, Evidence, Id, P, RetryPolicy, Revised, Wait
 from membrane_client.errors import MembraneError, OperationTimeout
 from membrane_client.ingest import (
     DEFAULT_INGEST_WAIT,
@@ -29,15 +29,32 @@ from membrane_client.ingest import (
 from membrane_client.models import (
     AuditHistory,
     ExpandOptions,
+    Lineage,
     Metrics,
     Operation,
+    OperationFilters,
+    OperationPage,
+    OperationSummary,
     Record,
+    RecordFilters,
+    RecordPage,
+    RequeueResult,
     RetrieveResult,
+    ScopeList,
+    WorkFilters,
+    WorkOverview,
 )
 
 T = TypeVar("T")
 
 __all__ = ["AsyncClient"]
+
+
+async def _each(pages: AsyncIterator[P], items: Callable[[P], Iterable[T]]) -> AsyncIterator[T]:
+    """The items of every page, in order."""
+    async for page in pages:
+        for item in items(page):
+            yield item
 
 
 class AsyncClient:
@@ -243,6 +260,41 @@ class AsyncClient:
         first = _core.operation(_core.operation_id_of(operation_or_id), wait=timeout)
         return await self._poll(await self._run(first), deadline, fail=True)
 
+    # -- lists (RFC 10.7) -------------------------------------------------------------
+
+    async def _pages(self, call: Call[P]) -> AsyncIterator[P]:
+        """Every page from ``call``'s on, each fetched as the one before is used up."""
+        page_call: Call[P] | None = call
+        while page_call is not None:
+            page = await self._run(page_call)
+            yield page
+            page_call = _core.next_page(page_call, page)
+
+    async def list_records(self, **filters: Unpack[RecordFilters]) -> RecordPage:
+        """``GET /v1/records``: one page of records, as :meth:`Client.list_records`."""
+        return await self._run(_core.list_records(filters))
+
+    def iter_records(self, **filters: Unpack[RecordFilters]) -> AsyncIterator[Record]:
+        """Every record :meth:`list_records` matches, page after page: ``async for``."""
+        pages = self._pages(_core.list_records(filters))  # built now: a bad filter raises here
+        return _each(pages, lambda page: page.records)
+
+    async def lineage(self, record_id: Id, *, as_of: datetime | str | None = None) -> Lineage:
+        """``GET /v1/records/{id}/lineage``: the correction chain around a record."""
+        return await self._run(_core.lineage(record_id, as_of))
+
+    async def list_operations(self, **filters: Unpack[OperationFilters]) -> OperationPage:
+        """``GET /v1/operations``: one page of operations, as :meth:`Client.list_operations`."""
+        return await self._run(_core.list_operations(filters))
+
+    def iter_operations(self, **filters: Unpack[OperationFilters]) -> AsyncIterator[OperationSummary]:
+        """Every operation :meth:`list_operations` matches, page after page: ``async for``."""
+        return _each(self._pages(_core.list_operations(filters)), lambda page: page.operations)
+
+    async def list_scopes(self) -> ScopeList:
+        """``GET /v1/scopes``: the scopes the caller may read, with the records it sees in each."""
+        return await self._run(_core.list_scopes())
+
     # -- revisions ----------------------------------------------------------------------
 
     async def supersede(
@@ -341,3 +393,11 @@ class AsyncClient:
     ) -> Operation:
         """Run one batch of each maintenance job now."""
         return await self._write(_core.maintenance(jobs, wait, idempotency_key), wait)
+
+    async def work(self, **filters: Unpack[WorkFilters]) -> WorkOverview:
+        """``GET /v1/work``: the backlog of each job and a page of buried items."""
+        return await self._run(_core.work(filters))
+
+    async def requeue_work(self, ids: Iterable[int], rationale: str | None = None) -> RequeueResult:
+        """``POST /v1/work:requeue``: put buried items back, due now."""
+        return await self._run(_core.requeue_work(ids, rationale))

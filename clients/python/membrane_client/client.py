@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
+import itertools
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
 from datetime import datetime
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack
 
 import httpx
 
 from membrane_client import _core
-from membrane_client._core import Call, Capture, Deadline, Evidence, Id, RetryPolicy, Revised, Wait
+from membrane_client._core import Call, Capture, Deadline, Evidence, Id, P, RetryPolicy, Revised, Wait
 from membrane_client.errors import MembraneError, OperationTimeout
 from membrane_client.ingest import (
     DEFAULT_INGEST_WAIT,
@@ -30,10 +31,20 @@ from membrane_client.ingest import (
 from membrane_client.models import (
     AuditHistory,
     ExpandOptions,
+    Lineage,
     Metrics,
     Operation,
+    OperationFilters,
+    OperationPage,
+    OperationSummary,
     Record,
+    RecordFilters,
+    RecordPage,
+    RequeueResult,
     RetrieveResult,
+    ScopeList,
+    WorkFilters,
+    WorkOverview,
 )
 
 T = TypeVar("T")
@@ -259,6 +270,47 @@ class Client:
         first = _core.operation(_core.operation_id_of(operation_or_id), wait=timeout)
         return self._poll(self._run(first), deadline, fail=True)
 
+    # -- lists (RFC 10.7) -------------------------------------------------------------
+
+    def _pages(self, call: Call[P]) -> Iterator[P]:
+        """Every page from ``call``'s on, each fetched as the one before is used up."""
+        page_call: Call[P] | None = call
+        while page_call is not None:
+            page = self._run(page_call)
+            yield page
+            page_call = _core.next_page(page_call, page)
+
+    def list_records(self, **filters: Unpack[RecordFilters]) -> RecordPage:
+        """``GET /v1/records``: one page of records newest first, trust-checked and redacted as
+        retrieval is; pass its ``next_cursor`` as ``cursor`` for the next. ``filters`` are the
+        query parameters (:class:`~membrane_client.models.RecordFilters`)."""
+        return self._run(_core.list_records(filters))
+
+    def iter_records(self, **filters: Unpack[RecordFilters]) -> Iterator[Record]:
+        """Every record :meth:`list_records` matches, page after page (``limit`` and
+        ``max_bytes`` size the pages; ``cursor`` starts later)."""
+        pages = self._pages(_core.list_records(filters))  # built now: a bad filter raises here
+        return itertools.chain.from_iterable(page.records for page in pages)
+
+    def lineage(self, record_id: Id, *, as_of: datetime | str | None = None) -> Lineage:
+        """``GET /v1/records/{id}/lineage``: the correction chain around a record (supersedes,
+        merged into, forked from, contests), as believed at ``as_of``."""
+        return self._run(_core.lineage(record_id, as_of))
+
+    def list_operations(self, **filters: Unpack[OperationFilters]) -> OperationPage:
+        """``GET /v1/operations``: one page of operations newest first, the caller's own (an
+        operator's: everyone's)."""
+        return self._run(_core.list_operations(filters))
+
+    def iter_operations(self, **filters: Unpack[OperationFilters]) -> Iterator[OperationSummary]:
+        """Every operation :meth:`list_operations` matches, page after page."""
+        pages = self._pages(_core.list_operations(filters))
+        return itertools.chain.from_iterable(page.operations for page in pages)
+
+    def list_scopes(self) -> ScopeList:
+        """``GET /v1/scopes``: the scopes the caller may read, with the records it sees in each."""
+        return self._run(_core.list_scopes())
+
     # -- revisions ----------------------------------------------------------------------
 
     def supersede(
@@ -356,3 +408,13 @@ class Client:
         """Run one batch of each job now (``decay``, ``prune``, ``consolidate``, ``embed``,
         ``extract``)."""
         return self._write(_core.maintenance(jobs, wait, idempotency_key), wait)
+
+    def work(self, **filters: Unpack[WorkFilters]) -> WorkOverview:
+        """``GET /v1/work``: every job's backlog, the inbox, the embedding lag and a page of
+        buried items with their last error (``kind`` narrows those; ``next_cursor`` pages)."""
+        return self._run(_core.work(filters))
+
+    def requeue_work(self, ids: Iterable[int], rationale: str | None = None) -> RequeueResult:
+        """``POST /v1/work:requeue``: put buried items back, due now; each is audited on its
+        record with ``rationale`` (the server's default when ``None``)."""
+        return self._run(_core.requeue_work(ids, rationale))

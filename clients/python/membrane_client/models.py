@@ -14,8 +14,9 @@ its field-by-field error details) is the one a caller sees.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -26,6 +27,7 @@ __all__ = [
     "AuditEntry",
     "AuditHistory",
     "BacklogEntry",
+    "BuriedItem",
     "CaptureBatch",
     "CaptureRequest",
     "ContestBody",
@@ -36,23 +38,40 @@ __all__ = [
     "EvidenceRef",
     "ExpandOptions",
     "ForkBody",
+    "InboxCount",
+    "JobBacklog",
+    "Lineage",
+    "LineageEdge",
+    "LineageEvidence",
     "MaintenanceRun",
     "MergeBody",
     "Metrics",
     "Operation",
     "OperationBatch",
+    "OperationFilters",
+    "OperationPage",
+    "OperationSummary",
+    "PageDiagnostics",
     "PenalizeBody",
     "ProvenanceSource",
     "Record",
+    "RecordFilters",
+    "RecordPage",
     "ReinforceBody",
     "Relation",
+    "RequeueBody",
+    "RequeueResult",
     "RetractBody",
     "RetrieveRequest",
     "RetrieveResult",
     "RevisedRecord",
+    "ScopeCount",
+    "ScopeList",
     "Selection",
     "SupersedeBody",
     "Validity",
+    "WorkFilters",
+    "WorkOverview",
 ]
 
 #: Operation statuses after which nothing changes (RFC 9.1).
@@ -63,6 +82,12 @@ SensitivityLevel = Literal["public", "low", "medium", "high", "hyper"]
 MemoryTypeName = Literal["episodic", "working", "semantic", "competence", "plan_graph", "entity"]
 ProvenanceKindName = Literal["event", "artifact", "tool_call", "observation", "outcome"]
 MaintenanceJob = Literal["decay", "prune", "consolidate", "embed", "extract"]
+RecordStatusName = Literal["active", "contested", "retracted"]
+OperationKindName = Literal[
+    "capture", "supersede", "fork", "merge", "retract", "contest", "reinforce", "penalize", "maintenance"
+]
+OperationStatusName = Literal["queued", "running", "succeeded", "failed"]
+WorkKindName = Literal["embed", "extract", "consolidate", "compress", "decay", "prune", "seal"]
 
 
 class Answer(BaseModel):
@@ -279,6 +304,213 @@ class Metrics(Answer):
     work_backlog: dict[str, BacklogEntry] | None = None
 
 
+# -- lists (RFC 10.7) ------------------------------------------------------------------
+
+
+class PageDiagnostics(Answer):
+    """What bounded a page of records: its rows and projected bytes, and which limit cut it."""
+
+    returned: int = 0
+    bytes: int = 0
+    row_limit: int = 0
+    max_bytes: int = 0
+    #: more rows matched than the page holds
+    row_limit_applied: bool = False
+    #: the page stopped early at ``max_bytes``
+    byte_limit_applied: bool = False
+
+
+class RecordPage(Answer):
+    """``GET /v1/records``: one page of records, newest first; ``next_cursor`` is ``None`` on
+    the last page."""
+
+    records: list[Record] = Field(default_factory=list)
+    next_cursor: str | None = None
+    diagnostics: PageDiagnostics = Field(default_factory=PageDiagnostics)
+
+
+class LineageEvidence(Answer):
+    """A provenance reference a correction cited (the server's ``Evidence``)."""
+
+    kind: str
+    ref: str
+
+
+class LineageEdge(Answer):
+    """One correction between two records of a lineage: ``supersedes`` (new to replaced),
+    ``merged_into`` (source to merged), ``forked_from`` (variant to original) or ``contests``
+    (contesting record to its target), with who made it, when and why."""
+
+    kind: str
+    source_id: UUID
+    target_id: UUID
+    actor: str | None = None
+    at: datetime | None = None
+    rationale: str | None = None
+    evidence: list[LineageEvidence] = Field(default_factory=list)
+    #: the status the correction left its target in, as of the read
+    target_status: str | None = None
+
+
+class Lineage(Answer):
+    """``GET /v1/records/{id}/lineage``: a record's correction chain as nodes and edges.
+
+    Nodes the caller may not see are left out with their edges; ``truncated`` says the walk
+    stopped at the server's node bound.
+    """
+
+    record_id: UUID
+    nodes: list[Record] = Field(default_factory=list)
+    edges: list[LineageEdge] = Field(default_factory=list)
+    truncated: bool = False
+
+
+class OperationSummary(Operation):
+    """An operation as ``GET /v1/operations`` lists it: who submitted it, its scope, the record
+    it revises and how often it was attempted."""
+
+    principal: str | None = None
+    scope: str | None = None
+    target_id: UUID | None = None
+    attempts: int = 0
+
+
+class OperationPage(Answer):
+    """``GET /v1/operations``: one page of operations, newest first."""
+
+    operations: list[OperationSummary] = Field(default_factory=list)
+    next_cursor: str | None = None
+
+
+class JobBacklog(Answer):
+    """One job's work items: due, claimed by a worker, retrying after a failure, buried after
+    the last attempt, and the oldest due one."""
+
+    kind: str
+    due: int = 0
+    claimed: int = 0
+    retrying: int = 0
+    buried: int = 0
+    pending: int = 0
+    oldest_due_at: datetime | None = None
+    oldest_due_seconds: float | None = None
+
+
+class InboxCount(Answer):
+    """Operations of one kind and status in the inbox."""
+
+    kind: str
+    status: str
+    count: int = 0
+
+
+class BuriedItem(Answer):
+    """A work item buried after its last attempt, with its last error; ``id`` is what
+    ``requeue_work`` takes."""
+
+    id: int
+    kind: str
+    target_id: UUID
+    attempts: int = 0
+    last_error: str | None = None
+    due_at: datetime | None = None
+    created_at: datetime | None = None
+
+
+class WorkOverview(Answer):
+    """``GET /v1/work`` (operator): every job's backlog, the inbox, the embedding lag and a page
+    of buried items."""
+
+    jobs: list[JobBacklog] = Field(default_factory=list)
+    inbox: list[InboxCount] = Field(default_factory=list)
+    embedding_lag_seconds: float | None = None
+    buried: list[BuriedItem] = Field(default_factory=list)
+    next_cursor: str | None = None
+
+
+class RequeueResult(Answer):
+    """``POST /v1/work:requeue``: the items put back, and those left as they were (not
+    buried, or gone)."""
+
+    requeued: list[int] = Field(default_factory=list)
+    unchanged: list[int] = Field(default_factory=list)
+
+
+class ScopeCount(Answer):
+    """A scope the caller may read, with the records it sees there by status."""
+
+    scope: str
+    records: int = 0
+    active: int = 0
+    contested: int = 0
+    retracted: int = 0
+
+
+class ScopeList(Answer):
+    """``GET /v1/scopes``."""
+
+    scopes: list[ScopeCount] = Field(default_factory=list)
+
+
+# -- list filters (RFC 10.7) ---------------------------------------------------------------
+
+#: A filter that may be repeated: one value or several.
+Many = str | Sequence[str]
+When = datetime | str
+
+
+class RecordFilters(TypedDict, total=False):
+    """The filters of ``GET /v1/records``, by their query parameter names.
+
+    ``scope``, ``type``, ``status``, ``sensitivity`` and ``tag`` take one value or several;
+    times are aware datetimes or ISO 8601 strings, ranges half-open ``[after, before)``.
+    ``status`` defaults to active and contested on the server.
+    """
+
+    scope: Many
+    type: MemoryTypeName | Sequence[MemoryTypeName]
+    status: RecordStatusName | Sequence[RecordStatusName]
+    sensitivity: SensitivityLevel | Sequence[SensitivityLevel]
+    max_sensitivity: SensitivityLevel
+    tag: Many
+    #: an entity record's id: the records related to it, either way
+    entity: str
+    subject: str
+    predicate: str
+    created_after: When
+    created_before: When
+    occurred_after: When
+    occurred_before: When
+    valid_after: When
+    valid_before: When
+    #: as believed then
+    as_of: When
+    limit: int
+    max_bytes: int
+    #: ``next_cursor`` of the previous page
+    cursor: str
+
+
+class OperationFilters(TypedDict, total=False):
+    """The filters of ``GET /v1/operations``; ``kind`` and ``status`` take one value or several."""
+
+    kind: OperationKindName | Sequence[OperationKindName]
+    status: OperationStatusName | Sequence[OperationStatusName]
+    scope: str
+    created_after: When
+    created_before: When
+    limit: int
+    cursor: str
+
+
+class WorkFilters(TypedDict, total=False):
+    """The query of ``GET /v1/work``: ``kind`` narrows the buried items to those jobs."""
+
+    kind: WorkKindName | Sequence[WorkKindName]
+    limit: int
+    cursor: str
+
+
 # -- request bodies -------------------------------------------------------------------
 
 
@@ -432,3 +664,10 @@ class MaintenanceRun(Body):
     """``POST /v1/maintenance/run``: one batch of each job, now."""
 
     jobs: list[MaintenanceJob]
+
+
+class RequeueBody(Body):
+    """``POST /v1/work:requeue`` (operator): buried items put back, due now."""
+
+    ids: list[int]
+    rationale: str | None = None

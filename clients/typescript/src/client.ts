@@ -12,9 +12,10 @@ import {
   ConnectionFailedError, EncryptionKeyUnavailableError, MembraneError, OperationTimeoutError, errorFromBody,
 } from "./errors.js";
 import type {
-  AuditHistory, CaptureRequest, ContestBody, ForkBody, MaintenanceRun, MergeBody, Metrics,
-  OperationBatch, OperationView, PenalizeBody, RecordView, ReinforceBody, RetractBody,
-  RetrieveRequest, RetrieveResult, SupersedeBody,
+  AuditHistory, CaptureRequest, ContestBody, ForkBody, Lineage, MaintenanceRun, MergeBody, Metrics,
+  OperationBatch, OperationFilters, OperationPage, OperationSummary, OperationView, PenalizeBody,
+  RecordFilters, RecordPage, RecordView, ReinforceBody, RequeueRequest, RequeueResult, RetractBody,
+  RetrieveRequest, RetrieveResult, ScopeList, SupersedeBody, WorkFilters, WorkOverview,
 } from "./types.js";
 
 export interface ClientOptions {
@@ -64,6 +65,11 @@ export interface GetOptions extends ReadOptions {
   validAt?: string;
 }
 
+export interface LineageOptions extends ReadOptions {
+  /** The lineage as it was believed at this time (RFC 5.6). */
+  asOf?: string;
+}
+
 /** Most captures one batch request may carry (RFC 3.6). */
 export const MAX_BATCH = 1000;
 
@@ -83,10 +89,14 @@ export function parseRetryAfter(value: string | null, now: number = Date.now()):
   return Number.isNaN(at) ? undefined : Math.max(0, at - now);
 }
 
+/** A query parameter's value; a list repeats the parameter (`?scope=a&scope=b`). */
+type QueryValue = string | number | readonly (string | number)[] | null | undefined;
+type Query = Record<string, QueryValue>;
+
 interface Call {
   method: "GET" | "POST";
   path: string;
-  query?: Record<string, string | number | undefined>;
+  query?: Query;
   body?: unknown;
   idempotencyKey?: string;
   signal?: AbortSignal | undefined;
@@ -240,6 +250,56 @@ export class MembraneClient {
     return this.request<Metrics>({ method: "GET", path: "/v1/metrics", signal: options.signal });
   }
 
+  // -- lists (RFC 10.7) --
+
+  /**
+   * One page of records, newest first, trust-checked and redacted as retrieval is; pass its
+   * `next_cursor` as `cursor` for the next page.
+   */
+  listRecords(filters: RecordFilters = {}, options: ReadOptions = {}): Promise<RecordPage> {
+    return this.request<RecordPage>({
+      method: "GET", path: "/v1/records", query: filters, signal: options.signal,
+    });
+  }
+
+  /** Every page of {@link listRecords} from `filters.cursor` on, each fetched as the one before is used up. */
+  recordPages(filters: RecordFilters = {}, options: ReadOptions = {}): AsyncGenerator<RecordPage> {
+    return this.pages<RecordPage>("/v1/records", filters, options);
+  }
+
+  /** Every record {@link listRecords} matches, page after page: `for await (const r of ...)`. */
+  async *iterRecords(filters: RecordFilters = {}, options: ReadOptions = {}): AsyncGenerator<RecordView> {
+    for await (const page of this.recordPages(filters, options)) yield* page.records;
+  }
+
+  /** A record's correction chain: supersedes, merged into, forked from, contests. */
+  lineage(recordId: string, options: LineageOptions = {}): Promise<Lineage> {
+    return this.request<Lineage>({
+      method: "GET", path: `/v1/records/${segment(recordId)}/lineage`, query: { as_of: options.asOf },
+      signal: options.signal,
+    });
+  }
+
+  /** One page of operations, newest first: the caller's own, every one for an operator. */
+  listOperations(filters: OperationFilters = {}, options: ReadOptions = {}): Promise<OperationPage> {
+    return this.request<OperationPage>({
+      method: "GET", path: "/v1/operations", query: filters, signal: options.signal,
+    });
+  }
+
+  /** Every operation {@link listOperations} matches, page after page. */
+  async *iterOperations(filters: OperationFilters = {}, options: ReadOptions = {},
+                        ): AsyncGenerator<OperationSummary> {
+    for await (const page of this.pages<OperationPage>("/v1/operations", filters, options)) {
+      yield* page.operations;
+    }
+  }
+
+  /** The scopes the caller may read, with the records it sees in each. */
+  listScopes(options: ReadOptions = {}): Promise<ScopeList> {
+    return this.request<ScopeList>({ method: "GET", path: "/v1/scopes", signal: options.signal });
+  }
+
   // -- revisions (RFC 5.2) --
 
   /** Replace a fact with a new version; the old one is retracted. */
@@ -286,7 +346,45 @@ export class MembraneClient {
     return this.write<OperationView>("/v1/maintenance/run", body, options);
   }
 
+  /** Every job's backlog, the inbox, the embedding lag and a page of buried items (RFC 10.7). */
+  work(filters: WorkFilters = {}, options: ReadOptions = {}): Promise<WorkOverview> {
+    return this.request<WorkOverview>({
+      method: "GET", path: "/v1/work", query: filters, signal: options.signal,
+    });
+  }
+
+  /**
+   * Put buried work items back, due now; each is audited on its record (RFC 10.7). Putting an
+   * item back twice leaves it as once, so the call carries no `Idempotency-Key`.
+   */
+  requeueWork(ids: RequeueRequest["ids"] | RequeueRequest, options: ReadOptions = {},
+              ): Promise<RequeueResult> {
+    const body: RequeueRequest = Array.isArray(ids) ? { ids } : ids;
+    return this.request<RequeueResult>({
+      method: "POST", path: "/v1/work:requeue", body, signal: options.signal,
+    });
+  }
+
   // -- transport --
+
+  /** The pages of a list from `query.cursor` on, following `next_cursor` (RFC 10.7). */
+  private async *pages<P extends { next_cursor?: string | null }>(
+    path: string, query: Query, options: ReadOptions): AsyncGenerator<P> {
+    let cursor = query.cursor;
+    for (;;) {
+      const page = await this.request<P>({
+        method: "GET", path, query: { ...query, cursor }, signal: options.signal,
+      });
+      yield page;
+      const next = page.next_cursor;
+      if (next === undefined || next === null) return;
+      // a server that hands back the cursor it was given would be paged forever
+      if (next === cursor) {
+        throw new MembraneError("invalid_response", 200, `GET ${path}: the same cursor came back`);
+      }
+      cursor = next;
+    }
+  }
 
   private write<T>(path: string, body: unknown, options: WriteOptions,
                    key: string = options.idempotencyKey ?? crypto.randomUUID()): Promise<T> {
@@ -296,10 +394,15 @@ export class MembraneClient {
     });
   }
 
-  private url(path: string, query: Call["query"] = {}): string {
+  private url(path: string, query: Query = {}): string {
     const params = new URLSearchParams();
     for (const [name, value] of Object.entries(query)) {
-      if (value !== undefined) params.set(name, String(value));
+      if (value === undefined || value === null) continue;
+      if (Array.isArray(value)) {
+        for (const item of value) params.append(name, String(item));
+      } else {
+        params.set(name, String(value));
+      }
     }
     const search = params.toString();
     return `${this.baseUrl}${path}${search ? `?${search}` : ""}`;

@@ -1,6 +1,6 @@
 export { MembraneClient, MAX_BATCH, chunkKey, parseRetryAfter } from "./client.js";
 export type {
-  BatchOptions, ClientOptions, GetOptions, ReadOptions, WaitOptions, WriteOptions,
+  BatchOptions, ClientOptions, GetOptions, LineageOptions, ReadOptions, WaitOptions, WriteOptions,
 } from "./client.js";
 export * from "./errors.js";
 export type * from "./types.js";

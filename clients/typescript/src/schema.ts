@@ -264,6 +264,128 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/records": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List Records
+         * @description Records newest first, filtered, trust-checked and redacted as retrieval is; keyset pages
+         *     (RFC 10.7).
+         */
+        get: operations["list_records"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/records/{record_id}/lineage": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get Lineage
+         * @description A record's correction chain: supersedes, merged into, forked from, contests (RFC 10.7).
+         */
+        get: operations["get_lineage"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/operations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List Operations
+         * @description Operations newest first: the caller's own, every one for an operator (RFC 10.7).
+         */
+        get: operations["list_operations"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/work": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get Work
+         * @description Every job's due, claimed, retrying and buried items, the inbox and a page of buried items
+         *     with their last error (operator; RFC 10.7).
+         */
+        get: operations["get_work"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/work:requeue": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Requeue Work
+         * @description Put buried items back, due now; idempotent, each audited on its record (operator; RFC 10.7).
+         */
+        post: operations["requeue_work"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/scopes": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List Scopes
+         * @description The scopes the caller may read, with the records it sees in each (RFC 10.7).
+         */
+        get: operations["list_scopes"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/maintenance/run": {
         parameters: {
             query?: never;
@@ -375,6 +497,20 @@ export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
         /**
+         * ArmCounts
+         * @description How many candidates each arm gave (RFC 8.1, 8.6).
+         */
+        ArmCounts: {
+            /** Vector */
+            vector: number;
+            /** Text */
+            text: number;
+            /** Entity */
+            entity: number;
+            /** Salience */
+            salience: number;
+        };
+        /**
          * AuditEntry
          * @description One entry of a record's append-only history (RFC 5.5).
          */
@@ -425,6 +561,34 @@ export interface components {
             oldest_due_seconds?: number | null;
         };
         /**
+         * BuriedItem
+         * @description RFC 10.7: a work item buried after its last attempt (RFC 9.4), with its last error.
+         */
+        BuriedItem: {
+            /** Id */
+            id: number;
+            kind: components["schemas"]["WorkKind"];
+            /**
+             * Target Id
+             * Format: uuid
+             */
+            target_id: string;
+            /** Attempts */
+            attempts: number;
+            /** Last Error */
+            last_error?: string | null;
+            /**
+             * Due At
+             * Format: date-time
+             */
+            due_at: string;
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+        };
+        /**
          * CaptureBatch
          * @description ``{"captures": [...]}``; each item is validated on its own (RFC 3.6).
          */
@@ -469,6 +633,16 @@ export interface components {
             rationale: string;
             /** Contesting Record Id */
             contesting_record_id?: string | null;
+        };
+        /**
+         * DateWindow
+         * @description A window of time read from the query, ``[start, end)`` in ISO 8601 (RFC 8.2.2).
+         */
+        DateWindow: {
+            /** Start */
+            start: string;
+            /** End */
+            end: string;
         };
         /**
          * Edge
@@ -522,6 +696,16 @@ export interface components {
             details?: components["schemas"]["ErrorDetail"][];
         };
         /**
+         * Evidence
+         * @description A provenance reference cited by a correction (RFC 5.2).
+         */
+        Evidence: {
+            /** Kind */
+            kind: string;
+            /** Ref */
+            ref: string;
+        };
+        /**
          * ExpandOptions
          * @description Graph expansion bounds (RFC 8.4).
          */
@@ -541,6 +725,24 @@ export interface components {
              * @default 100
              */
             max_edges?: number;
+        };
+        /**
+         * ExpansionDiagnostics
+         * @description What the graph expansion returned and which of its limits cut it (RFC 8.4, 8.6).
+         */
+        ExpansionDiagnostics: {
+            /** Hops */
+            hops: number;
+            /** Neighbors */
+            neighbors: number;
+            /** Edges */
+            edges: number;
+            /** Node Limit Applied */
+            node_limit_applied: boolean;
+            /** Edge Limit Applied */
+            edge_limit_applied: boolean;
+            /** Filtered In Python */
+            filtered_in_python: number;
         };
         /**
          * ForkBody
@@ -567,6 +769,91 @@ export interface components {
              * @default ok
              */
             status?: string;
+        };
+        /**
+         * InboxCount
+         * @description RFC 10.7: operations of one kind and status in the inbox.
+         */
+        InboxCount: {
+            kind: components["schemas"]["OperationKind"];
+            status: components["schemas"]["OperationStatus"];
+            /** Count */
+            count: number;
+        };
+        /**
+         * JobBacklog
+         * @description RFC 10.7: one job's items: due now, claimed by a worker, retrying after a failure,
+         *     buried after the last attempt, and the oldest due item.
+         */
+        JobBacklog: {
+            kind: components["schemas"]["WorkKind"];
+            /** Due */
+            due: number;
+            /** Claimed */
+            claimed: number;
+            /** Retrying */
+            retrying: number;
+            /** Buried */
+            buried: number;
+            /** Pending */
+            pending: number;
+            /** Oldest Due At */
+            oldest_due_at?: string | null;
+            /** Oldest Due Seconds */
+            oldest_due_seconds?: number | null;
+        };
+        /**
+         * Lineage
+         * @description RFC 10.7: a record's correction chain as nodes (records, trust-checked) and edges.
+         *
+         *     Nodes the caller may not see are left out with every edge that touches them; a node one
+         *     level above the caller's maximum is shown redacted and its edges name no rationale.
+         */
+        Lineage: {
+            /**
+             * Record Id
+             * Format: uuid
+             */
+            record_id: string;
+            /** Nodes */
+            nodes: components["schemas"]["RecordView"][];
+            /** Edges */
+            edges: components["schemas"]["LineageEdge"][];
+            /**
+             * Truncated
+             * @default false
+             */
+            truncated?: boolean;
+        };
+        /**
+         * LineageEdge
+         * @description One correction between two records of a lineage, with who made it, when and why (RFC 5.5).
+         */
+        LineageEdge: {
+            /**
+             * Kind
+             * @enum {string}
+             */
+            kind: "supersedes" | "merged_into" | "forked_from" | "contests";
+            /**
+             * Source Id
+             * Format: uuid
+             */
+            source_id: string;
+            /**
+             * Target Id
+             * Format: uuid
+             */
+            target_id: string;
+            /** Actor */
+            actor?: string | null;
+            /** At */
+            at?: string | null;
+            /** Rationale */
+            rationale?: string | null;
+            /** Evidence */
+            evidence?: components["schemas"]["Evidence"][];
+            target_status?: components["schemas"]["RevisionStatus"] | null;
         };
         /**
          * MaintenanceRun
@@ -684,11 +971,66 @@ export interface components {
          */
         OperationKind: "capture" | "supersede" | "fork" | "merge" | "retract" | "contest" | "reinforce" | "penalize" | "maintenance";
         /**
+         * OperationPage
+         * @description RFC 10.7: one page of operations, newest first.
+         */
+        OperationPage: {
+            /** Operations */
+            operations: components["schemas"]["OperationSummary"][];
+            /** Next Cursor */
+            next_cursor?: string | null;
+        };
+        /**
          * OperationStatus
          * @description Status of an operation in the inbox (RFC 9.1).
          * @enum {string}
          */
         OperationStatus: "queued" | "running" | "succeeded" | "failed";
+        /**
+         * OperationSummary
+         * @description RFC 10.7: an operation as a list shows it: its view, who submitted it and its scope.
+         */
+        OperationSummary: {
+            /**
+             * Operation Id
+             * Format: uuid
+             */
+            operation_id: string;
+            kind: components["schemas"]["OperationKind"];
+            status: components["schemas"]["OperationStatus"];
+            /** Record Id */
+            record_id?: string | null;
+            /** Record Ids */
+            record_ids?: string[];
+            /** Error */
+            error?: {
+                [key: string]: unknown;
+            } | null;
+            /** Result */
+            result?: {
+                [key: string]: unknown;
+            } | null;
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /** Finished At */
+            finished_at?: string | null;
+            /** Request Id */
+            request_id?: string | null;
+            /** Principal */
+            principal: string;
+            /** Scope */
+            scope?: string | null;
+            /** Target Id */
+            target_id?: string | null;
+            /**
+             * Attempts
+             * @default 0
+             */
+            attempts?: number;
+        };
         /**
          * OperationView
          * @description An operation as its submitter sees it (RFC 9.1).
@@ -722,6 +1064,24 @@ export interface components {
             finished_at?: string | null;
             /** Request Id */
             request_id?: string | null;
+        };
+        /**
+         * PageDiagnostics
+         * @description RFC 10.7: what bounded a page.
+         */
+        PageDiagnostics: {
+            /** Returned */
+            returned: number;
+            /** Bytes */
+            bytes: number;
+            /** Row Limit */
+            row_limit: number;
+            /** Max Bytes */
+            max_bytes: number;
+            /** Row Limit Applied */
+            row_limit_applied: boolean;
+            /** Byte Limit Applied */
+            byte_limit_applied: boolean;
         };
         /**
          * PenalizeBody
@@ -783,6 +1143,17 @@ export interface components {
             checks: {
                 [key: string]: string;
             };
+        };
+        /**
+         * RecordPage
+         * @description RFC 10.7: one page of records, newest first; ``next_cursor`` is None on the last page.
+         */
+        RecordPage: {
+            /** Records */
+            records: components["schemas"]["RecordView"][];
+            /** Next Cursor */
+            next_cursor?: string | null;
+            diagnostics: components["schemas"]["PageDiagnostics"];
         };
         /**
          * RecordView
@@ -876,12 +1247,75 @@ export interface components {
             weight?: number | null;
         };
         /**
+         * RequeueRequest
+         * @description RFC 10.7: ``POST /v1/work:requeue`` (operator): buried items put back, due now.
+         */
+        RequeueRequest: {
+            /** Ids */
+            ids: number[];
+            /**
+             * Rationale
+             * @default requeued by an operator
+             */
+            rationale?: string;
+        };
+        /**
+         * RequeueResult
+         * @description RFC 10.7: ``POST /v1/work:requeue``: the items put back, and those left as they were
+         *     (not buried, or gone).
+         */
+        RequeueResult: {
+            /** Requeued */
+            requeued: number[];
+            /** Unchanged */
+            unchanged: number[];
+        };
+        /**
          * RetractBody
          * @description RFC 5.2.4.
          */
         RetractBody: {
             /** Rationale */
             rationale: string;
+        };
+        /**
+         * RetrieveDiagnostics
+         * @description What one retrieval read, which ranking ran and which bound cut it (RFC 8.6); nothing
+         *     in it names or counts a record the caller cannot see, beyond the pool size.
+         */
+        RetrieveDiagnostics: {
+            /** Candidates */
+            candidates: number;
+            arms: components["schemas"]["ArmCounts"];
+            /** Vector */
+            vector: string;
+            /** Fusion */
+            fusion: string;
+            /** Late Interaction */
+            late_interaction: string;
+            /** Reranker */
+            reranker: string;
+            /** Dates */
+            dates: components["schemas"]["DateWindow"][];
+            /** Returned */
+            returned: number;
+            /** Neighbors */
+            neighbors: number;
+            /** Edges */
+            edges: number;
+            /** Bytes */
+            bytes: number;
+            /** Row Limit */
+            row_limit: number;
+            /** Max Bytes */
+            max_bytes: number;
+            /** Row Limit Applied */
+            row_limit_applied: boolean;
+            /** Byte Limit Applied */
+            byte_limit_applied: boolean;
+            /** Filtered In Python */
+            filtered_in_python: number;
+            expansion?: components["schemas"]["ExpansionDiagnostics"] | null;
         };
         /**
          * RetrieveRequest
@@ -939,10 +1373,7 @@ export interface components {
             neighbors?: components["schemas"]["RecordView"][];
             /** Edges */
             edges?: components["schemas"]["Edge"][];
-            /** Diagnostics */
-            diagnostics?: {
-                [key: string]: unknown;
-            };
+            diagnostics: components["schemas"]["RetrieveDiagnostics"];
             selection?: components["schemas"]["Selection"] | null;
         };
         /**
@@ -987,6 +1418,30 @@ export interface components {
          * @enum {string}
          */
         RevisionStatus: "active" | "contested" | "retracted";
+        /**
+         * ScopeCount
+         * @description RFC 10.7: a scope the caller may read, with its records by status (those it sees).
+         */
+        ScopeCount: {
+            /** Scope */
+            scope: string;
+            /** Records */
+            records: number;
+            /** Active */
+            active: number;
+            /** Contested */
+            contested: number;
+            /** Retracted */
+            retracted: number;
+        };
+        /**
+         * ScopeList
+         * @description RFC 10.7: ``GET /v1/scopes``.
+         */
+        ScopeList: {
+            /** Scopes */
+            scopes: components["schemas"]["ScopeCount"][];
+        };
         /**
          * Selection
          * @description The selector's choice among competence and plan_graph candidates (RFC 8.5).
@@ -1052,6 +1507,29 @@ export interface components {
          * @enum {string}
          */
         ValidityMode: "global" | "conditional" | "timeboxed";
+        /**
+         * WorkKind
+         * @description Kind of background work item (RFC 9.3).
+         * @enum {string}
+         */
+        WorkKind: "embed" | "extract" | "consolidate" | "compress" | "decay" | "prune" | "seal";
+        /**
+         * WorkOverview
+         * @description RFC 10.7: ``GET /v1/work``: every job's backlog, the inbox, the embedding lag and a page
+         *     of buried items.
+         */
+        WorkOverview: {
+            /** Jobs */
+            jobs: components["schemas"]["JobBacklog"][];
+            /** Inbox */
+            inbox: components["schemas"]["InboxCount"][];
+            /** Embedding Lag Seconds */
+            embedding_lag_seconds?: number | null;
+            /** Buried */
+            buried: components["schemas"]["BuriedItem"][];
+            /** Next Cursor */
+            next_cursor?: string | null;
+        };
     };
     responses: never;
     parameters: never;
@@ -2527,6 +3005,544 @@ export interface operations {
             };
             /** @description invalid input, each field named by its path */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description over the API key's rate limit (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a bug: the message names no detail, the log has it */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Postgres or the broker is unavailable (Retry-After) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_records: {
+        parameters: {
+            query?: {
+                /** @description repeat for several scopes */
+                scope?: string[] | null;
+                type?: components["schemas"]["MemoryType"][] | null;
+                /** @description default active and contested */
+                status?: components["schemas"]["RevisionStatus"][] | null;
+                sensitivity?: components["schemas"]["Sensitivity"][] | null;
+                max_sensitivity?: components["schemas"]["Sensitivity"] | null;
+                tag?: string[] | null;
+                /** @description an entity record's id */
+                entity?: string | null;
+                subject?: string | null;
+                predicate?: string | null;
+                created_after?: string | null;
+                created_before?: string | null;
+                occurred_after?: string | null;
+                occurred_before?: string | null;
+                valid_after?: string | null;
+                valid_before?: string | null;
+                /** @description as believed then */
+                as_of?: string | null;
+                limit?: number | null;
+                max_bytes?: number | null;
+                /** @description next_cursor of the previous page */
+                cursor?: string | null;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RecordPage"];
+                };
+            };
+            /** @description the body could not be read as JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no valid API key (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description beyond the caller's policy */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description over a byte or nesting budget */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description invalid input, each field named by its path */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description over the API key's rate limit (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a bug: the message names no detail, the log has it */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Postgres or the broker is unavailable (Retry-After) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_lineage: {
+        parameters: {
+            query?: {
+                /** @description as believed then */
+                as_of?: string | null;
+            };
+            header?: never;
+            path: {
+                record_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Lineage"];
+                };
+            };
+            /** @description no valid API key (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description beyond the caller's policy */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no such record or operation visible to the caller */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description invalid input, each field named by its path */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description over the API key's rate limit (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a bug: the message names no detail, the log has it */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Postgres or the broker is unavailable (Retry-After) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_operations: {
+        parameters: {
+            query?: {
+                kind?: components["schemas"]["OperationKind"][] | null;
+                status?: components["schemas"]["OperationStatus"][] | null;
+                scope?: string | null;
+                created_after?: string | null;
+                created_before?: string | null;
+                limit?: number | null;
+                /** @description next_cursor of the previous page */
+                cursor?: string | null;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OperationPage"];
+                };
+            };
+            /** @description the body could not be read as JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no valid API key (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description beyond the caller's policy */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description invalid input, each field named by its path */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description over the API key's rate limit (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a bug: the message names no detail, the log has it */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Postgres or the broker is unavailable (Retry-After) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_work: {
+        parameters: {
+            query?: {
+                /** @description buried items of these jobs */
+                kind?: components["schemas"]["WorkKind"][] | null;
+                limit?: number | null;
+                /** @description next_cursor of the previous page */
+                cursor?: string | null;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WorkOverview"];
+                };
+            };
+            /** @description the body could not be read as JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no valid API key (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description beyond the caller's policy */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description invalid input, each field named by its path */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description over the API key's rate limit (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a bug: the message names no detail, the log has it */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Postgres or the broker is unavailable (Retry-After) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    requeue_work: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RequeueRequest"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequeueResult"];
+                };
+            };
+            /** @description the body could not be read as JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no valid API key (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description beyond the caller's policy */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description over a byte or nesting budget */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description invalid input, each field named by its path */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description over the API key's rate limit (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a bug: the message names no detail, the log has it */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Postgres or the broker is unavailable (Retry-After) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_scopes: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ScopeList"];
+                };
+            };
+            /** @description no valid API key (WWW-Authenticate: Bearer) */
+            401: {
                 headers: {
                     [name: string]: unknown;
                 };

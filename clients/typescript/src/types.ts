@@ -1,7 +1,9 @@
 /** Names for the shapes of the API, from the generated `schema.ts` (the server's OpenAPI). */
-import type { components } from "./schema.js";
+import type { components, operations } from "./schema.js";
 
 type Schemas = components["schemas"];
+/** The query parameters of an operation of the API, by its operationId. */
+type Query<Id extends keyof operations> = NonNullable<operations[Id]["parameters"]["query"]>;
 
 export type Sensitivity = Schemas["Sensitivity"];
 export type MemoryType = Schemas["MemoryType"];
@@ -22,6 +24,7 @@ export type AuditHistory = Schemas["AuditHistory"];
 export type AuditEntry = Schemas["AuditEntry"];
 export type RetrieveRequest = Schemas["RetrieveRequest"];
 export type RetrieveResult = Schemas["RetrieveResult"];
+export type RetrieveDiagnostics = Schemas["RetrieveDiagnostics"];
 export type ExpandOptions = Schemas["ExpandOptions"];
 export type Metrics = Schemas["Metrics"];
 export type MaintenanceRun = Schemas["MaintenanceRun"];
@@ -37,3 +40,31 @@ export type RetractBody = Schemas["RetractBody"];
 export type ContestBody = Schemas["ContestBody"];
 export type ReinforceBody = Schemas["ReinforceBody"];
 export type PenalizeBody = Schemas["PenalizeBody"];
+
+// -- lists (RFC 10.7) --
+
+/** The filters of `GET /v1/records`: its query parameters; a list repeats its parameter. */
+export type RecordFilters = Query<"list_records">;
+/** One page of records, newest first; `next_cursor` is null on the last page. */
+export type RecordPage = Schemas["RecordPage"];
+/** What bounded a page: rows, projected bytes, and which limit cut it. */
+export type PageDiagnostics = Schemas["PageDiagnostics"];
+/** A record's correction chain: records as nodes, corrections as edges. */
+export type Lineage = Schemas["Lineage"];
+export type LineageEdge = Schemas["LineageEdge"];
+/** The filters of `GET /v1/operations`. */
+export type OperationFilters = Query<"list_operations">;
+export type OperationSummary = Schemas["OperationSummary"];
+export type OperationPage = Schemas["OperationPage"];
+/** The query of `GET /v1/work`: `kind` narrows the buried items to those jobs. */
+export type WorkFilters = Query<"get_work">;
+export type WorkKind = Schemas["WorkKind"];
+/** Every job's backlog, the inbox, the embedding lag and a page of buried items. */
+export type WorkOverview = Schemas["WorkOverview"];
+export type JobBacklog = Schemas["JobBacklog"];
+export type BuriedItem = Schemas["BuriedItem"];
+export type InboxCount = Schemas["InboxCount"];
+export type RequeueRequest = Schemas["RequeueRequest"];
+export type RequeueResult = Schemas["RequeueResult"];
+export type ScopeList = Schemas["ScopeList"];
+export type ScopeCount = Schemas["ScopeCount"];

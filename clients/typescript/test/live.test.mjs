@@ -141,3 +141,64 @@ live("retract, reinforce, maintenance and metrics", async () => {
   const metrics = await client.metrics();
   assert.equal(typeof metrics, "object");
 });
+
+live("records: a page, every page, filters and a superseded fact's lineage", async () => {
+  const scope = `ts-lists-${crypto.randomUUID().slice(0, 8)}`;
+  const captures = [1, 2, 3].map((i) => ({ source_kind: "event", scope, content: { text: `list ${i}` } }));
+  const ops = await client.captureMany([...captures, { ...fact("Python 3.12"), scope }], { wait: 10 });
+  assert.ok(ops.every((op) => op.status === "succeeded"), JSON.stringify(ops.map((op) => op.error)));
+  const old = ops[3].record_ids[1];
+
+  const first = await client.listRecords({ scope: [scope], limit: 2 });
+  assert.equal(first.records.length, 2);
+  assert.ok(first.next_cursor);
+  assert.equal(first.diagnostics.row_limit_applied, true);
+  const ids = [];
+  for await (const record of client.iterRecords({ scope: [scope], limit: 2 })) ids.push(record.id);
+  assert.equal(ids.length, 5);  // three episodes, the fact's episode and the fact
+  assert.equal(new Set(ids).size, 5);
+  assert.deepEqual(ids.slice(0, 2), first.records.map((r) => r.id));
+  const facts = await client.listRecords({ scope: [scope], type: ["semantic"] });
+  assert.deepEqual(facts.records.map((r) => r.id), [old]);
+  await assert.rejects(client.listRecords({ type: ["gossip"] }), (err) => err instanceof InvalidInputError);
+
+  const revised = await client.supersede(old, {
+    record: { object: "Python 3.13" }, rationale: "the Dockerfile moved to 3.13",
+    evidence: [{ kind: "artifact", ref: "Dockerfile" }],
+  }, { wait: 10 });
+  assert.equal(revised.status, "succeeded", JSON.stringify(revised.error));
+  const lineage = await client.lineage(old);
+  assert.deepEqual(lineage.edges.map((e) => [e.kind, e.source_id, e.target_id]),
+                   [["supersedes", revised.record_ids[0], old]]);
+  assert.equal(lineage.edges[0].rationale, "the Dockerfile moved to 3.13");
+  const retracted = await client.listRecords({ scope: [scope], status: ["retracted"] });
+  assert.deepEqual(retracted.records.map((r) => r.id), [old]);
+  await assert.rejects(client.lineage("00000000-0000-4000-8000-000000000000"),
+    (err) => err instanceof NotFoundError);
+});
+
+live("operations, scopes and the work queue", async () => {
+  const scope = `ts-ops-${crypto.randomUUID().slice(0, 8)}`;
+  const ops = await client.captureMany([1, 2].map((i) => ({
+    source_kind: "event", scope, content: { text: `op ${i}` },
+  })), { wait: 10 });
+  const listed = [];
+  for await (const op of client.iterOperations({ scope, kind: ["capture"], limit: 1 })) {
+    listed.push(op.operation_id);
+  }
+  assert.deepEqual(listed, ops.map((op) => op.operation_id).reverse());  // newest first
+  const page = await client.listOperations({ scope, limit: 1 });
+  assert.equal(page.operations.length, 1);
+  assert.equal(page.operations[0].principal, "development");
+
+  const { scopes } = await client.listScopes();
+  const mine = scopes.find((s) => s.scope === scope);
+  assert.equal(mine?.records, 2);
+  assert.equal(mine?.active, 2);
+
+  const work = await client.work();
+  assert.ok(Array.isArray(work.jobs) && Array.isArray(work.inbox) && Array.isArray(work.buried));
+  assert.ok(work.jobs.some((job) => job.kind === "embed"), JSON.stringify(work.jobs));
+  const requeued = await client.requeueWork([1_000_000_000]);
+  assert.deepEqual(requeued, { requeued: [], unchanged: [1_000_000_000] });
+});

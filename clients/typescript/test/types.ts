@@ -1,7 +1,10 @@
 // Compile-time checks of the client's types (npm run typecheck): each @ts-expect-error
 // must meet an error, so a type that stops refusing bad input fails the build.
 import { InvalidInputError, MembraneClient, MembraneError } from "../src/index.js";
-import type { OperationStatus, OperationView, RecordView, RetrieveResult } from "../src/index.js";
+import type {
+  Lineage, OperationStatus, OperationSummary, OperationView, RecordPage, RecordView, RequeueResult,
+  RetrieveResult, WorkOverview,
+} from "../src/index.js";
 
 const client = new MembraneClient({ baseUrl: "http://127.0.0.1:1" });
 
@@ -23,6 +26,30 @@ export async function accepted(): Promise<void> {
   void [status, again, state, ids];
 }
 
+export async function lists(): Promise<void> {
+  const page: RecordPage = await client.listRecords({
+    scope: ["a", "b"], type: ["semantic"], status: ["retracted"], max_sensitivity: "low", limit: 10,
+  });
+  const next: string | null | undefined = page.next_cursor;
+  const cut: boolean = page.diagnostics.byte_limit_applied;
+  for await (const record of client.iterRecords({ scope: ["a"] })) {
+    const id: string = record.id;
+    void id;
+  }
+  const chain: Lineage = await client.lineage("id", { asOf: "2026-01-01T00:00:00Z" });
+  const kind: "supersedes" | "merged_into" | "forked_from" | "contests" | undefined = chain.edges[0]?.kind;
+  for await (const op of client.iterOperations({ kind: ["capture"], status: ["failed"] })) {
+    const summary: OperationSummary = op;
+    void summary;
+  }
+  const work: WorkOverview = await client.work({ kind: ["embed"] });
+  const buried: number[] = work.buried.map((item) => item.id);
+  const result: RequeueResult = await client.requeueWork(buried);
+  await client.requeueWork({ ids: buried, rationale: "the provider is back" });
+  const scopes: string[] = (await client.listScopes()).scopes.map((s) => s.scope);
+  void [next, cut, kind, result, scopes];
+}
+
 export async function refused(): Promise<void> {
   // @ts-expect-error an unknown source kind
   await client.capture({ source_kind: "rumour", scope: "a", content: {} });
@@ -34,6 +61,14 @@ export async function refused(): Promise<void> {
   await client.retrieve({ memory_types: ["gossip"] });
   // @ts-expect-error a supersede needs its rationale
   await client.supersede("id", { record: {} });
+  // @ts-expect-error the filter is "scope", repeated: the server would ignore "scopes"
+  await client.listRecords({ scopes: ["a"] });
+  // @ts-expect-error an unknown memory type
+  await client.listRecords({ type: ["gossip"] });
+  // @ts-expect-error an unknown job
+  await client.work({ kind: ["defrag"] });
+  // @ts-expect-error work item ids are numbers
+  await client.requeueWork(["1"]);
 }
 
 export function errors(err: unknown): string | undefined {
