@@ -17,7 +17,7 @@ from uuid import UUID
 
 from fastapi import FastAPI
 
-from api import docs, tracing
+from api import console, docs, tracing
 from api import errors as api_errors
 from api.access import RequestContext
 from api.deps import Services
@@ -128,6 +128,7 @@ def create_app(
     app.state.services = None
     api_errors.install(app)
     docs.install(app)
+    console.install(app)  # RFC 10.8: /console, outside /openapi.json
     for router in (captures.router, revisions.router, reads.router, lists.router, operators.router):
         app.include_router(router)
     app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes, max_batch_bytes=max_batch_body_bytes)

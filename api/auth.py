@@ -260,6 +260,23 @@ class KeyRing:
             raise errors.Unauthorized("API key expired")
         return entry.policy
 
+    def authenticate_key(self, key: str) -> str:
+        """RFC 10.8: the digest of a key the console's sign-in form presented; 401 when unknown
+        or expired. The console's session holds the digest, never the key."""
+        digest = _digest(key.strip())
+        self.policy_of(digest)
+        return digest
+
+    def policy_of(self, digest: str) -> TrustPolicy:
+        """RFC 10.8: the policy of the key with this digest, re-read on every console request so
+        that a removed or expired key ends its sessions at once; 401 otherwise."""
+        entry = self._ring.entries.get(digest)
+        if entry is None:
+            raise errors.Unauthorized("unknown API key")
+        if entry.not_after is not None and entry.expired(self._clock()):
+            raise errors.Unauthorized("API key expired")
+        return entry.policy
+
     def limits(self, actor: str) -> RateLimits | None:
         """RFC 10.6: the rate limits of a key's actor; None without keys (no limit)."""
         return self._ring.limits.get(actor)

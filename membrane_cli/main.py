@@ -45,6 +45,7 @@ PLUGINS = (
     ("membrane_cli.bench.retrieve", bench_app),
     ("membrane_cli.bench.maintenance", bench_app),
     ("membrane_cli.bench.query", bench_app),
+    ("membrane_cli.bench.listing", bench_app),
     ("membrane_cli.evaluate", eval_app),
     ("membrane_cli.db", db_app),
     ("membrane_cli.keys", app),
@@ -94,6 +95,7 @@ def print_stack(stack: Stack) -> None:
     t = Table(title="Membrane is running", show_header=False, box=None, pad_edge=False)
     api = stack.api_url
     t.add_row("API", f"{api}   (docs {api}/docs, Prometheus {api}/metrics, ready {api}/readyz)")
+    t.add_row("Console", f"{api}/console")  # RFC 10.8
     if o.flower:
         auth = f"   (basic auth {stack.flower_auth})" if stack.flower_auth else "   (open)"
         t.add_row("Flower", f"{stack.listen.scheme}://{o.host}:{o.flower_port}{auth}")

@@ -15,6 +15,7 @@ dies stops the stack. Every start, death and restart is written to
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import secrets
 import shutil
@@ -339,6 +340,7 @@ class Stack:
                 [sys.executable, "-m", "api", "--host", o.host, "--port", str(o.api_port)],
                 self.logs / "api.log",
                 url=self.api_url,
+                env=self._console_env(),
             )
         ]
         metrics = self.worker_metrics_ports()
@@ -371,6 +373,20 @@ class Stack:
                 )
             )
         return kids
+
+    def _console_env(self) -> dict[str, str]:
+        """RFC 10.8: the console links to this stack's Flower and to its pools' ``/metrics``,
+        unless the settings name others."""
+        o, s = self.opts, self.settings
+        env: dict[str, str] = {}
+        if o.flower and not s.flower_url:
+            env["MEMBRANE_FLOWER_URL"] = f"{self.listen.scheme}://{o.host}:{o.flower_port}"
+        pools = self.worker_metrics_ports()
+        if pools and not s.prometheus_targets:
+            env["MEMBRANE_PROMETHEUS_TARGETS"] = json.dumps(
+                [f"http://127.0.0.1:{port}/metrics" for port in pools.values()]
+            )
+        return env
 
     def worker_metrics_ports(self) -> dict[str, int]:
         """RFC 14.2: the loopback port of each pool's ``/metrics``, by queue (none without one)."""

@@ -131,6 +131,15 @@ class Settings(BaseSettings):
     #: Queued capture operations one ingest task drains beyond its own ids (RFC 9.5).
     ingest_drain: int = Field(default=1000, ge=0, le=10000)
     flower_basic_auth: SecretStr | None = None
+    #: RFC 10.8: the console's links to Flower and to the Prometheus targets (unset: no link;
+    #: the API's own ``/metrics`` is always linked).
+    flower_url: str | None = None
+    prometheus_targets: list[str] = Field(default_factory=list)
+    #: RFC 10.8: the key that seals the console's session cookies; unset, a random one kept in
+    #: ``data_dir/console.secret``, shared by every API process of the host.
+    console_secret: SecretStr | None = None
+    #: RFC 10.8: how long a console session lasts after sign-in.
+    console_session_seconds: int = Field(default=8 * 3600, ge=60, le=30 * 86400)
     #: RFC 14.3: JSON lines, text, or ``auto`` (text when stderr is a terminal, else JSON).
     log_format: logs.LogFormat = "auto"
     #: RFC 14.3: every process's level (the API's ``--log-level`` wins over it). Unset:

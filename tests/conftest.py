@@ -6,8 +6,8 @@ real Celery worker and beat subprocesses (``spawn``) on a private redis-server.
 Markers (``pyproject.toml``), added here by directory so that a test file does not list them:
 
 - ``integration``: every test under ``tests/integration/``, ``tests/api/``, ``tests/clients/``,
-  ``tests/examples/`` and ``tests/fault/``, and every other test that uses the shared Postgres
-  (a test elsewhere that starts an embedded Postgres of its own says so with
+  ``tests/examples/``, ``tests/fault/`` and ``tests/console/``, and every other test that uses the
+  shared Postgres (a test elsewhere that starts an embedded Postgres of its own says so with
   ``@pytest.mark.integration``);
 - ``queue``: every test under ``tests/queue/``; a test elsewhere that starts real workers or a
   redis-server says so with ``@pytest.mark.queue``.
@@ -54,6 +54,7 @@ DIRECTORY_MARKERS: dict[str, tuple[str, ...]] = {
     "clients": ("integration",),
     "examples": ("integration",),
     "fault": ("integration",),
+    "console": ("integration",),
     "queue": ("queue",),
 }
 
