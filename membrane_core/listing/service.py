@@ -138,12 +138,7 @@ class Listing:
         )
         query = self.query(req, policy, self.clock())
         if req.cursor is not None:
-            pos = cursor.decode(req.cursor, fp)
-            try:
-                after = store.Position(datetime.fromisoformat(pos["c"]), uuid.UUID(pos["i"]))
-            except (KeyError, TypeError, ValueError) as exc:
-                raise cursor.bad("is not a cursor this server made") from exc
-            query = dataclasses.replace(query, after=after)
+            query = dataclasses.replace(query, after=_position(req.cursor, fp))
         with self.db.reader() as conn:
             rows = store.records_page(conn, query, _full(policy))
         views, used, last, cut = self._views(rows, policy, req)
@@ -211,13 +206,7 @@ class Listing:
         operator (RFC 9.1)."""
         req = parse(OperationListRequest, request)
         fp = cursor.fingerprint(trust.actor, req.model_dump(mode="json", exclude={"cursor", "limit"}))
-        after = None
-        if req.cursor is not None:
-            pos = cursor.decode(req.cursor, fp)
-            try:
-                after = store.Position(datetime.fromisoformat(pos["c"]), uuid.UUID(pos["i"]))
-            except (KeyError, TypeError, ValueError) as exc:
-                raise cursor.bad("is not a cursor this server made") from exc
+        after = _position(req.cursor, fp) if req.cursor is not None else None
         with self.db.reader() as conn:
             rows = store.operations_page(
                 conn,
@@ -233,21 +222,8 @@ class Listing:
         last = page[-1] if page else None
         return OperationPage(
             operations=[
-                OperationSummary(
-                    operation_id=r.id,
-                    kind=OperationKind(r.kind),
-                    status=OperationStatus(r.status),
-                    record_id=r.record_id,
-                    record_ids=list(r.record_ids),
-                    error=r.error,
-                    result=r.result,
-                    created_at=r.created_at,
-                    finished_at=r.finished_at,
-                    request_id=r.request_id,
-                    principal=r.principal,
-                    scope=r.scope,
-                    target_id=r.target_id,
-                    attempts=r.attempts,
+                OperationSummary.model_validate(
+                    {k: v for k, v in dataclasses.asdict(r).items() if k != "id"} | {"operation_id": r.id}
                 )
                 for r in page
             ],
@@ -283,18 +259,7 @@ class Listing:
                 for r in inbox
             ],
             embedding_lag_seconds=gauges.embedding_lag_seconds,
-            buried=[
-                BuriedItem(
-                    id=b.id,
-                    kind=WorkKind(b.kind),
-                    target_id=b.target_id,
-                    attempts=b.attempts,
-                    last_error=b.last_error,
-                    due_at=b.due_at,
-                    created_at=b.created_at,
-                )
-                for b in page
-            ],
+            buried=[BuriedItem.model_validate(dataclasses.asdict(b)) for b in page],
             next_cursor=cursor.encode({"a": page[-1].id}, fp) if len(buried) > req.limit and page else None,
         )
 
@@ -354,6 +319,15 @@ class Listing:
                 for r in rows
             ]
         )
+
+
+def _position(token: str, fp: str) -> store.Position:
+    """RFC 10.7: the keyset position a cursor of ``fp``'s filters holds."""
+    pos = cursor.decode(token, fp)
+    try:
+        return store.Position(datetime.fromisoformat(pos["c"]), uuid.UUID(pos["i"]))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise cursor.bad("is not a cursor this server made") from exc
 
 
 def _backlog(kind: WorkKind, row: store.JobRow | None, now: datetime) -> JobBacklog:
