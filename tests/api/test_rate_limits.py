@@ -112,6 +112,12 @@ CALLS: dict[tuple[str, str], tuple[str, dict[str, Any] | None]] = {
     ("GET", "/v1/metrics"): ("/v1/metrics", None),
     ("POST", "/v1/maintenance/run"): ("/v1/maintenance/run", {"jobs": ["decay"]}),
     ("POST", "/v1/captures"): ("/v1/captures", EVENT),
+    ("GET", "/v1/records"): ("/v1/records", None),
+    ("GET", "/v1/records/{record_id}/lineage"): (f"/v1/records/{NOWHERE}/lineage", None),
+    ("GET", "/v1/operations"): ("/v1/operations", None),
+    ("GET", "/v1/work"): ("/v1/work", None),
+    ("POST", "/v1/work:requeue"): ("/v1/work:requeue", {"ids": [1]}),
+    ("GET", "/v1/scopes"): ("/v1/scopes", None),
     ("POST", "/v1/captures:batch"): ("/v1/captures:batch", batch(1)),
     ("POST", "/v1/records:merge"): (
         "/v1/records:merge",
