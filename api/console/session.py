@@ -30,7 +30,8 @@ from starlette.responses import Response
 from api import access
 from api.deps import Services, services, trust
 from membrane_core import Settings, errors
-from membrane_core.trust import DEVELOPMENT_POLICY, TrustPolicy
+from membrane_core.enums import Sensitivity
+from membrane_core.trust import TrustPolicy
 
 #: The cookie's name; it is sent only to the console's paths.
 COOKIE = "membrane_console"
@@ -39,6 +40,11 @@ PATH = "/console"
 SECRET_FILE = "console.secret"
 #: Bound to every sealed cookie, so that no other AES-GCM value of this key passes for one.
 _AAD = b"membrane-console-session-v1"
+#: The policy of a visitor who has not signed in while keys are configured: it reads and writes
+#: nothing, so a page that forgets to require a sign-in still shows nothing (RFC 10.8).
+SIGNED_OUT = TrustPolicy(
+    read_scopes=frozenset(), write_scopes=frozenset(), max_sensitivity=Sensitivity.PUBLIC, actor="signed-out"
+)
 _NONCE = 12
 
 
@@ -210,8 +216,8 @@ async def visitor(request: Request) -> Viewer:
             return Viewer(svc, policy, session, True, True, cfg)
     if session is None:
         fresh = new_session(None, cfg.session_seconds)
-        return Viewer(svc, DEVELOPMENT_POLICY, fresh, False, True, cfg, issue=True, ended=ended)
-    return Viewer(svc, DEVELOPMENT_POLICY, session, False, True, cfg)
+        return Viewer(svc, SIGNED_OUT, fresh, False, True, cfg, issue=True, ended=ended)
+    return Viewer(svc, SIGNED_OUT, session, False, True, cfg)
 
 
 async def viewer(request: Request) -> Viewer:

@@ -136,12 +136,13 @@ class Listing:
         fp = cursor.fingerprint(
             trust.actor, req.model_dump(mode="json", exclude={"cursor", "limit", "max_bytes"})
         )
-        query = self.query(req, policy, self.clock())
+        now = self.clock()
+        query = self.query(req, policy, now)
         if req.cursor is not None:
             query = dataclasses.replace(query, after=_position(req.cursor, fp))
         with self.db.reader() as conn:
             rows = store.records_page(conn, query, _full(policy))
-        views, used, last, cut = self._views(rows, policy, req)
+        views, used, last, cut = self._views(rows, policy, req, now)
         more = cut or len(rows) > req.limit or any(not r.fits for r in rows)
         return RecordPage(
             records=views,
@@ -159,11 +160,12 @@ class Listing:
         )
 
     def _views(
-        self, rows: list[store.Listed], policy: TrustPolicy, req: RecordListRequest
+        self, rows: list[store.Listed], policy: TrustPolicy, req: RecordListRequest, now: datetime
     ) -> tuple[list[RecordView], int, store.Listed | None, bool]:
         """RFC 7.3, 8.3: the caller's views of the rows that fit, their bytes measured again;
         the last row read (the next page starts after it) and whether the budget cut it."""
-        now = self.clock()
+        if rows and not rows[0].fits:  # the first record alone is over the budget
+            raise _too_large(rows[0].bytes, req.max_bytes)
         views: list[RecordView] = []
         used, last = 0, None
         for row in rows:
@@ -183,8 +185,6 @@ class Listing:
                 used += size
                 views.append(v)
             last = row
-        if rows and rows[0].ord == 1 and not rows[0].fits:
-            raise _too_large(rows[0].bytes, req.max_bytes)
         return views, used, last, False
 
     def lineage(

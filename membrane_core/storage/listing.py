@@ -14,7 +14,7 @@ from psycopg.rows import dict_row
 
 from membrane_core.storage import audit
 from membrane_core.storage.queries import Shaped, q, shaped
-from membrane_core.storage.retrieval import ReadFilter, Stored
+from membrane_core.storage.retrieval import ReadFilter, Stored, stored
 from membrane_core.storage.rows import fetch_all
 
 #: RFC 10.7: how a page of records reads its scopes: the listed scopes' indexes merged, or
@@ -111,14 +111,7 @@ def records_page(
     targets shown in full (RFC 2.5)."""
     out = []
     for row in _execute(conn, query.shaped()):
-        record = None
-        if row["fits"] and row["id"] is not None:
-            row["relations"] = [
-                {"predicate": rel["predicate"], "target_id": rel["target_id"], "weight": rel["weight"]}
-                for rel in row["relations"]
-                if target_visible(rel["target_scope"], rel["target_sensitivity"])
-            ]
-            record = Stored.of(row)
+        record = stored(row, target_visible) if row["fits"] and row["id"] is not None else None
         out.append(
             Listed(
                 ord=row["ord"],

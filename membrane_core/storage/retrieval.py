@@ -465,7 +465,7 @@ def _ranked(row: dict[str, Any], target_visible: Callable[[str, str], bool]) -> 
         bytes=row["bytes"],
         running=row["running"],
         fits=row["fits"],
-        record=_record(row, target_visible) if row["fits"] and row["id"] is not None else None,
+        record=stored(row, target_visible) if row["fits"] and row["id"] is not None else None,
     )
 
 
@@ -479,8 +479,9 @@ def _run(conn: psycopg.Connection, st: Shaped, *, tuples: bool = False) -> psyco
     return cur
 
 
-def _record(row: dict[str, Any], target_visible: Callable[[str, str], bool]) -> Stored:
-    """A hydrated row as a stored record; RFC 2.5: relations only to targets shown in full."""
+def stored(row: dict[str, Any], target_visible: Callable[[str, str], bool]) -> Stored:
+    """A hydrated row (``record_fields`` with ``visible_relations``) as a stored record; RFC
+    2.5: relations only to targets shown in full."""
     row["relations"] = [
         {"predicate": rel["predicate"], "target_id": rel["target_id"], "weight": rel["weight"]}
         for rel in row["relations"]
@@ -520,7 +521,7 @@ def bounded_hydrate(
     )
     out = []
     for row in _run(conn, st).fetchall():
-        rec = _record(row, target_visible) if row["fits"] and row["id"] is not None else None
+        rec = stored(row, target_visible) if row["fits"] and row["id"] is not None else None
         out.append(
             Sized(
                 ord=row["ord"],
@@ -591,7 +592,7 @@ def _hop(rows: Sequence[dict[str, Any]], target_visible: Callable[[str, str], bo
             )
         )
         if row["hydrated"]:
-            hydrated[row["other"]] = _record(row, target_visible)
+            hydrated[row["other"]] = stored(row, target_visible)
     return Hop(edges, hydrated)
 
 

@@ -55,13 +55,15 @@ def shot(page: Page, name: str) -> Path:
     return path
 
 
-@pytest.fixture(scope="session")
+# Package scope: Playwright's sync API runs an event loop on the test thread while it is open,
+# so it is closed once the console's tests are done and async tests after them can run.
+@pytest.fixture(scope="package")
 def playwright() -> Iterator[Playwright]:
     with sync_playwright() as pw:
         yield pw
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser(playwright: Playwright) -> Iterator[Browser]:
     """The system's Chromium, headless (no sandbox: the tests may run as root)."""
     if not Path(CHROMIUM).exists():
