@@ -61,6 +61,9 @@ class RecordQuery:
             {
                 **self.filter.params(),
                 "every_scope": self.plan == "every",
+                "one_scope": self.plan == "listed" and len(self.scopes) == 1,
+                "many_scopes": self.plan == "listed" and len(self.scopes) != 1,
+                "positioned": self.after is not None,
                 "scopes": list(self.scopes),
                 "statuses": list(self.statuses) if self.statuses is not None else None,
                 "ranks": list(self.ranks) if self.ranks is not None else None,
@@ -79,7 +82,9 @@ class RecordQuery:
                 "rows": self.limit + 1,
                 "max_bytes": self.max_bytes,
             },
-            ints=("max_rank",),
+            # the row limits are written in: under a bound LIMIT a generic plan expects more
+            # rows, loses to a custom plan, and every call is planned again (RFC 10.7)
+            ints=("max_rank", "limit", "rows"),
         )
 
 

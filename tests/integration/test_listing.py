@@ -328,3 +328,43 @@ def test_scopes_count_what_the_caller_sees(membrane: Membrane) -> None:
     full = {s.scope: s.records for s in membrane.listing.scopes(FULL).scopes}
     assert full == {"a": 3, "b": 1}
     assert {s.scope: s.records for s in membrane.listing.scopes(LOW).scopes} == {"a": 2}
+
+
+def test_a_page_runs_its_prepared_generic_plan(membrane: Membrane, clock: FakeClock) -> None:
+    """RFC 10.7: a page, first or deep, runs the generic plan of its prepared shape (no call
+    plans again), and that plan reads the listing index from the position. The statement a
+    page runs is taken from the service, so a change to either shows here."""
+    import dataclasses
+
+    from membrane_core.listing.requests import RecordListRequest
+    from membrane_core.requests import parse
+    from membrane_core.storage import listing as store
+
+    for i in range(30):
+        clock.advance(seconds=1)
+        event(membrane, f"event {i}")
+    req = parse(RecordListRequest, {"scopes": ["a"], "limit": 5})
+    policy = FULL.narrow(["a"])
+    first = membrane.listing.query(req, policy, clock())
+    last = membrane.listing.records(req, FULL).records[-1]
+    deep = dataclasses.replace(first, after=store.Position(last.created_at, last.id))
+    with membrane.db.reader() as conn:
+        for query in (first, deep):
+            for _ in range(8):
+                assert len(store.records_page(conn, query, lambda *_: True)) == 6
+        plans = conn.execute(
+            "SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements"
+            " WHERE statement LIKE '%%listed(scope)%%'"
+        ).fetchall()
+        # positive control: both shapes were prepared and ran
+        assert len(plans) == 2, plans
+        for statement, generic, custom in plans:
+            assert generic >= 3 and custom <= 5, (generic, custom, statement[:80])
+        # the generic plan of the deep shape; a table this small would be read in full
+        conn.execute("SET enable_seqscan = off")
+        plan = "\n".join(
+            r[0] for r in psycopg.RawCursor(conn).execute("EXPLAIN (GENERIC_PLAN) " + deep.shaped().sql)
+        )
+        conn.execute("RESET enable_seqscan")
+    assert "memory_records_listing" in plan
+    assert "Index Cond: ((scope = " in plan and "ROW(created_at, id) < ROW($" in plan, plan

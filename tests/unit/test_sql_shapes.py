@@ -42,7 +42,15 @@ _CALL = re.compile(r"""\bshaped\(\s*["'](\w+)["']""")
 #: Flags a statement's caller never sets together, so their shapes are never rendered:
 #: late interaction re-ranks the roots, so the statement makes no first hop from them
 #: (RFC 8.2.3, 8.4; ``retrieval.RootsQuery`` refuses both, see the test below).
-NEVER_TOGETHER: dict[str, tuple[frozenset[str], ...]] = {"retrieval_roots": (frozenset({"late", "hop"}),)}
+NEVER_TOGETHER: dict[str, tuple[frozenset[str], ...]] = {
+    "retrieval_roots": (frozenset({"late", "hop"}),),
+    # a page reads every scope, one listed scope or several: one of the three (RFC 10.7)
+    "list_records": (
+        frozenset({"every_scope", "one_scope"}),
+        frozenset({"every_scope", "many_scopes"}),
+        frozenset({"one_scope", "many_scopes"}),
+    ),
+}
 
 
 def shaped_statements() -> list[str]:

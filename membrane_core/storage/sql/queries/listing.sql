@@ -3,13 +3,15 @@
 -- hydrated with its fragments, so a list and a retrieval see exactly the same records.
 
 -- name: list_records
--- One keyset page of records, newest first (created_at, id), filtered as retrieval filters (RFC 8.1, 7.3, 5.6), cut by rows and projected bytes, and hydrated where it fits (RFC 10.7). It reads each listed scope's listing index backwards from the position and merges them; for every scope (`every_scope`) the scopes come from a loose scan of the index.
+-- One keyset page of records, newest first (created_at, id), filtered as retrieval filters (RFC 8.1, 7.3, 5.6), cut by rows and projected bytes, and hydrated where it fits (RFC 10.7). It reads each listed scope's listing index backwards from the position and merges them; for every scope (`every_scope`) the scopes come from a loose scan of the index. The position (`positioned`) and a single listed scope (`one_scope`, else `many_scopes`) are shape parts and the row limits are written in, so the generic plan has the position as an index condition and expects the rows a custom plan expects (under a bound LIMIT or an unnested parameter it expects ten times more, loses to a custom plan, and every call is planned again): a prepared page never pays for planning.
 WITH RECURSIVE /*?every_scope*/listed(scope) AS (
     (SELECT m.scope FROM memory_records m ORDER BY m.scope LIMIT 1)
     UNION ALL
     SELECT (SELECT m.scope FROM memory_records m WHERE m.scope > l.scope ORDER BY m.scope LIMIT 1)
       FROM listed l WHERE l.scope IS NOT NULL
-), /*?end*//*?!every_scope*/listed(scope) AS (
+), /*?end*//*?one_scope*/listed(scope) AS (
+    SELECT (%(scopes)s::text[])[1]
+), /*?end*//*?many_scopes*/listed(scope) AS (
     SELECT unnest(%(scopes)s::text[])
 ), /*?end*/page AS (
     SELECT k.id, k.created_at, k.status_as_of, k.bytes
@@ -19,8 +21,7 @@ WITH RECURSIVE /*?every_scope*/listed(scope) AS (
            CASE WHEN r.sensitivity_rank > %(max_rank)s THEN 256 ELSE r.projected_bytes END AS bytes
       FROM memory_records r
      WHERE r.scope = s.scope
-       AND (%(after_created)s::timestamptz IS NULL
-            OR (r.created_at, r.id) < (%(after_created)s::timestamptz, %(after_id)s::uuid))
+       /*?positioned*/AND (r.created_at, r.id) < (%(after_created)s::timestamptz, %(after_id)s::uuid)/*?end*/
        AND /*@request_filters*/
        AND (%(statuses)s::text[] IS NULL
             OR status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz)

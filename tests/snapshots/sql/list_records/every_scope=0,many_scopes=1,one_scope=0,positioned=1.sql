@@ -9,8 +9,7 @@ WITH RECURSIVE listed(scope) AS (
            CASE WHEN r.sensitivity_rank > $3 THEN 256 ELSE r.projected_bytes END AS bytes
       FROM memory_records r
      WHERE r.scope = s.scope
-       AND ($4::timestamptz IS NULL
-            OR (r.created_at, r.id) < ($4::timestamptz, $5::uuid))
+       AND (r.created_at, r.id) < ($4::timestamptz, $5::uuid)
        AND r.sensitivity_rank <= $3 + 1
 AND ($2::timestamptz IS NULL OR r.recorded_at <= $2::timestamptz)
 AND ($6::timestamptz IS NULL
