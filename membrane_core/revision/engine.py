@@ -51,6 +51,7 @@ from membrane_core.revision.rules import (
     SupersedeBody,
     is_inferred,
     is_inferring_actor,
+    parse,
     parse_body,
     require_level,
     require_revisable,
@@ -100,13 +101,13 @@ class Revisions:
         parsed = parse_body(kind, body)
         op = OperationKind(kind)
         if op is OperationKind.MERGE:
-            assert isinstance(parsed, MergeBody)
-            if target_id is not None and target_id not in parsed.record_ids:
+            merge = parse(MergeBody, parsed)
+            if target_id is not None and target_id not in merge.record_ids:
                 raise errors.InvalidInput(
                     "merge target must be one of record_ids",
                     details=[{"field": "record_ids", "message": "target missing", "type": "value_error"}],
                 )
-            return [self.merge(parsed, trust, conn=conn)]
+            return [self.merge(merge, trust, conn=conn)]
         if target_id is None:
             raise errors.InvalidInput(f"{op.value} needs a target record id")
         handlers: dict[OperationKind, Callable[..., uuid.UUID]] = {
@@ -130,8 +131,7 @@ class Revisions:
         conn: Connection | None = None,
     ) -> uuid.UUID:
         """RFC 5.2.1: replace a record with a new one; the old one is retracted and linked."""
-        b = parse_body(OperationKind.SUPERSEDE, body)
-        assert isinstance(b, SupersedeBody)
+        b = parse(SupersedeBody, body)
         with self._tx(conn) as c:
             now = self.clock()
             peek = revisions.fact_key_levels(c, [target_id])
@@ -186,8 +186,7 @@ class Revisions:
         conn: Connection | None = None,
     ) -> uuid.UUID:
         """RFC 5.2.2: a conditional variant beside the original; both stay active."""
-        b = parse_body(OperationKind.FORK, body)
-        assert isinstance(b, ForkBody)
+        b = parse(ForkBody, body)
         with self._tx(conn) as c:
             now = self.clock()
             peek = revisions.fact_key_levels(c, [target_id])
@@ -245,8 +244,7 @@ class Revisions:
         conn: Connection | None = None,
     ) -> uuid.UUID:
         """RFC 5.2.3: one new record from several sources; the sources are retracted."""
-        b = parse_body(OperationKind.MERGE, body)
-        assert isinstance(b, MergeBody)
+        b = parse(MergeBody, body)
         ids = list(dict.fromkeys(b.record_ids))
         if len(ids) < 2:
             raise errors.InvalidInput(
@@ -314,8 +312,7 @@ class Revisions:
         conn: Connection | None = None,
     ) -> uuid.UUID:
         """RFC 5.2.4: withdraw a record and tombstone its fact key; salience is untouched."""
-        b = parse_body(OperationKind.RETRACT, body)
-        assert isinstance(b, RetractBody)
+        b = parse(RetractBody, body)
         with self._tx(conn) as c:
             now = self.clock()
             revisions.lock_keys(c, revisions.fact_keys(c, [target_id]).values())
@@ -345,8 +342,7 @@ class Revisions:
         conn: Connection | None = None,
     ) -> uuid.UUID:
         """RFC 5.2.5: mark a record contested; link the contesting record only if visible."""
-        b = parse_body(OperationKind.CONTEST, body)
-        assert isinstance(b, ContestBody)
+        b = parse(ContestBody, body)
         with self._tx(conn) as c:
             now = self.clock()
             target = self._lock(c, [target_id], trust)[target_id]
@@ -389,8 +385,7 @@ class Revisions:
         conn: Connection | None = None,
     ) -> uuid.UUID:
         """RFC 5.2.6: current salience plus the type's gain; the decay clock restarts."""
-        b = parse_body(OperationKind.REINFORCE, body)
-        assert isinstance(b, ReinforceBody)
+        b = parse(ReinforceBody, body)
         return self._adjust(target_id, trust, b.rationale, None, conn)
 
     def penalize(
@@ -402,8 +397,7 @@ class Revisions:
         conn: Connection | None = None,
     ) -> uuid.UUID:
         """RFC 5.2.7: current salience minus ``amount`` (not below 0); the decay clock restarts."""
-        b = parse_body(OperationKind.PENALIZE, body)
-        assert isinstance(b, PenalizeBody)
+        b = parse(PenalizeBody, body)
         return self._adjust(target_id, trust, b.rationale, b.amount, conn)
 
     def _adjust(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from pydantic import AwareDatetime, BaseModel, Field, StringConstraints, ValidationError, model_validator
 
@@ -123,7 +123,7 @@ class PenalizeBody(ClientInput):
     rationale: Rationale = "penalized"
 
 
-BODIES: dict[OperationKind, type[BaseModel]] = {
+BODIES: dict[OperationKind, type[ClientInput]] = {
     OperationKind.SUPERSEDE: SupersedeBody,
     OperationKind.FORK: ForkBody,
     OperationKind.MERGE: MergeBody,
@@ -132,20 +132,30 @@ BODIES: dict[OperationKind, type[BaseModel]] = {
     OperationKind.REINFORCE: ReinforceBody,
     OperationKind.PENALIZE: PenalizeBody,
 }
+_KINDS = {model: kind for kind, model in BODIES.items()}
+
+B = TypeVar("B", bound=ClientInput)
 
 
-def parse_body(kind: OperationKind | str, body: Mapping[str, Any] | BaseModel) -> BaseModel:
-    """Validate a revision body before anything is written; ``InvalidInput`` names each field (RFC 2.4)."""
-    try:
-        model = BODIES[OperationKind(kind)]
-    except (KeyError, ValueError) as exc:
-        raise errors.InvalidInput(f"{kind!r} is not a revision operation") from exc
+def parse(model: type[B], body: Mapping[str, Any] | BaseModel) -> B:
+    """Validate a revision body into its exact type before anything is written; ``InvalidInput``
+    names each field (RFC 2.4, 5.2)."""
     if isinstance(body, model):
         return body
     try:
         return model.model_validate(body if isinstance(body, Mapping) else body.model_dump())
     except ValidationError as exc:
-        raise errors.InvalidInput(f"invalid {kind} body", details=errors.field_errors(exc)) from exc
+        raise errors.InvalidInput(f"invalid {_KINDS[model]} body", details=errors.field_errors(exc)) from exc
+
+
+def parse_body(kind: OperationKind | str, body: Mapping[str, Any] | BaseModel) -> ClientInput:
+    """Validate a revision body of operation ``kind`` (RFC 2.4, 5.2); :func:`parse` where the
+    operation is known."""
+    try:
+        model = BODIES[OperationKind(kind)]
+    except (KeyError, ValueError) as exc:
+        raise errors.InvalidInput(f"{kind!r} is not a revision operation") from exc
+    return parse(model, body)
 
 
 def require_revisable(record_id: uuid.UUID, visibility: str, writable: bool) -> None:
