@@ -673,23 +673,7 @@ class Revisions:
         details: dict[str, Any],
     ) -> None:
         """Queue a new record through the capture write path, its create entry with details."""
-        batch.add_record(rec, actor=actor, rationale=rationale)
-        # add_record queued a bare create entry; replace it with one that names the operation
-        bare = [
-            i for i, row in enumerate(batch.audit) if row[0] == rec.id and row[3] == AuditAction.CREATE.value
-        ]
-        for i in reversed(bare):
-            del batch.audit[i]
-        batch.audit_entry(
-            rec.id,
-            rec.scope,
-            rec.sensitivity.value,
-            AuditAction.CREATE,
-            actor,
-            rec.created_at,
-            rationale,
-            details,
-        )
+        batch.add_record(rec, actor=actor, rationale=rationale, details=details)
         batch.work.append(
             (
                 WorkKind.DECAY.value,

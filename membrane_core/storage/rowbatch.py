@@ -13,7 +13,7 @@ import re
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg
 from pydantic import TypeAdapter
@@ -153,6 +153,19 @@ def sealed_content(payload_json: str, summary: str | None, metadata: dict[str, A
     )
 
 
+class AuditEntry(NamedTuple):
+    """One ``audit_log`` row as COPY writes it (RFC 5.5); its hash is the trigger's."""
+
+    record_id: uuid.UUID
+    scope: str
+    sensitivity: str
+    action: str
+    actor: str
+    ts: datetime
+    rationale: str
+    details: str  #: JSON text
+
+
 @dataclass
 class RowBatch:
     """Rows of one write, grouped by table, for one COPY per table."""
@@ -162,14 +175,16 @@ class RowBatch:
     tags: list[tuple[Any, ...]] = field(default_factory=list)
     provenance: list[tuple[Any, ...]] = field(default_factory=list)
     relations: list[tuple[Any, ...]] = field(default_factory=list)
-    audit: list[tuple[Any, ...]] = field(default_factory=list)
+    audit: list[AuditEntry] = field(default_factory=list)
     work: list[tuple[str, uuid.UUID, datetime]] = field(default_factory=list)
     #: RFC 7.6: seals the records (and audit rationales) at or above its level
     sealer: Sealer = NO_KEYS
 
-    def add_record(self, r: MemoryRecord, *, actor: str, rationale: str) -> None:
-        """Queue a new record with its payload, tags, provenance, relations and create entry;
-        sealed when the batch's sealer seals its level (RFC 7.6)."""
+    def add_record(
+        self, r: MemoryRecord, *, actor: str, rationale: str, details: dict[str, Any] | None = None
+    ) -> None:
+        """Queue a new record with its payload, tags, provenance, relations and create entry
+        (with ``details``, RFC 5.5); sealed when the batch's sealer seals its level (RFC 7.6)."""
         payload_json = r.payload.model_dump_json()
         tags = list(dict.fromkeys(r.tags))
         if self.sealer.seals(r.sensitivity):
@@ -190,7 +205,7 @@ class RowBatch:
             (r.id, rel.predicate, rel.target_id, rel.weight, r.created_at) for rel in r.relations
         )
         self.audit_entry(
-            r.id, r.scope, r.sensitivity.value, AuditAction.CREATE, actor, r.created_at, rationale
+            r.id, r.scope, r.sensitivity.value, AuditAction.CREATE, actor, r.created_at, rationale, details
         )
 
     def audit_entry(
@@ -209,7 +224,9 @@ class RowBatch:
         if self.sealer.seals(sensitivity):
             details = {**(details or {}), SEALED_RATIONALE: self.sealer.seal_note(record_id, rationale)}
             rationale = ""
-        self.audit.append((record_id, scope, sensitivity, action.value, actor, ts, rationale, _json(details)))
+        self.audit.append(
+            AuditEntry(record_id, scope, sensitivity, action.value, actor, ts, rationale, _json(details))
+        )
 
     def flush(self, conn: psycopg.Connection) -> None:
         """Write every queued row: one COPY per table, one statement for work items."""
