@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -64,6 +65,25 @@ from membrane_core.trust import TrustPolicy
 
 #: RFC 7.6: what a tombstone at a sealed level says of its rationale (sealed in the audit log).
 SEALED_TOMBSTONE = "sealed: see the audit log"
+
+
+@dataclass(frozen=True)
+class _Derivation:
+    """What one supersede, fork or merge writes beyond the steps they share (RFC 5.2.1-5.2.3)."""
+
+    op: OperationKind
+    ids: list[uuid.UUID]  #: the sources in the body's order; the first is the template
+    record: RevisedRecord
+    rationale: str
+    evidence: list[ProvenanceRef]
+    relation: str  #: the new record's relation to each source
+    created: dict[str, Any]  #: details of the new record's create entry, ``reasserted`` aside
+    source_action: AuditAction  #: the entry each source gets
+    source_key: str  #: the detail of that entry naming the new record
+    replaces: bool = True  #: the sources are checked, tombstoned and retracted (not a fork)
+    force: bool = False  #: an inferred record may replace an asserted one
+    points_back: bool = False  #: the source's payload and a relation point at the new record
+    validity: Validity | None = None  #: overrides ``record.validity``
 
 
 class Revisions:
@@ -132,50 +152,20 @@ class Revisions:
     ) -> uuid.UUID:
         """RFC 5.2.1: replace a record with a new one; the old one is retracted and linked."""
         b = parse(SupersedeBody, body)
-        with self._tx(conn) as c:
-            now = self.clock()
-            peek = revisions.fact_key_levels(c, [target_id])
-            new_key = self._new_key(b.record, peek.get(target_id))
-            revisions.lock_keys(c, [k for k in (self._key(peek, target_id), new_key) if k])
-            target = self._lock(c, [target_id], trust)[target_id]
-            old = self._hydrate(c, [target_id])[target_id]
-            new = self._build(
-                OperationKind.SUPERSEDE,
-                old,
-                b.record,
-                b.evidence,
-                trust,
-                now,
-                sources=[old],
-                relations=[Relation(predicate="supersedes", target_id=old.id)],
-            )
-            self._check_inferred([old], new, trust, b.force)
-            batch = records.RowBatch(sealer=self.work.sealer)
-            reasserted = self._reassert(c, new)
-            self._tombstone(c, [target], new, trust.actor, b.rationale, now)
-            revisions.mark_retracted(c, [old.id], now)
-            if isinstance(old.payload, SemanticPayload):
-                self._set_superseded_by(c, old, new.id)
-            batch.relations.append((old.id, "superseded_by", new.id, None, now))
-            self._add_new(
-                batch,
-                new,
-                trust.actor,
-                b.rationale,
-                {"operation": "supersede", "supersedes": str(old.id), "reasserted": reasserted},
-            )
-            batch.audit_entry(
-                old.id,
-                old.scope,
-                target.sensitivity,
-                AuditAction.REVISE,
-                trust.actor,
-                now,
-                b.rationale,
-                {"operation": "supersede", "superseded_by": str(new.id)},
-            )
-            batch.flush(c)
-        return new.id
+        change = _Derivation(
+            OperationKind.SUPERSEDE,
+            [target_id],
+            b.record,
+            b.rationale,
+            b.evidence,
+            relation="supersedes",
+            created={"operation": "supersede", "supersedes": str(target_id)},
+            source_action=AuditAction.REVISE,
+            source_key="superseded_by",
+            force=b.force,
+            points_back=True,
+        )
+        return self._derive(change, trust, conn)
 
     def fork(
         self,
@@ -187,54 +177,29 @@ class Revisions:
     ) -> uuid.UUID:
         """RFC 5.2.2: a conditional variant beside the original; both stay active."""
         b = parse(ForkBody, body)
-        with self._tx(conn) as c:
-            now = self.clock()
-            peek = revisions.fact_key_levels(c, [target_id])
-            new_key = self._new_key(b.record, peek.get(target_id))
-            revisions.lock_keys(c, [new_key] if new_key else [])
-            target = self._lock(c, [target_id], trust)[target_id]
-            old = self._hydrate(c, [target_id])[target_id]
-            conditions = (
-                b.condition
-                if isinstance(b.condition, dict)
-                else ({"condition": b.condition} if b.condition else {})
-            )
-            base = b.record.validity or Validity()
-            validity = base.model_copy(
-                update={"mode": ValidityMode.CONDITIONAL, "conditions": {**base.conditions, **conditions}}
-            )
-            new = self._build(
-                OperationKind.FORK,
-                old,
-                b.record,
-                b.evidence,
-                trust,
-                now,
-                sources=[old],
-                validity=validity,
-                relations=[Relation(predicate="derived_from", target_id=old.id)],
-            )
-            batch = records.RowBatch(sealer=self.work.sealer)
-            reasserted = self._reassert(c, new)
-            self._add_new(
-                batch,
-                new,
-                trust.actor,
-                b.rationale,
-                {"operation": "fork", "forked_from": str(old.id), "reasserted": reasserted},
-            )
-            batch.audit_entry(
-                old.id,
-                old.scope,
-                target.sensitivity,
-                AuditAction.FORK,
-                trust.actor,
-                now,
-                b.rationale,
-                {"operation": "fork", "variant_id": str(new.id)},
-            )
-            batch.flush(c)
-        return new.id
+        conditions = (
+            b.condition
+            if isinstance(b.condition, dict)
+            else ({"condition": b.condition} if b.condition else {})
+        )
+        base = b.record.validity or Validity()
+        validity = base.model_copy(
+            update={"mode": ValidityMode.CONDITIONAL, "conditions": {**base.conditions, **conditions}}
+        )
+        change = _Derivation(
+            OperationKind.FORK,
+            [target_id],
+            b.record,
+            b.rationale,
+            b.evidence,
+            relation="derived_from",
+            created={"operation": "fork", "forked_from": str(target_id)},
+            source_action=AuditAction.FORK,
+            source_key="variant_id",
+            replaces=False,
+            validity=validity,
+        )
+        return self._derive(change, trust, conn)
 
     def merge(
         self,
@@ -253,50 +218,71 @@ class Revisions:
                     {"field": "record_ids", "message": "fewer than two distinct ids", "type": "value_error"}
                 ],
             )
+        change = _Derivation(
+            OperationKind.MERGE,
+            ids,
+            b.record,
+            b.rationale,
+            b.evidence,
+            relation="derived_from",
+            created={"operation": "merge", "merged_from": [str(i) for i in ids]},
+            source_action=AuditAction.MERGE,
+            source_key="merged_into",
+            force=b.force,
+        )
+        return self._derive(change, trust, conn)
+
+    def _derive(self, d: _Derivation, trust: TrustPolicy, conn: Connection | None) -> uuid.UUID:
+        """RFC 5.2.1-5.2.3: the one transaction of a supersede, fork or merge. Lock the fact keys
+        it retracts or creates (5.4), then its sources; build the new record; retract what it
+        replaces; queue the record with its create entry and one entry per source."""
         with self._tx(conn) as c:
             now = self.clock()
-            peek = revisions.fact_key_levels(c, ids)
-            new_key = self._new_key(
-                b.record, peek.get(ids[0]), max((lv for _, lv in peek.values()), default=0)
-            )
-            revisions.lock_keys(c, [*(k for k, _ in peek.values()), *([new_key] if new_key else [])])
-            targets = self._lock(c, ids, trust)
+            peek = revisions.fact_key_levels(c, d.ids)
+            rank = max((lv for _, lv in peek.values()), default=0)
+            new_key = self._new_key(d.record, peek.get(d.ids[0]), rank)
+            retired = [k for k, _ in peek.values()] if d.replaces else []
+            revisions.lock_keys(c, [*retired, *([new_key] if new_key else [])])
+            targets = self._lock(c, d.ids, trust)
+            # RFC 5.2.3: a merge's sources share one scope and one type (one source always does)
             if len({t.scope for t in targets.values()}) > 1 or len({t.type for t in targets.values()}) > 1:
                 raise errors.RevisionRefused("merged records must share one scope and one type")
-            hydrated = self._hydrate(c, ids)
-            sources = [hydrated[i] for i in ids]
+            hydrated = self._hydrate(c, d.ids)
+            sources = [hydrated[i] for i in d.ids]
             new = self._build(
-                OperationKind.MERGE,
+                d.op,
                 sources[0],
-                b.record,
-                b.evidence,
+                d.record,
+                d.evidence,
                 trust,
                 now,
                 sources=sources,
-                relations=[Relation(predicate="derived_from", target_id=i) for i in ids],
+                relations=[Relation(predicate=d.relation, target_id=i) for i in d.ids],
+                validity=d.validity,
             )
-            self._check_inferred(sources, new, trust, b.force)
+            if d.replaces:
+                self._check_inferred(sources, new, trust, d.force)
             batch = records.RowBatch(sealer=self.work.sealer)
             reasserted = self._reassert(c, new)
-            self._tombstone(c, [targets[i] for i in ids], new, trust.actor, b.rationale, now)
-            revisions.mark_retracted(c, ids, now)
-            self._add_new(
-                batch,
-                new,
-                trust.actor,
-                b.rationale,
-                {"operation": "merge", "merged_from": [str(i) for i in ids], "reasserted": reasserted},
-            )
-            for i in ids:
+            if d.replaces:
+                self._tombstone(c, [targets[i] for i in d.ids], new, trust.actor, d.rationale, now)
+                revisions.mark_retracted(c, d.ids, now)
+            if d.points_back:
+                old = sources[0]
+                if isinstance(old.payload, SemanticPayload):
+                    self._set_superseded_by(c, old, new.id)
+                batch.relations.append((old.id, "superseded_by", new.id, None, now))
+            self._add_new(batch, new, trust.actor, d.rationale, {**d.created, "reasserted": reasserted})
+            for i in d.ids:
                 batch.audit_entry(
                     i,
                     targets[i].scope,
                     targets[i].sensitivity,
-                    AuditAction.MERGE,
+                    d.source_action,
                     trust.actor,
                     now,
-                    b.rationale,
-                    {"operation": "merge", "merged_into": str(new.id)},
+                    d.rationale,
+                    {"operation": d.op.value, d.source_key: str(new.id)},
                 )
             batch.flush(c)
         return new.id
@@ -503,13 +489,6 @@ class Revisions:
         if missing:
             raise errors.NotFound(f"record {missing[0]} not found")
         return found
-
-    @staticmethod
-    def _key(
-        peek: Mapping[uuid.UUID, tuple[revisions.FactKey, int]], rid: uuid.UUID
-    ) -> revisions.FactKey | None:
-        found = peek.get(rid)
-        return found[0] if found else None
 
     def _new_key(
         self, rec: RevisedRecord, template: tuple[revisions.FactKey, int] | None, rank: int = 0
