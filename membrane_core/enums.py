@@ -49,6 +49,7 @@ class RevisionStatus(StrEnum):
     ACTIVE = "active"  #: currently believed
     CONTESTED = "contested"  #: disputed; returned flagged and ranked below active
     RETRACTED = "retracted"  #: withdrawn; excluded unless asked for
+    PROPOSED = "proposed"  #: awaiting review; excluded unless asked for (RFC 5.7)
 
 
 class DecayCurve(StrEnum):

@@ -97,6 +97,8 @@ class RetrieveRequest(ClientInput):
     max_bytes: int = Field(default=1024 * 1024, ge=1024, le=16 * 1024 * 1024)
     include_contested: bool = True
     include_retracted: bool = False
+    #: RFC 5.7: proposed records too, flagged and ranked below active ones
+    include_proposed: bool = False
     as_of: AwareDatetime | None = None
     valid_at: AwareDatetime | None = None
     expand: ExpandOptions | None = None

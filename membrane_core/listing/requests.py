@@ -39,7 +39,7 @@ class RecordListRequest(ClientInput):
 
     scopes: list[Scope] | None = Field(default=None, max_length=256)
     types: list[MemoryType] | None = Field(default=None, max_length=6)
-    statuses: list[RevisionStatus] | None = Field(default=None, max_length=3)
+    statuses: list[RevisionStatus] | None = Field(default=None, max_length=4)
     sensitivities: list[Sensitivity] | None = Field(default=None, max_length=5)
     max_sensitivity: Sensitivity | None = None
     tags: list[Tag] | None = Field(default=None, max_length=64)

@@ -154,6 +154,7 @@ class ScopeCount(Frozen):
     active: int
     contested: int
     retracted: int
+    proposed: int = 0
 
 
 class ScopeList(Frozen):

@@ -98,6 +98,7 @@ class Listing:
             tags=self.sealer.tag_forms(list(req.tags)) if req.tags else None,
             include_retracted=RevisionStatus.RETRACTED.value in statuses,
             include_contested=RevisionStatus.CONTESTED.value in statuses,
+            include_proposed=RevisionStatus.PROPOSED.value in statuses,
             min_salience=0.0,
             now=now,
             as_of=req.as_of,
@@ -302,6 +303,7 @@ class Listing:
             tags=None,
             include_retracted=True,
             include_contested=True,
+            include_proposed=True,
             min_salience=0.0,
             now=self.clock(),
         )
@@ -315,6 +317,7 @@ class Listing:
                     active=r.active,
                     contested=r.contested,
                     retracted=r.retracted,
+                    proposed=r.proposed,
                 )
                 for r in rows
             ]

@@ -40,12 +40,16 @@ class Expansion:
         )
 
 
-def status_allowed(status: str, *, include_retracted: bool, include_contested: bool) -> bool:
-    """RFC 5.1: retracted only when asked for; contested unless excluded."""
+def status_allowed(
+    status: str, *, include_retracted: bool, include_contested: bool, include_proposed: bool = False
+) -> bool:
+    """RFC 5.1, 5.7: retracted and proposed only when asked for; contested unless excluded."""
     if status == RevisionStatus.RETRACTED.value:
         return include_retracted
     if status == RevisionStatus.CONTESTED.value:
         return include_contested
+    if status == RevisionStatus.PROPOSED.value:
+        return include_proposed
     return True
 
 
@@ -114,6 +118,7 @@ def expand(
                 row.status,
                 include_retracted=f.include_retracted,
                 include_contested=f.include_contested,
+                include_proposed=f.include_proposed,
             ):
                 out.filtered_in_python += 1
                 continue

@@ -73,6 +73,8 @@ def status_as_of(status: str, retracted_at: datetime | None, sql_status: str, as
         derived = sql_status
     if RevisionStatus.RETRACTED.value in (derived, sql_status):
         return RevisionStatus.RETRACTED.value
+    if RevisionStatus.PROPOSED.value in (derived, sql_status):  # RFC 5.7: until decided
+        return RevisionStatus.PROPOSED.value
     return derived
 
 
@@ -161,6 +163,7 @@ def read_filter(
         tags=sealer.tag_forms(list(req.tags)) if req.tags else None,
         include_retracted=req.include_retracted,
         include_contested=req.include_contested,
+        include_proposed=req.include_proposed,
         min_salience=req.min_salience,
         now=now,
         as_of=req.as_of,
@@ -717,7 +720,10 @@ class Retriever:
                 req,
             )
             or not graph.status_allowed(
-                status, include_retracted=req.include_retracted, include_contested=req.include_contested
+                status,
+                include_retracted=req.include_retracted,
+                include_contested=req.include_contested,
+                include_proposed=req.include_proposed,
             )
         ):
             return None

@@ -352,6 +352,7 @@ class ScopeRow:
     active: int
     contested: int
     retracted: int
+    proposed: int
 
 
 def scope_counts(conn: psycopg.Connection, f: ReadFilter, limit: int) -> list[ScopeRow]:

@@ -39,6 +39,8 @@ class ReadFilter:
     now: datetime
     as_of: datetime | None = None
     valid_at: datetime | None = None
+    #: RFC 5.7: proposed records, flagged, only when the read asks for them
+    include_proposed: bool = False
 
     def params(self) -> dict[str, Any]:
         """Bind parameters shared by the read queries."""
@@ -50,6 +52,7 @@ class ReadFilter:
             "tags": self.tags,
             "include_retracted": self.include_retracted,
             "include_contested": self.include_contested,
+            "include_proposed": self.include_proposed,
             "min_salience": self.min_salience,
             "salience_floor": self.min_salience > 0,
             "now": self.now,

@@ -27,6 +27,7 @@ def roots_params(scopes: list[str] | None, qvec: list[float], clock: FakeClock) 
         "tags": None,
         "include_retracted": False,
         "include_contested": False,
+        "include_proposed": False,
         "min_salience": 0.0,
         "salience_floor": False,
         "now": clock.now,

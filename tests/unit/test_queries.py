@@ -54,6 +54,7 @@ def test_shaped_writes_in_only_nulls_booleans_and_named_integers() -> None:
         "tags": None,
         "include_retracted": True,
         "include_contested": False,
+        "include_proposed": False,
         "min_salience": 0.5,
         "salience_floor": True,
         "now": "2026-01-01T00:00:00Z",

@@ -50,7 +50,7 @@ CREATE TABLE memory_records (
                          WHEN 'high' THEN 3 ELSE 4 END) STORED,
     confidence         double precision NOT NULL CHECK (confidence >= 0 AND confidence <= 1),
     salience           double precision NOT NULL CHECK (salience >= 0),
-    status             text NOT NULL DEFAULT 'active' CHECK (status IN ('active','contested','retracted')),
+    status             text NOT NULL DEFAULT 'active' CHECK (status IN ('active','contested','retracted','proposed')),
     -- lifecycle (RFC 6.1): salience(t) = base_salience * 2^(-(t - reinforced_at)/half_life)
     decay_curve        text NOT NULL DEFAULT 'exponential' CHECK (decay_curve IN ('exponential')),
     half_life_seconds  bigint NOT NULL CHECK (half_life_seconds >= 1),
@@ -69,6 +69,8 @@ CREATE TABLE memory_records (
     recorded_at        timestamptz NOT NULL DEFAULT now(),
     retracted_at       timestamptz,
     contested_at       timestamptz,
+    -- RFC 5.7: when the record's proposal was decided; before it the record reads proposed
+    proposed_until     timestamptz,
     occurred_at        timestamptz,
     created_at         timestamptz NOT NULL DEFAULT now(),
     updated_at         timestamptz NOT NULL DEFAULT now(),
@@ -133,10 +135,13 @@ CREATE INDEX memory_records_episode_time ON memory_records (scope, occurred_at, 
     WHERE type = 'episodic';
 
 -- Revision status as of transaction time ``at`` (RFC 5.6); NULL ``at`` means the current status.
-CREATE FUNCTION status_at(status text, retracted timestamptz, contested timestamptz, at timestamptz)
+-- A record reads proposed before its proposal was decided (``proposed_until``, RFC 5.7).
+CREATE FUNCTION status_at(status text, retracted timestamptz, contested timestamptz, at timestamptz,
+                          proposed_until timestamptz)
 RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT CASE WHEN at IS NULL THEN status
                 WHEN retracted <= at OR (status = 'retracted' AND retracted IS NULL) THEN 'retracted'
+                WHEN status = 'proposed' OR proposed_until > at THEN 'proposed'
                 WHEN contested <= at OR (status = 'contested' AND contested IS NULL) THEN 'contested'
                 ELSE 'active'
            END
@@ -245,7 +250,7 @@ CREATE TABLE audit_log (
     record_id   uuid NOT NULL,
     scope       text NOT NULL,
     sensitivity text NOT NULL CHECK (sensitivity IN ('public','low','medium','high','hyper')),
-    action      text NOT NULL CHECK (action IN ('create','revise','fork','merge','delete','reinforce','decay','requeue')),
+    action      text NOT NULL CHECK (action IN ('create','revise','fork','merge','delete','reinforce','decay','requeue','review')),
     actor       text NOT NULL,
     ts          timestamptz NOT NULL DEFAULT clock_timestamp(),
     rationale   text NOT NULL,
@@ -397,6 +402,37 @@ BEGIN
 END $$;
 CREATE TRIGGER memory_records_guard BEFORE INSERT OR UPDATE OF status ON memory_records
     FOR EACH ROW EXECUTE FUNCTION memory_records_guard();
+
+-- RFC 5.7: a proposal groups the records one unreviewed write proposed, until a reviewer
+-- decides it or it expires.
+CREATE TABLE proposals (
+    id              uuid PRIMARY KEY,
+    scope           text NOT NULL,
+    sensitivity     text NOT NULL CHECK (sensitivity IN ('public','low','medium','high','hyper')),
+    sensitivity_rank smallint GENERATED ALWAYS AS (
+        CASE sensitivity WHEN 'public' THEN 0 WHEN 'low' THEN 1 WHEN 'medium' THEN 2
+                         WHEN 'high' THEN 3 ELSE 4 END) STORED,
+    source          text NOT NULL CHECK (source IN ('capture','extraction')),
+    proposed_by     text NOT NULL,
+    actors          text[] NOT NULL,
+    corroborations  integer NOT NULL DEFAULT 0 CHECK (corroborations >= 0),
+    status          text NOT NULL DEFAULT 'pending'
+                    CHECK (status IN ('pending','approved','rejected','amended','expired')),
+    created_at      timestamptz NOT NULL,
+    expires_at      timestamptz NOT NULL,
+    decided_by      text,
+    decided_at      timestamptz,
+    rationale       text
+);
+CREATE INDEX proposals_pending ON proposals (scope, created_at, id) WHERE status = 'pending';
+CREATE INDEX proposals_expiry ON proposals (expires_at) WHERE status = 'pending';
+CREATE INDEX proposals_decided ON proposals (status) WHERE status <> 'pending';
+
+CREATE TABLE proposal_records (
+    record_id   uuid PRIMARY KEY REFERENCES memory_records (id) ON DELETE CASCADE,
+    proposal_id uuid NOT NULL REFERENCES proposals (id) ON DELETE CASCADE
+);
+CREATE INDEX proposal_records_proposal ON proposal_records (proposal_id);
 
 CREATE TABLE schema_migrations (
     version    integer PRIMARY KEY,

@@ -17,14 +17,14 @@ WITH RECURSIVE /*?every_scope*/listed(scope) AS (
     SELECT k.id, k.created_at, k.status_as_of, k.bytes
       FROM listed s CROSS JOIN LATERAL (
     SELECT r.id, r.created_at,
-           status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) AS status_as_of,
+           status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz, r.proposed_until) AS status_as_of,
            CASE WHEN r.sensitivity_rank > %(max_rank)s THEN 256 ELSE r.projected_bytes END AS bytes
       FROM memory_records r
      WHERE r.scope = s.scope
        /*?positioned*/AND (r.created_at, r.id) < (%(after_created)s::timestamptz, %(after_id)s::uuid)/*?end*/
        AND /*@request_filters*/
        AND (%(statuses)s::text[] IS NULL
-            OR status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz)
+            OR status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz, r.proposed_until)
                = ANY(%(statuses)s::text[]))
        AND (%(ranks)s::int[] IS NULL OR r.sensitivity_rank = ANY(%(ranks)s::int[]))
        AND (%(entity)s::uuid IS NULL
@@ -87,7 +87,7 @@ WITH RECURSIVE walk(id, depth, path) AS (
     SELECT id, min(depth) AS depth FROM walk GROUP BY id ORDER BY min(depth), id LIMIT %(max_nodes)s + 1
 )
 SELECT n.id, n.depth, r.scope, r.sensitivity,
-       status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) AS status,
+       status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz, r.proposed_until) AS status,
        r.recorded_at
   FROM nodes n JOIN memory_records r ON r.id = n.id
  ORDER BY n.depth, n.id
@@ -184,7 +184,8 @@ SELECT kind, status, count(*) AS count
 SELECT r.scope, count(*) AS records,
        count(*) FILTER (WHERE r.status = 'active') AS active,
        count(*) FILTER (WHERE r.status = 'contested') AS contested,
-       count(*) FILTER (WHERE r.status = 'retracted') AS retracted
+       count(*) FILTER (WHERE r.status = 'retracted') AS retracted,
+       count(*) FILTER (WHERE r.status = 'proposed') AS proposed
   FROM memory_records r
  WHERE (/*@in_scopes(r.scope)*/) AND r.sensitivity_rank <= %(max_rank)s + 1
  GROUP BY r.scope ORDER BY r.scope

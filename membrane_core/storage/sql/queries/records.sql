@@ -47,7 +47,7 @@ SELECT pg_advisory_xact_lock(k) FROM (
     ORDER BY 1) keys
 
 -- name: match_facts
--- Per candidate key: blocked (tombstone, or a retracted fact with no live one) and the live fact, active first (RFC 5.4); a key with a level (rk, a capture's sensitivity rank) matches only live facts and retractions at that level, and tombstones of that level or of every level (RFC 3.4); without one (NULL), every level.
+-- Per candidate key: blocked (tombstone, or a retracted fact with no live one) and the live fact, active first, then contested, then proposed (RFC 5.4, 5.7); a key with a level (rk, a capture's sensitivity rank) matches only live facts and retractions at that level, and tombstones of that level or of every level (RFC 3.4); without one (NULL), every level.
 SELECT f.i,
        (EXISTS (SELECT 1 FROM fact_tombstones t
                  WHERE t.scope = f.s AND t.subject = f.su AND t.predicate = f.pr AND t.object = f.ob
@@ -65,7 +65,7 @@ SELECT f.i,
          WHERE r.type = 'semantic' AND r.scope = f.s AND r.fact_subject = f.su
            AND r.fact_predicate = f.pr AND r.fact_object = f.ob AND r.status <> 'retracted'
            AND (f.rk IS NULL OR r.sensitivity_rank = f.rk)
-         ORDER BY (r.status = 'active') DESC, r.created_at LIMIT 1) live ON true
+         ORDER BY (r.status = 'active') DESC, (r.status = 'contested') DESC, r.created_at LIMIT 1) live ON true
 
 -- name: reinforce_facts
 -- Reinforce facts by gain x new sources from the closed-form salience, clock restarted (RFC 6.2); sensitivity rises to the sources' maximum (RFC 7.4).

@@ -55,5 +55,5 @@ SELECT 'hop', NULL, h.bytes, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NUL
 -- name: retrieval_access
 -- Scope, sensitivity and status (as of a time) of records by id, for trust checks (RFC 7.3).
 SELECT id, scope, sensitivity,
-       status_at(status, retracted_at, contested_at, %(as_of)s::timestamptz) AS status
+       status_at(status, retracted_at, contested_at, %(as_of)s::timestamptz, proposed_until) AS status
   FROM memory_records WHERE id = ANY(%(ids)s::uuid[])

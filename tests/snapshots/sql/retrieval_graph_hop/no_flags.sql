@@ -1,4 +1,4 @@
--- $1 frontier, $2 expanded, $3 known, $4 hop_bytes, $5 as_of, $6 all_scopes, $7 scopes, $8 max_rank, $9 valid_at, $10 include_retracted, $11 include_contested, $12 hop_rows, $13 hop_edges, $14 hop_new
+-- $1 frontier, $2 expanded, $3 known, $4 hop_bytes, $5 as_of, $6 all_scopes, $7 scopes, $8 max_rank, $9 valid_at, $10 include_retracted, $11 include_contested, $12 include_proposed, $13 hop_rows, $14 hop_edges, $15 hop_new
 WITH f AS (
     SELECT DISTINCT unnest($1::uuid[]) AS id
 ), hop_expanded AS (
@@ -15,7 +15,7 @@ WITH f AS (
     SELECT o.* FROM f, LATERAL (
            SELECT l.source_id, l.predicate, l.target_id, l.target_id AS other, l.weight,
                   l.created_at, r.scope, r.sensitivity, r.status, r.retracted_at,
-                  r.contested_at, r.projected_bytes
+                  r.contested_at, r.proposed_until, r.projected_bytes
              FROM relations l JOIN memory_records r ON r.id = l.target_id
             WHERE l.source_id = f.id
               AND ($5::timestamptz IS NULL OR l.created_at <= $5::timestamptz)
@@ -27,15 +27,17 @@ AND ($9::timestamptz IS NULL
      OR ((r.valid_from IS NULL OR r.valid_from <= $9::timestamptz)
          AND (r.valid_to IS NULL OR $9::timestamptz < r.valid_to)))
 AND ($10
-     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'retracted')
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz, r.proposed_until) <> 'retracted')
 AND ($11
-     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'contested')
-            ORDER BY l.predicate, l.target_id LIMIT $12) o
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz, r.proposed_until) <> 'contested')
+AND ($12
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz, r.proposed_until) <> 'proposed')
+            ORDER BY l.predicate, l.target_id LIMIT $13) o
     UNION ALL
     SELECT i.* FROM f, LATERAL (
            SELECT l.source_id, l.predicate, l.target_id, l.source_id AS other, l.weight,
                   l.created_at, r.scope, r.sensitivity, r.status, r.retracted_at,
-                  r.contested_at, r.projected_bytes
+                  r.contested_at, r.proposed_until, r.projected_bytes
              FROM relations l JOIN memory_records r ON r.id = l.source_id
             WHERE l.target_id = f.id
               AND ($5::timestamptz IS NULL OR l.created_at <= $5::timestamptz)
@@ -47,26 +49,28 @@ AND ($9::timestamptz IS NULL
      OR ((r.valid_from IS NULL OR r.valid_from <= $9::timestamptz)
          AND (r.valid_to IS NULL OR $9::timestamptz < r.valid_to)))
 AND ($10
-     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'retracted')
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz, r.proposed_until) <> 'retracted')
 AND ($11
-     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'contested')
-            LIMIT $12) i
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz, r.proposed_until) <> 'contested')
+AND ($12
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz, r.proposed_until) <> 'proposed')
+            LIMIT $13) i
 ), hop AS MATERIALIZED (
     SELECT e.source_id, e.predicate, e.target_id, e.other, e.scope, e.sensitivity,
-           status_at(e.status, e.retracted_at, e.contested_at, $5::timestamptz) AS status,
+           status_at(e.status, e.retracted_at, e.contested_at, $5::timestamptz, e.proposed_until) AS status,
            e.projected_bytes AS bytes,
            row_number() OVER (ORDER BY coalesce(e.weight, 0) DESC, e.created_at, e.source_id,
                                        e.predicate, e.target_id) AS n
       FROM e
      ORDER BY n
-     LIMIT $12
+     LIMIT $13
 ), edges AS (
     -- each edge once (a relation between two frontier nodes is found from both ends), at most
     -- hop_edges of them: the edges the expansion will take, in its order
     SELECT * FROM (SELECT DISTINCT ON (h.source_id, h.predicate, h.target_id) h.*
                      FROM hop h ORDER BY h.source_id, h.predicate, h.target_id, h.n) d
      ORDER BY d.n
-     LIMIT $13
+     LIMIT $14
 ), fresh AS (
     -- the neighbours these edges discover, in discovery order, up to hop_new, with the
     -- running projected bytes: the rows worth hydrating now (RFC 8.3)
@@ -75,7 +79,7 @@ AND ($11
               FROM edges d WHERE NOT EXISTS (SELECT 1 FROM hop_known k WHERE k.id = d.other)
              ORDER BY d.other, d.n) x
      ORDER BY x.n
-     LIMIT $14
+     LIMIT $15
 )
 SELECT h.bytes, h.source_id, h.predicate, h.target_id, h.other, h.scope AS other_scope,
 h.sensitivity AS other_sensitivity, h.status AS other_status, h.n,

@@ -1,4 +1,4 @@
--- $1 all_scopes, $2 scopes, $3 query, $4 df_cap, $5 as_of, $6 include_retracted, $7 max_rank, $8 valid_at, $9 include_contested, $10 types, $11 tags, $12 salience_floor, $13 now, $14 min_salience, $15 qvec, $16 vec_k, $17 has_qvec, $18 fts_cap, $19 arm_k, $20 terms, $21 id_namespaces, $22 id_values, $23 link_scan, $24 fanout, $25 when_from, $26 when_to, $27 sd_floor_salience, $28 rrf, $29 w_vector, $30 rrf_k, $31 w_text, $32 w_entity, $33 w_salience, $34 semantic_prior, $35 when_prior, $36 adjacent_sources, $37 adjacent_decay, $38 adjacent_reach, $39 limit, $40 max_bytes, $41 hop_rows, $42 hop_edges, $43 hop_new
+-- $1 all_scopes, $2 scopes, $3 query, $4 df_cap, $5 as_of, $6 include_retracted, $7 include_proposed, $8 max_rank, $9 valid_at, $10 include_contested, $11 types, $12 tags, $13 salience_floor, $14 now, $15 min_salience, $16 qvec, $17 vec_k, $18 has_qvec, $19 fts_cap, $20 arm_k, $21 terms, $22 id_namespaces, $23 id_values, $24 link_scan, $25 fanout, $26 when_from, $27 when_to, $28 sd_floor_salience, $29 rrf, $30 w_vector, $31 rrf_k, $32 w_text, $33 w_entity, $34 w_salience, $35 semantic_prior, $36 when_prior, $37 adjacent_sources, $38 adjacent_decay, $39 adjacent_reach, $40 limit, $41 max_bytes, $42 hop_rows, $43 hop_edges, $44 hop_new
 WITH qlex AS MATERIALIZED (
     -- the query's lexemes; stsq: the lexeme in the caller's scopes: as the index of scoped
     -- lexemes holds it for a few scopes (`scoped`, written in), else ANDed with the scope
@@ -29,25 +29,29 @@ WITH qlex AS MATERIALIZED (
     -- ANDing in a bitmap of every record of the scope from the btree.
     SELECT r.id, r.search_tsv, (($5::timestamptz IS NULL OR r.recorded_at <= $5::timestamptz)
 AND ($6
-     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'retracted')) AS counts,
-           (r.sensitivity_rank <= $7 + 1
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz, r.proposed_until) <> 'retracted')
+AND ($7
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz, r.proposed_until) <> 'proposed')) AS counts,
+           (r.sensitivity_rank <= $8 + 1
 AND ($5::timestamptz IS NULL OR r.recorded_at <= $5::timestamptz)
-AND ($8::timestamptz IS NULL
-     OR ((r.valid_from IS NULL OR r.valid_from <= $8::timestamptz)
-         AND (r.valid_to IS NULL OR $8::timestamptz < r.valid_to)))
+AND ($9::timestamptz IS NULL
+     OR ((r.valid_from IS NULL OR r.valid_from <= $9::timestamptz)
+         AND (r.valid_to IS NULL OR $9::timestamptz < r.valid_to)))
 AND ($6
-     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'retracted')
-AND ($9
-     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'contested')
-AND ($10::text[] IS NULL OR r.type = ANY($10::text[]))
-AND ($11::text[] IS NULL OR EXISTS (
-         SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY($11::text[])))
-AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
-         r.half_life_seconds, r.min_salience, r.pinned, $13) >= $14)) AS eligible
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz, r.proposed_until) <> 'retracted')
+AND ($10
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz, r.proposed_until) <> 'contested')
+AND ($7
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz, r.proposed_until) <> 'proposed')
+AND ($11::text[] IS NULL OR r.type = ANY($11::text[]))
+AND ($12::text[] IS NULL OR EXISTS (
+         SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY($12::text[])))
+AND (NOT $13 OR current_salience(r.base_salience, r.reinforced_at,
+         r.half_life_seconds, r.min_salience, r.pinned, $14) >= $15)) AS eligible
       FROM memory_records r, anyq
      WHERE anyq.q IS NOT NULL AND r.search_tsv @@ anyq.q
        AND ($1 OR (r.scope || '') = ANY($2::text[]))
-       AND r.sensitivity_rank <= $7 + 1
+       AND r.sensitivity_rank <= $8 + 1
      LIMIT 2 * $4
 ), complete AS (
     -- every matching row was seen: frequencies and candidates come from `seen`; otherwise
@@ -79,10 +83,12 @@ AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
                         SELECT 1 FROM memory_records r
                          WHERE r.search_tsv @@ l.stsq
                            AND ($1 OR (r.scope || '') = ANY($2::text[]))
-                           AND r.sensitivity_rank <= $7 + 1
+                           AND r.sensitivity_rank <= $8 + 1
                            AND ($5::timestamptz IS NULL OR r.recorded_at <= $5::timestamptz)
 AND ($6
-     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'retracted')
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz, r.proposed_until) <> 'retracted')
+AND ($7
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz, r.proposed_until) <> 'proposed')
                          LIMIT $4) x) END AS df
            -- OFFSET 0: pulled up, this subquery would be copied into each use of df and
            -- count once per copy (RFC 8.1.5)
@@ -114,30 +120,32 @@ AND ($6
           FROM unnest(CASE WHEN $1 THEN ARRAY[NULL]::text[]
                            ELSE $2::text[] END) AS s(scope)
          CROSS JOIN LATERAL (
-               SELECT e.record_id AS id, e.embedding <=> $15::vector AS dist
+               SELECT e.record_id AS id, e.embedding <=> $16::vector AS dist
                  FROM record_embeddings e
                  JOIN memory_records r ON r.id = e.record_id
                 WHERE ($1 OR (e.scope = s.scope AND r.scope = s.scope))
-                  AND r.sensitivity_rank <= $7 + 1
+                  AND r.sensitivity_rank <= $8 + 1
 AND ($5::timestamptz IS NULL OR r.recorded_at <= $5::timestamptz)
-AND ($8::timestamptz IS NULL
-     OR ((r.valid_from IS NULL OR r.valid_from <= $8::timestamptz)
-         AND (r.valid_to IS NULL OR $8::timestamptz < r.valid_to)))
+AND ($9::timestamptz IS NULL
+     OR ((r.valid_from IS NULL OR r.valid_from <= $9::timestamptz)
+         AND (r.valid_to IS NULL OR $9::timestamptz < r.valid_to)))
 AND ($6
-     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'retracted')
-AND ($9
-     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'contested')
-AND ($10::text[] IS NULL OR r.type = ANY($10::text[]))
-AND ($11::text[] IS NULL OR EXISTS (
-         SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY($11::text[])))
-AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
-         r.half_life_seconds, r.min_salience, r.pinned, $13) >= $14)
-                ORDER BY e.embedding <=> $15::vector
-                LIMIT $16) v
-         WHERE $17
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz, r.proposed_until) <> 'retracted')
+AND ($10
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz, r.proposed_until) <> 'contested')
+AND ($7
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz, r.proposed_until) <> 'proposed')
+AND ($11::text[] IS NULL OR r.type = ANY($11::text[]))
+AND ($12::text[] IS NULL OR EXISTS (
+         SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY($12::text[])))
+AND (NOT $13 OR current_salience(r.base_salience, r.reinforced_at,
+         r.half_life_seconds, r.min_salience, r.pinned, $14) >= $15)
+                ORDER BY e.embedding <=> $16::vector
+                LIMIT $17) v
+         WHERE $18
         ) x
      ORDER BY x.dist, x.id
-     LIMIT $16
+     LIMIT $17
 ), fts_all AS MATERIALIZED (
     -- dl leaves out the scope lexeme. All matches seen: the eligible rows with an informative
     -- lexeme (of qq.gen), scored by every query lexeme they hold; else the rows the index finds
@@ -154,21 +162,23 @@ AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
        FROM memory_records r, qs
       WHERE NOT (SELECT c.yes FROM complete c) AND qs.gen IS NOT NULL AND r.search_tsv @@ qs.gen
         AND ($1 OR (r.scope || '') = ANY($2::text[]))
-        AND r.sensitivity_rank <= $7 + 1
+        AND r.sensitivity_rank <= $8 + 1
 AND ($5::timestamptz IS NULL OR r.recorded_at <= $5::timestamptz)
-AND ($8::timestamptz IS NULL
-     OR ((r.valid_from IS NULL OR r.valid_from <= $8::timestamptz)
-         AND (r.valid_to IS NULL OR $8::timestamptz < r.valid_to)))
+AND ($9::timestamptz IS NULL
+     OR ((r.valid_from IS NULL OR r.valid_from <= $9::timestamptz)
+         AND (r.valid_to IS NULL OR $9::timestamptz < r.valid_to)))
 AND ($6
-     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'retracted')
-AND ($9
-     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'contested')
-AND ($10::text[] IS NULL OR r.type = ANY($10::text[]))
-AND ($11::text[] IS NULL OR EXISTS (
-         SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY($11::text[])))
-AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
-         r.half_life_seconds, r.min_salience, r.pinned, $13) >= $14)
-      LIMIT $18)
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz, r.proposed_until) <> 'retracted')
+AND ($10
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz, r.proposed_until) <> 'contested')
+AND ($7
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz, r.proposed_until) <> 'proposed')
+AND ($11::text[] IS NULL OR r.type = ANY($11::text[]))
+AND ($12::text[] IS NULL OR EXISTS (
+         SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY($12::text[])))
+AND (NOT $13 OR current_salience(r.base_salience, r.reinforced_at,
+         r.half_life_seconds, r.min_salience, r.pinned, $14) >= $15)
+      LIMIT $19)
 ), avgdl AS (
     SELECT coalesce(avg(dl), 1.0) AS v FROM fts_all
 ), fts AS MATERIALIZED (
@@ -177,7 +187,7 @@ AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
     SELECT f.id, f.s * 2.2 / (1.0 + 1.2 * (0.9 + 0.1 * f.dl / greatest(a.v, 1.0))) AS score
       FROM fts_all f, avgdl a
      ORDER BY score DESC, f.id
-     LIMIT $19
+     LIMIT $20
 ), ent_match AS MATERIALIZED (
     -- canonical entities named by a query term or identifier; the entity itself must be fully
     -- visible; an entity linked to more than fanout records is too common to discriminate
@@ -185,11 +195,11 @@ AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
            -- on idf's grid of 2^-32, so that a record's sum over its entities is exact
            round(ln(1.0 + corpus.n / (1.0 + c.links)) * 4294967296.0) / 4294967296.0 AS idf
       FROM (SELECT t.record_id AS entity_id FROM entity_terms t
-             WHERE t.term = ANY($20::text[])
+             WHERE t.term = ANY($21::text[])
                AND ($1 OR t.scope = ANY($2::text[]))
             UNION
             SELECT i.record_id FROM entity_identifiers i
-              JOIN unnest($21::text[], $22::text[]) AS k(ns, val)
+              JOIN unnest($22::text[], $23::text[]) AS k(ns, val)
                 ON i.namespace = k.ns AND i.value = k.val
              WHERE $1 OR i.scope = ANY($2::text[])) m
       JOIN memory_records r ON r.id = m.entity_id
@@ -201,30 +211,32 @@ AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
            -- however few of them the caller sees: counting those would read every link
            SELECT CASE WHEN (SELECT count(*) FROM (
                                     SELECT 1 FROM relations l WHERE l.target_id = m.entity_id
-                                     LIMIT $23 + 1) h) > $23
+                                     LIMIT $24 + 1) h) > $24
                          OR (SELECT count(*) FROM (
                                     SELECT 1 FROM relations l WHERE l.source_id = m.entity_id
-                                     LIMIT $23 + 1) h) > $23
-                       THEN greatest($23, $24) + 1
+                                     LIMIT $24 + 1) h) > $24
+                       THEN greatest($24, $25) + 1
                   ELSE (SELECT count(*) FROM (
                                SELECT 1 FROM relations l JOIN memory_records x ON x.id = l.source_id
                                 WHERE l.target_id = m.entity_id
                                   AND ($1 OR x.scope = ANY($2::text[]))
-                                  AND x.sensitivity_rank <= $7 + 1 AND x.status <> 'retracted'
-                                LIMIT $24 + 1) a)
+                                  AND x.sensitivity_rank <= $8 + 1 AND x.status <> 'retracted'
+                                LIMIT $25 + 1) a)
                      + (SELECT count(*) FROM (
                                SELECT 1 FROM relations l JOIN memory_records x ON x.id = l.target_id
                                 WHERE l.source_id = m.entity_id
                                   AND ($1 OR x.scope = ANY($2::text[]))
-                                  AND x.sensitivity_rank <= $7 + 1 AND x.status <> 'retracted'
-                                LIMIT $24 + 1) b) END AS links
+                                  AND x.sensitivity_rank <= $8 + 1 AND x.status <> 'retracted'
+                                LIMIT $25 + 1) b) END AS links
            OFFSET 0) c  -- counted once, not once per use of links (as idf's df)
      WHERE ($1 OR r.scope = ANY($2::text[]))
-       AND r.sensitivity_rank <= $7
+       AND r.sensitivity_rank <= $8
        AND ($5::timestamptz IS NULL OR r.recorded_at <= $5::timestamptz)
        AND ($6
-            OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'retracted')
-       AND c.links <= $24
+            OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz, r.proposed_until) <> 'retracted')
+       AND ($7
+            OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz, r.proposed_until) <> 'proposed')
+       AND c.links <= $25
      LIMIT 64
 ), ent AS MATERIALIZED (
     -- the entities and the records linked to them (either direction), scored by entity idf
@@ -240,23 +252,25 @@ AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
       JOIN memory_records r ON r.id = x.id
      WHERE true
        AND ($1 OR r.scope = ANY($2::text[]))
-       AND r.sensitivity_rank <= $7 + 1
+       AND r.sensitivity_rank <= $8 + 1
 AND ($5::timestamptz IS NULL OR r.recorded_at <= $5::timestamptz)
-AND ($8::timestamptz IS NULL
-     OR ((r.valid_from IS NULL OR r.valid_from <= $8::timestamptz)
-         AND (r.valid_to IS NULL OR $8::timestamptz < r.valid_to)))
+AND ($9::timestamptz IS NULL
+     OR ((r.valid_from IS NULL OR r.valid_from <= $9::timestamptz)
+         AND (r.valid_to IS NULL OR $9::timestamptz < r.valid_to)))
 AND ($6
-     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'retracted')
-AND ($9
-     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'contested')
-AND ($10::text[] IS NULL OR r.type = ANY($10::text[]))
-AND ($11::text[] IS NULL OR EXISTS (
-         SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY($11::text[])))
-AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
-         r.half_life_seconds, r.min_salience, r.pinned, $13) >= $14)
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz, r.proposed_until) <> 'retracted')
+AND ($10
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz, r.proposed_until) <> 'contested')
+AND ($7
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz, r.proposed_until) <> 'proposed')
+AND ($11::text[] IS NULL OR r.type = ANY($11::text[]))
+AND ($12::text[] IS NULL OR EXISTS (
+         SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY($12::text[])))
+AND (NOT $13 OR current_salience(r.base_salience, r.reinforced_at,
+         r.half_life_seconds, r.min_salience, r.pinned, $14) >= $15)
      GROUP BY x.id
      ORDER BY score DESC, x.id
-     LIMIT $19
+     LIMIT $20
 ), sal AS (
     -- with a query the salience arm proposes nothing (RFC 8.1.4); left out of the text, its
     -- parts cost no executor set-up either (RFC 8.1.5)
@@ -266,27 +280,27 @@ AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
 ), feat AS MATERIALIZED (
     -- every candidate with every feature the arms can give it (RFC 8.1)
     SELECT r.id, r.created_at,
-           status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) AS status,
+           status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz, r.proposed_until) AS status,
            -- a stored zero vector (no direction) is NaN away from everything: no score, as
            -- without a vector (NaN would poison every fused score, RFC 8.1.1)
-           nullif(1.0 - coalesce(v.dist, (SELECT e.embedding <=> $15::vector
+           nullif(1.0 - coalesce(v.dist, (SELECT e.embedding <=> $16::vector
                                             FROM record_embeddings e
                                            WHERE e.scope = r.scope AND e.record_id = r.id
-                                             AND $17)), 'NaN'::float8)
+                                             AND $18)), 'NaN'::float8)
                AS vector_score,
            CASE WHEN r.search_tsv @@ qq.tsq THEN
                 (SELECT sum(i.idf) FROM idf i WHERE r.search_tsv @@ i.tsq) * 2.2
                 / (1.0 + 1.2 * (0.9 + 0.1 * (length(r.search_tsv) - 1) / greatest(a.v, 1.0))) END AS text_score,
            n.score AS entity_score,
            current_salience(r.base_salience, r.reinforced_at, r.half_life_seconds, r.min_salience,
-                            r.pinned, $13) AS salience,
+                            r.pinned, $14) AS salience,
            (v.id IS NOT NULL) AS in_vector, (f.id IS NOT NULL) AS in_text, (n.id IS NOT NULL) AS in_entity,
            (r.type = 'semantic') AS is_semantic,
            -- RFC 8.2.2: it happened on a day or in a month the query names
-           EXISTS (SELECT 1 FROM unnest($25::timestamptz[], $26::timestamptz[]) AS w(a, b)
+           EXISTS (SELECT 1 FROM unnest($26::timestamptz[], $27::timestamptz[]) AS w(a, b)
                     WHERE r.occurred_at >= w.a AND r.occurred_at < w.b) AS in_when,
            -- RFC 8.3: projected bytes; a redacted view counts 256
-           CASE WHEN r.sensitivity_rank > $7 THEN 256 ELSE r.projected_bytes END AS bytes
+           CASE WHEN r.sensitivity_rank > $8 THEN 256 ELSE r.projected_bytes END AS bytes
       FROM pool p
       JOIN memory_records r ON r.id = p.id
      CROSS JOIN qq
@@ -308,7 +322,7 @@ AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
            avg(y.ft) OVER () AS mt, stddev_pop(y.ft) OVER () AS st,
            avg(y.fe) OVER () AS me, stddev_pop(y.fe) OVER () AS se,
            avg(y.salience) OVER () AS ms,
-           greatest(stddev_pop(y.salience) OVER (), $27) AS ss,
+           greatest(stddev_pop(y.salience) OVER (), $28) AS ss,
            rank() OVER (ORDER BY y.rv DESC NULLS LAST)
                + (count(*) OVER (PARTITION BY y.rv) - 1) / 2.0 AS kv,
            rank() OVER (ORDER BY y.rt DESC NULLS LAST)
@@ -327,20 +341,20 @@ AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
     -- RFC 8.2: one fused score; a constant feature adds nothing
     SELECT m.id, m.status, m.vector_score, m.text_score, m.entity_score, m.salience,
            m.created_at, m.bytes, m.is_semantic,
-           CASE WHEN $28 THEN
-                coalesce($29 / ($30 + CASE WHEN m.rv IS NOT NULL THEN m.kv END), 0)
-              + coalesce($31 / ($30 + CASE WHEN m.rt IS NOT NULL THEN m.kt END), 0)
-              + coalesce($32 / ($30 + CASE WHEN m.re IS NOT NULL THEN m.ke END), 0)
-              + coalesce($33 / ($30 + CASE WHEN m.rs IS NOT NULL THEN m.ks END), 0)
+           CASE WHEN $29 THEN
+                coalesce($30 / ($31 + CASE WHEN m.rv IS NOT NULL THEN m.kv END), 0)
+              + coalesce($32 / ($31 + CASE WHEN m.rt IS NOT NULL THEN m.kt END), 0)
+              + coalesce($33 / ($31 + CASE WHEN m.re IS NOT NULL THEN m.ke END), 0)
+              + coalesce($34 / ($31 + CASE WHEN m.rs IS NOT NULL THEN m.ks END), 0)
            ELSE
-                CASE WHEN m.sv > 1e-12 THEN $29 * (m.fv - m.mv) / m.sv ELSE 0 END
-              + CASE WHEN m.st > 1e-12 THEN $31 * (m.ft - m.mt) / m.st ELSE 0 END
-              + CASE WHEN m.se > 1e-12 THEN $32 * (m.fe - m.me) / m.se ELSE 0 END
-              + CASE WHEN m.ss > 1e-12 THEN $33 * (m.salience - m.ms) / m.ss ELSE 0 END
+                CASE WHEN m.sv > 1e-12 THEN $30 * (m.fv - m.mv) / m.sv ELSE 0 END
+              + CASE WHEN m.st > 1e-12 THEN $32 * (m.ft - m.mt) / m.st ELSE 0 END
+              + CASE WHEN m.se > 1e-12 THEN $33 * (m.fe - m.me) / m.se ELSE 0 END
+              + CASE WHEN m.ss > 1e-12 THEN $34 * (m.salience - m.ms) / m.ss ELSE 0 END
               -- a fact outranks the episodes that state it on equal evidence
-              + CASE WHEN m.is_semantic THEN $34 ELSE 0 END
+              + CASE WHEN m.is_semantic THEN $35 ELSE 0 END
               -- a question naming a day or month asks about what happened then (RFC 8.2.2)
-              + CASE WHEN m.in_when THEN $35 ELSE 0 END
+              + CASE WHEN m.in_when THEN $36 ELSE 0 END
            END AS score,
            count(*) OVER () AS pool_size,
            count(*) FILTER (WHERE m.in_vector) OVER () AS n_vector,
@@ -352,58 +366,62 @@ AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
       FROM scored s JOIN memory_records r ON r.id = s.id
      WHERE r.type = 'episodic' AND r.occurred_at IS NOT NULL AND s.status = 'active'
        -- as expansion (RFC 8.4): nothing is followed from or to a record shown redacted
-       AND r.sensitivity_rank <= $7
+       AND r.sensitivity_rank <= $8
      ORDER BY s.score DESC, s.id
-     LIMIT $36
+     LIMIT $37
 ), adj_lift AS (
     -- each side read in index order (memory_records_episode_time) and cut at the reach before
     -- it is numbered; an episode hidden or redacted is skipped: it neither enters nor takes a place
-    SELECT n.id, h.score, greatest(h.score, 0) * power($37, n.k) AS share,
-           CASE WHEN h.score > 0 THEN h.score * power($37, n.k)
-                ELSE h.score + power($37, n.k) - 1 END AS entry
+    SELECT n.id, h.score, greatest(h.score, 0) * power($38, n.k) AS share,
+           CASE WHEN h.score > 0 THEN h.score * power($38, n.k)
+                ELSE h.score + power($38, n.k) - 1 END AS entry
       FROM adj_sources h
      CROSS JOIN LATERAL (
            SELECT b.id, row_number() OVER (ORDER BY b.occurred_at DESC, b.id DESC) AS k
              FROM (SELECT r.id, r.occurred_at FROM memory_records r
                     WHERE r.scope = h.scope AND r.type = 'episodic'
                       AND (r.occurred_at, r.id) < (h.occurred_at, h.id)
-                      AND r.sensitivity_rank <= $7 + 1
+                      AND r.sensitivity_rank <= $8 + 1
 AND ($5::timestamptz IS NULL OR r.recorded_at <= $5::timestamptz)
-AND ($8::timestamptz IS NULL
-     OR ((r.valid_from IS NULL OR r.valid_from <= $8::timestamptz)
-         AND (r.valid_to IS NULL OR $8::timestamptz < r.valid_to)))
+AND ($9::timestamptz IS NULL
+     OR ((r.valid_from IS NULL OR r.valid_from <= $9::timestamptz)
+         AND (r.valid_to IS NULL OR $9::timestamptz < r.valid_to)))
 AND ($6
-     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'retracted')
-AND ($9
-     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'contested')
-AND ($10::text[] IS NULL OR r.type = ANY($10::text[]))
-AND ($11::text[] IS NULL OR EXISTS (
-         SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY($11::text[])))
-AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
-         r.half_life_seconds, r.min_salience, r.pinned, $13) >= $14) AND r.sensitivity_rank <= $7
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz, r.proposed_until) <> 'retracted')
+AND ($10
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz, r.proposed_until) <> 'contested')
+AND ($7
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz, r.proposed_until) <> 'proposed')
+AND ($11::text[] IS NULL OR r.type = ANY($11::text[]))
+AND ($12::text[] IS NULL OR EXISTS (
+         SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY($12::text[])))
+AND (NOT $13 OR current_salience(r.base_salience, r.reinforced_at,
+         r.half_life_seconds, r.min_salience, r.pinned, $14) >= $15) AND r.sensitivity_rank <= $8
                     ORDER BY r.occurred_at DESC, r.id DESC
-                    LIMIT $38) b
+                    LIMIT $39) b
            UNION ALL
            SELECT a.id, row_number() OVER (ORDER BY a.occurred_at, a.id) AS k
              FROM (SELECT r.id, r.occurred_at FROM memory_records r
                     WHERE r.scope = h.scope AND r.type = 'episodic'
                       AND (r.occurred_at, r.id) > (h.occurred_at, h.id)
-                      AND r.sensitivity_rank <= $7 + 1
+                      AND r.sensitivity_rank <= $8 + 1
 AND ($5::timestamptz IS NULL OR r.recorded_at <= $5::timestamptz)
-AND ($8::timestamptz IS NULL
-     OR ((r.valid_from IS NULL OR r.valid_from <= $8::timestamptz)
-         AND (r.valid_to IS NULL OR $8::timestamptz < r.valid_to)))
+AND ($9::timestamptz IS NULL
+     OR ((r.valid_from IS NULL OR r.valid_from <= $9::timestamptz)
+         AND (r.valid_to IS NULL OR $9::timestamptz < r.valid_to)))
 AND ($6
-     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'retracted')
-AND ($9
-     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'contested')
-AND ($10::text[] IS NULL OR r.type = ANY($10::text[]))
-AND ($11::text[] IS NULL OR EXISTS (
-         SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY($11::text[])))
-AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
-         r.half_life_seconds, r.min_salience, r.pinned, $13) >= $14) AND r.sensitivity_rank <= $7
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz, r.proposed_until) <> 'retracted')
+AND ($10
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz, r.proposed_until) <> 'contested')
+AND ($7
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz, r.proposed_until) <> 'proposed')
+AND ($11::text[] IS NULL OR r.type = ANY($11::text[]))
+AND ($12::text[] IS NULL OR EXISTS (
+         SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY($12::text[])))
+AND (NOT $13 OR current_salience(r.base_salience, r.reinforced_at,
+         r.half_life_seconds, r.min_salience, r.pinned, $14) >= $15) AND r.sensitivity_rank <= $8
                     ORDER BY r.occurred_at, r.id
-                    LIMIT $38) a) n
+                    LIMIT $39) a) n
 ), adj_raised AS (
     -- the best each episode gets: a pool member its score plus its share, an episode outside
     -- the pool its entry; never past its source
@@ -427,12 +445,12 @@ AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
       FROM scored s LEFT JOIN adj_capped c ON c.id = s.id
     UNION ALL
     -- outside the pool an episode has no evidence of its own (the pool's mean, 0 in zsum)
-    SELECT r.id, status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz),
+    SELECT r.id, status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz, r.proposed_until),
            NULL, NULL, NULL,
            current_salience(r.base_salience, r.reinforced_at, r.half_life_seconds, r.min_salience,
-                            r.pinned, $13),
+                            r.pinned, $14),
            r.created_at,
-           CASE WHEN r.sensitivity_rank > $7 THEN 256 ELSE r.projected_bytes END,
+           CASE WHEN r.sensitivity_rank > $8 THEN 256 ELSE r.projected_bytes END,
            c.score, p.pool_size, p.n_vector, p.n_text, p.n_entity, true
       FROM adj_capped c
       JOIN memory_records r ON r.id = c.id
@@ -450,18 +468,18 @@ AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
     -- RFC 8.3: cut at the row cap and the running projected bytes before hydrating
     SELECT k.*, sum(k.bytes) OVER (ORDER BY k.ord) AS running
       FROM ranked k
-     WHERE k.ord <= $39
+     WHERE k.ord <= $40
 ), f AS (
     -- RFC 8.4: with expansion (the hop part, written in), its first hop runs here, from the
     -- roots that fit and are shown in full; the service uses it when it keeps exactly these
     SELECT b.id FROM bounded b JOIN memory_records r ON r.id = b.id
-     WHERE b.running <= $40 AND r.sensitivity_rank <= $7
+     WHERE b.running <= $41 AND r.sensitivity_rank <= $8
 ), hop_expanded AS (
     SELECT NULL::uuid AS id WHERE false
 ), hop_known AS (
-    SELECT b.id FROM bounded b WHERE b.running <= $40
+    SELECT b.id FROM bounded b WHERE b.running <= $41
 ), hop_budget AS (
-    SELECT $40::bigint AS v
+    SELECT $41::bigint AS v
 ), e AS (
     -- at most hop_rows edges per frontier node and direction, so a hub costs no more; the
     -- far end passes the filters (and is not a node expanded before) ahead of that cut, so
@@ -470,58 +488,62 @@ AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
     SELECT o.* FROM f, LATERAL (
            SELECT l.source_id, l.predicate, l.target_id, l.target_id AS other, l.weight,
                   l.created_at, r.scope, r.sensitivity, r.status, r.retracted_at,
-                  r.contested_at, r.projected_bytes
+                  r.contested_at, r.proposed_until, r.projected_bytes
              FROM relations l JOIN memory_records r ON r.id = l.target_id
             WHERE l.source_id = f.id
               AND ($5::timestamptz IS NULL OR l.created_at <= $5::timestamptz)
               AND NOT EXISTS (SELECT 1 FROM hop_expanded x WHERE x.id = l.target_id)
               AND ($1 OR r.scope = ANY($2::text[]))
-              AND r.sensitivity_rank <= $7 AND r.sensitivity_rank <= $7 + 1
+              AND r.sensitivity_rank <= $8 AND r.sensitivity_rank <= $8 + 1
 AND ($5::timestamptz IS NULL OR r.recorded_at <= $5::timestamptz)
-AND ($8::timestamptz IS NULL
-     OR ((r.valid_from IS NULL OR r.valid_from <= $8::timestamptz)
-         AND (r.valid_to IS NULL OR $8::timestamptz < r.valid_to)))
+AND ($9::timestamptz IS NULL
+     OR ((r.valid_from IS NULL OR r.valid_from <= $9::timestamptz)
+         AND (r.valid_to IS NULL OR $9::timestamptz < r.valid_to)))
 AND ($6
-     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'retracted')
-AND ($9
-     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'contested')
-            ORDER BY l.predicate, l.target_id LIMIT $41) o
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz, r.proposed_until) <> 'retracted')
+AND ($10
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz, r.proposed_until) <> 'contested')
+AND ($7
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz, r.proposed_until) <> 'proposed')
+            ORDER BY l.predicate, l.target_id LIMIT $42) o
     UNION ALL
     SELECT i.* FROM f, LATERAL (
            SELECT l.source_id, l.predicate, l.target_id, l.source_id AS other, l.weight,
                   l.created_at, r.scope, r.sensitivity, r.status, r.retracted_at,
-                  r.contested_at, r.projected_bytes
+                  r.contested_at, r.proposed_until, r.projected_bytes
              FROM relations l JOIN memory_records r ON r.id = l.source_id
             WHERE l.target_id = f.id
               AND ($5::timestamptz IS NULL OR l.created_at <= $5::timestamptz)
               AND NOT EXISTS (SELECT 1 FROM hop_expanded x WHERE x.id = l.source_id)
               AND ($1 OR r.scope = ANY($2::text[]))
-              AND r.sensitivity_rank <= $7 AND r.sensitivity_rank <= $7 + 1
+              AND r.sensitivity_rank <= $8 AND r.sensitivity_rank <= $8 + 1
 AND ($5::timestamptz IS NULL OR r.recorded_at <= $5::timestamptz)
-AND ($8::timestamptz IS NULL
-     OR ((r.valid_from IS NULL OR r.valid_from <= $8::timestamptz)
-         AND (r.valid_to IS NULL OR $8::timestamptz < r.valid_to)))
+AND ($9::timestamptz IS NULL
+     OR ((r.valid_from IS NULL OR r.valid_from <= $9::timestamptz)
+         AND (r.valid_to IS NULL OR $9::timestamptz < r.valid_to)))
 AND ($6
-     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'retracted')
-AND ($9
-     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'contested')
-            LIMIT $41) i
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz, r.proposed_until) <> 'retracted')
+AND ($10
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz, r.proposed_until) <> 'contested')
+AND ($7
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz, r.proposed_until) <> 'proposed')
+            LIMIT $42) i
 ), hop AS MATERIALIZED (
     SELECT e.source_id, e.predicate, e.target_id, e.other, e.scope, e.sensitivity,
-           status_at(e.status, e.retracted_at, e.contested_at, $5::timestamptz) AS status,
+           status_at(e.status, e.retracted_at, e.contested_at, $5::timestamptz, e.proposed_until) AS status,
            e.projected_bytes AS bytes,
            row_number() OVER (ORDER BY coalesce(e.weight, 0) DESC, e.created_at, e.source_id,
                                        e.predicate, e.target_id) AS n
       FROM e
      ORDER BY n
-     LIMIT $41
+     LIMIT $42
 ), edges AS (
     -- each edge once (a relation between two frontier nodes is found from both ends), at most
     -- hop_edges of them: the edges the expansion will take, in its order
     SELECT * FROM (SELECT DISTINCT ON (h.source_id, h.predicate, h.target_id) h.*
                      FROM hop h ORDER BY h.source_id, h.predicate, h.target_id, h.n) d
      ORDER BY d.n
-     LIMIT $42
+     LIMIT $43
 ), fresh AS (
     -- the neighbours these edges discover, in discovery order, up to hop_new, with the
     -- running projected bytes: the rows worth hydrating now (RFC 8.3)
@@ -530,9 +552,9 @@ AND ($9
               FROM edges d WHERE NOT EXISTS (SELECT 1 FROM hop_known k WHERE k.id = d.other)
              ORDER BY d.other, d.n) x
      ORDER BY x.n
-     LIMIT $43
+     LIMIT $44
 )
-SELECT 'root' AS kind, b.ord, b.bytes, b.running, (b.running <= $40) AS fits, b.score,
+SELECT 'root' AS kind, b.ord, b.bytes, b.running, (b.running <= $41) AS fits, b.score,
        b.status AS status_as_of, b.vector_score, b.text_score, b.entity_score,
        b.salience AS salience_now, b.pool_size, b.n_vector, b.n_text, b.n_entity,
        NULL AS source_id, NULL AS predicate, NULL AS target_id, NULL AS other,
@@ -556,11 +578,11 @@ to_jsonb(ARRAY(SELECT jsonb_build_object('kind', s.kind, 'ref', s.ref, 'hash', s
                  FROM relations l JOIN memory_records x ON x.id = l.target_id
                 WHERE l.source_id = r.id
                   AND ($1 OR x.scope = ANY($2::text[]))
-                  AND x.sensitivity_rank <= $7
+                  AND x.sensitivity_rank <= $8
                   AND ($5::timestamptz IS NULL OR l.created_at <= $5::timestamptz)
                 ORDER BY l.created_at, l.predicate, l.target_id)) AS relations
   FROM bounded b
-  LEFT JOIN memory_records r ON r.id = b.id AND b.running <= $40
+  LEFT JOIN memory_records r ON r.id = b.id AND b.running <= $41
   LEFT JOIN record_payloads p ON p.record_id = r.id
 UNION ALL
 SELECT 'hop', NULL, h.bytes, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
@@ -589,7 +611,7 @@ to_jsonb(ARRAY(SELECT jsonb_build_object('kind', s.kind, 'ref', s.ref, 'hash', s
                  FROM relations l JOIN memory_records x ON x.id = l.target_id
                 WHERE l.source_id = r.id
                   AND ($1 OR x.scope = ANY($2::text[]))
-                  AND x.sensitivity_rank <= $7
+                  AND x.sensitivity_rank <= $8
                   AND ($5::timestamptz IS NULL OR l.created_at <= $5::timestamptz)
                 ORDER BY l.created_at, l.predicate, l.target_id)) AS relations
         FROM memory_records r LEFT JOIN record_payloads p ON p.record_id = r.id

@@ -1,4 +1,4 @@
--- $1 all_scopes, $2 scopes, $3 query, $4 df_cap, $5 as_of, $6 include_retracted, $7 max_rank, $8 valid_at, $9 include_contested, $10 types, $11 tags, $12 salience_floor, $13 now, $14 min_salience, $15 tag_cap, $16 qvec, $17 vec_k, $18 has_qvec, $19 fts_cap, $20 arm_k, $21 terms, $22 id_namespaces, $23 id_values, $24 link_scan, $25 fanout, $26 when_from, $27 when_to, $28 sd_floor_salience, $29 rrf, $30 w_vector, $31 rrf_k, $32 w_text, $33 w_entity, $34 w_salience, $35 semantic_prior, $36 when_prior, $37 adjacent_sources, $38 adjacent_decay, $39 adjacent_reach, $40 limit, $41 max_bytes
+-- $1 all_scopes, $2 scopes, $3 query, $4 df_cap, $5 as_of, $6 include_retracted, $7 include_proposed, $8 max_rank, $9 valid_at, $10 include_contested, $11 types, $12 tags, $13 salience_floor, $14 now, $15 min_salience, $16 tag_cap, $17 qvec, $18 vec_k, $19 has_qvec, $20 fts_cap, $21 arm_k, $22 terms, $23 id_namespaces, $24 id_values, $25 link_scan, $26 fanout, $27 when_from, $28 when_to, $29 sd_floor_salience, $30 rrf, $31 w_vector, $32 rrf_k, $33 w_text, $34 w_entity, $35 w_salience, $36 semantic_prior, $37 when_prior, $38 adjacent_sources, $39 adjacent_decay, $40 adjacent_reach, $41 limit, $42 max_bytes
 WITH qlex AS MATERIALIZED (
     -- the query's lexemes; stsq: the lexeme in the caller's scopes: as the index of scoped
     -- lexemes holds it for a few scopes (`scoped`, written in), else ANDed with the scope
@@ -29,25 +29,29 @@ WITH qlex AS MATERIALIZED (
     -- ANDing in a bitmap of every record of the scope from the btree.
     SELECT r.id, r.search_tsv, (($5::timestamptz IS NULL OR r.recorded_at <= $5::timestamptz)
 AND ($6
-     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'retracted')) AS counts,
-           (r.sensitivity_rank <= $7 + 1
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz, r.proposed_until) <> 'retracted')
+AND ($7
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz, r.proposed_until) <> 'proposed')) AS counts,
+           (r.sensitivity_rank <= $8 + 1
 AND ($5::timestamptz IS NULL OR r.recorded_at <= $5::timestamptz)
-AND ($8::timestamptz IS NULL
-     OR ((r.valid_from IS NULL OR r.valid_from <= $8::timestamptz)
-         AND (r.valid_to IS NULL OR $8::timestamptz < r.valid_to)))
+AND ($9::timestamptz IS NULL
+     OR ((r.valid_from IS NULL OR r.valid_from <= $9::timestamptz)
+         AND (r.valid_to IS NULL OR $9::timestamptz < r.valid_to)))
 AND ($6
-     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'retracted')
-AND ($9
-     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'contested')
-AND ($10::text[] IS NULL OR r.type = ANY($10::text[]))
-AND ($11::text[] IS NULL OR EXISTS (
-         SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY($11::text[])))
-AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
-         r.half_life_seconds, r.min_salience, r.pinned, $13) >= $14)) AS eligible
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz, r.proposed_until) <> 'retracted')
+AND ($10
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz, r.proposed_until) <> 'contested')
+AND ($7
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz, r.proposed_until) <> 'proposed')
+AND ($11::text[] IS NULL OR r.type = ANY($11::text[]))
+AND ($12::text[] IS NULL OR EXISTS (
+         SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY($12::text[])))
+AND (NOT $13 OR current_salience(r.base_salience, r.reinforced_at,
+         r.half_life_seconds, r.min_salience, r.pinned, $14) >= $15)) AS eligible
       FROM memory_records r, anyq
      WHERE anyq.q IS NOT NULL AND scoped_lexemes(r.scope, r.search_tsv) @@ anyq.q
        AND ($1 OR (r.scope || '') = ANY($2::text[]))
-       AND r.sensitivity_rank <= $7 + 1
+       AND r.sensitivity_rank <= $8 + 1
      LIMIT 2 * $4
 ), complete AS (
     -- every matching row was seen: frequencies and candidates come from `seen`; otherwise
@@ -79,10 +83,12 @@ AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
                         SELECT 1 FROM memory_records r
                          WHERE scoped_lexemes(r.scope, r.search_tsv) @@ l.stsq
                            AND ($1 OR (r.scope || '') = ANY($2::text[]))
-                           AND r.sensitivity_rank <= $7 + 1
+                           AND r.sensitivity_rank <= $8 + 1
                            AND ($5::timestamptz IS NULL OR r.recorded_at <= $5::timestamptz)
 AND ($6
-     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'retracted')
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz, r.proposed_until) <> 'retracted')
+AND ($7
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz, r.proposed_until) <> 'proposed')
                          LIMIT $4) x) END AS df
            -- OFFSET 0: pulled up, this subquery would be copied into each use of df and
            -- count once per copy (RFC 8.1.5)
@@ -108,27 +114,29 @@ AND ($6
     -- matches that may be rare or absent (RFC 8.1.1)
     SELECT DISTINCT t.record_id FROM record_tags t
       JOIN memory_records r ON r.id = t.record_id
-     WHERE t.tag = ANY($11::text[])
+     WHERE t.tag = ANY($12::text[])
        -- only what the request may return is counted: records it may not see must not
        -- decide how the arm ranks (RFC 8.1.1)
        AND ($1 OR r.scope = ANY($2::text[]))
-       AND r.sensitivity_rank <= $7 + 1
+       AND r.sensitivity_rank <= $8 + 1
 AND ($5::timestamptz IS NULL OR r.recorded_at <= $5::timestamptz)
-AND ($8::timestamptz IS NULL
-     OR ((r.valid_from IS NULL OR r.valid_from <= $8::timestamptz)
-         AND (r.valid_to IS NULL OR $8::timestamptz < r.valid_to)))
+AND ($9::timestamptz IS NULL
+     OR ((r.valid_from IS NULL OR r.valid_from <= $9::timestamptz)
+         AND (r.valid_to IS NULL OR $9::timestamptz < r.valid_to)))
 AND ($6
-     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'retracted')
-AND ($9
-     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'contested')
-AND ($10::text[] IS NULL OR r.type = ANY($10::text[]))
-AND ($11::text[] IS NULL OR EXISTS (
-         SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY($11::text[])))
-AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
-         r.half_life_seconds, r.min_salience, r.pinned, $13) >= $14)
-     LIMIT $15 + 1
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz, r.proposed_until) <> 'retracted')
+AND ($10
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz, r.proposed_until) <> 'contested')
+AND ($7
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz, r.proposed_until) <> 'proposed')
+AND ($11::text[] IS NULL OR r.type = ANY($11::text[]))
+AND ($12::text[] IS NULL OR EXISTS (
+         SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY($12::text[])))
+AND (NOT $13 OR current_salience(r.base_salience, r.reinforced_at,
+         r.half_life_seconds, r.min_salience, r.pinned, $14) >= $15)
+     LIMIT $16 + 1
 ), few_tagged AS (
-    SELECT count(*) <= $15 AS yes FROM tagged
+    SELECT count(*) <= $16 AS yes FROM tagged
 ), vec AS MATERIALIZED (
     -- one HNSW search per requested scope, each pruned to the scope's partition when the
     -- generic plan runs (e.scope = s.scope is a parameter per rescan); for a caller that may
@@ -141,40 +149,42 @@ AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
           FROM unnest(CASE WHEN $1 THEN ARRAY[NULL]::text[]
                            ELSE $2::text[] END) AS s(scope)
          CROSS JOIN LATERAL (
-               SELECT e.record_id AS id, e.embedding <=> $16::vector AS dist
+               SELECT e.record_id AS id, e.embedding <=> $17::vector AS dist
                  FROM record_embeddings e
                  JOIN memory_records r ON r.id = e.record_id
                 WHERE ($1 OR (e.scope = s.scope AND r.scope = s.scope))
-                  AND r.sensitivity_rank <= $7 + 1
+                  AND r.sensitivity_rank <= $8 + 1
 AND ($5::timestamptz IS NULL OR r.recorded_at <= $5::timestamptz)
-AND ($8::timestamptz IS NULL
-     OR ((r.valid_from IS NULL OR r.valid_from <= $8::timestamptz)
-         AND (r.valid_to IS NULL OR $8::timestamptz < r.valid_to)))
+AND ($9::timestamptz IS NULL
+     OR ((r.valid_from IS NULL OR r.valid_from <= $9::timestamptz)
+         AND (r.valid_to IS NULL OR $9::timestamptz < r.valid_to)))
 AND ($6
-     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'retracted')
-AND ($9
-     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'contested')
-AND ($10::text[] IS NULL OR r.type = ANY($10::text[]))
-AND ($11::text[] IS NULL OR EXISTS (
-         SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY($11::text[])))
-AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
-         r.half_life_seconds, r.min_salience, r.pinned, $13) >= $14)
-                ORDER BY e.embedding <=> $16::vector
-                LIMIT $17) v
-         WHERE $18 AND NOT (SELECT yes FROM few_tagged)
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz, r.proposed_until) <> 'retracted')
+AND ($10
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz, r.proposed_until) <> 'contested')
+AND ($7
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz, r.proposed_until) <> 'proposed')
+AND ($11::text[] IS NULL OR r.type = ANY($11::text[]))
+AND ($12::text[] IS NULL OR EXISTS (
+         SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY($12::text[])))
+AND (NOT $13 OR current_salience(r.base_salience, r.reinforced_at,
+         r.half_life_seconds, r.min_salience, r.pinned, $14) >= $15)
+                ORDER BY e.embedding <=> $17::vector
+                LIMIT $18) v
+         WHERE $19 AND NOT (SELECT yes FROM few_tagged)
         UNION ALL
         SELECT t.id, t.dist FROM (
                -- few tagged records: rank them exactly (RFC 8.1.1); tagged holds only
                -- records that pass the request's scope and filters
-               SELECT r.id, e.embedding <=> $16::vector AS dist
+               SELECT r.id, e.embedding <=> $17::vector AS dist
                  FROM tagged g
                  JOIN memory_records r ON r.id = g.record_id
                  JOIN record_embeddings e ON e.scope = r.scope AND e.record_id = r.id
-                WHERE $18 AND (SELECT yes FROM few_tagged)
+                WHERE $19 AND (SELECT yes FROM few_tagged)
                 ORDER BY 2
-                LIMIT $17) t) x
+                LIMIT $18) t) x
      ORDER BY x.dist, x.id
-     LIMIT $17
+     LIMIT $18
 ), fts_all AS MATERIALIZED (
     -- dl leaves out the scope lexeme. All matches seen: the eligible rows with an informative
     -- lexeme (of qq.gen), scored by every query lexeme they hold; else the rows the index finds
@@ -191,21 +201,23 @@ AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
        FROM memory_records r, qs
       WHERE NOT (SELECT c.yes FROM complete c) AND qs.gen IS NOT NULL AND scoped_lexemes(r.scope, r.search_tsv) @@ qs.gen
         AND ($1 OR (r.scope || '') = ANY($2::text[]))
-        AND r.sensitivity_rank <= $7 + 1
+        AND r.sensitivity_rank <= $8 + 1
 AND ($5::timestamptz IS NULL OR r.recorded_at <= $5::timestamptz)
-AND ($8::timestamptz IS NULL
-     OR ((r.valid_from IS NULL OR r.valid_from <= $8::timestamptz)
-         AND (r.valid_to IS NULL OR $8::timestamptz < r.valid_to)))
+AND ($9::timestamptz IS NULL
+     OR ((r.valid_from IS NULL OR r.valid_from <= $9::timestamptz)
+         AND (r.valid_to IS NULL OR $9::timestamptz < r.valid_to)))
 AND ($6
-     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'retracted')
-AND ($9
-     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'contested')
-AND ($10::text[] IS NULL OR r.type = ANY($10::text[]))
-AND ($11::text[] IS NULL OR EXISTS (
-         SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY($11::text[])))
-AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
-         r.half_life_seconds, r.min_salience, r.pinned, $13) >= $14)
-      LIMIT $19)
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz, r.proposed_until) <> 'retracted')
+AND ($10
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz, r.proposed_until) <> 'contested')
+AND ($7
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz, r.proposed_until) <> 'proposed')
+AND ($11::text[] IS NULL OR r.type = ANY($11::text[]))
+AND ($12::text[] IS NULL OR EXISTS (
+         SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY($12::text[])))
+AND (NOT $13 OR current_salience(r.base_salience, r.reinforced_at,
+         r.half_life_seconds, r.min_salience, r.pinned, $14) >= $15)
+      LIMIT $20)
 ), avgdl AS (
     SELECT coalesce(avg(dl), 1.0) AS v FROM fts_all
 ), fts AS MATERIALIZED (
@@ -214,7 +226,7 @@ AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
     SELECT f.id, f.s * 2.2 / (1.0 + 1.2 * (0.9 + 0.1 * f.dl / greatest(a.v, 1.0))) AS score
       FROM fts_all f, avgdl a
      ORDER BY score DESC, f.id
-     LIMIT $20
+     LIMIT $21
 ), ent_match AS MATERIALIZED (
     -- canonical entities named by a query term or identifier; the entity itself must be fully
     -- visible; an entity linked to more than fanout records is too common to discriminate
@@ -222,11 +234,11 @@ AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
            -- on idf's grid of 2^-32, so that a record's sum over its entities is exact
            round(ln(1.0 + corpus.n / (1.0 + c.links)) * 4294967296.0) / 4294967296.0 AS idf
       FROM (SELECT t.record_id AS entity_id FROM entity_terms t
-             WHERE t.term = ANY($21::text[])
+             WHERE t.term = ANY($22::text[])
                AND ($1 OR t.scope = ANY($2::text[]))
             UNION
             SELECT i.record_id FROM entity_identifiers i
-              JOIN unnest($22::text[], $23::text[]) AS k(ns, val)
+              JOIN unnest($23::text[], $24::text[]) AS k(ns, val)
                 ON i.namespace = k.ns AND i.value = k.val
              WHERE $1 OR i.scope = ANY($2::text[])) m
       JOIN memory_records r ON r.id = m.entity_id
@@ -238,30 +250,32 @@ AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
            -- however few of them the caller sees: counting those would read every link
            SELECT CASE WHEN (SELECT count(*) FROM (
                                     SELECT 1 FROM relations l WHERE l.target_id = m.entity_id
-                                     LIMIT $24 + 1) h) > $24
+                                     LIMIT $25 + 1) h) > $25
                          OR (SELECT count(*) FROM (
                                     SELECT 1 FROM relations l WHERE l.source_id = m.entity_id
-                                     LIMIT $24 + 1) h) > $24
-                       THEN greatest($24, $25) + 1
+                                     LIMIT $25 + 1) h) > $25
+                       THEN greatest($25, $26) + 1
                   ELSE (SELECT count(*) FROM (
                                SELECT 1 FROM relations l JOIN memory_records x ON x.id = l.source_id
                                 WHERE l.target_id = m.entity_id
                                   AND ($1 OR x.scope = ANY($2::text[]))
-                                  AND x.sensitivity_rank <= $7 + 1 AND x.status <> 'retracted'
-                                LIMIT $25 + 1) a)
+                                  AND x.sensitivity_rank <= $8 + 1 AND x.status <> 'retracted'
+                                LIMIT $26 + 1) a)
                      + (SELECT count(*) FROM (
                                SELECT 1 FROM relations l JOIN memory_records x ON x.id = l.target_id
                                 WHERE l.source_id = m.entity_id
                                   AND ($1 OR x.scope = ANY($2::text[]))
-                                  AND x.sensitivity_rank <= $7 + 1 AND x.status <> 'retracted'
-                                LIMIT $25 + 1) b) END AS links
+                                  AND x.sensitivity_rank <= $8 + 1 AND x.status <> 'retracted'
+                                LIMIT $26 + 1) b) END AS links
            OFFSET 0) c  -- counted once, not once per use of links (as idf's df)
      WHERE ($1 OR r.scope = ANY($2::text[]))
-       AND r.sensitivity_rank <= $7
+       AND r.sensitivity_rank <= $8
        AND ($5::timestamptz IS NULL OR r.recorded_at <= $5::timestamptz)
        AND ($6
-            OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'retracted')
-       AND c.links <= $25
+            OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz, r.proposed_until) <> 'retracted')
+       AND ($7
+            OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz, r.proposed_until) <> 'proposed')
+       AND c.links <= $26
      LIMIT 64
 ), ent AS MATERIALIZED (
     -- the entities and the records linked to them (either direction), scored by entity idf
@@ -277,23 +291,25 @@ AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
       JOIN memory_records r ON r.id = x.id
      WHERE true
        AND ($1 OR r.scope = ANY($2::text[]))
-       AND r.sensitivity_rank <= $7 + 1
+       AND r.sensitivity_rank <= $8 + 1
 AND ($5::timestamptz IS NULL OR r.recorded_at <= $5::timestamptz)
-AND ($8::timestamptz IS NULL
-     OR ((r.valid_from IS NULL OR r.valid_from <= $8::timestamptz)
-         AND (r.valid_to IS NULL OR $8::timestamptz < r.valid_to)))
+AND ($9::timestamptz IS NULL
+     OR ((r.valid_from IS NULL OR r.valid_from <= $9::timestamptz)
+         AND (r.valid_to IS NULL OR $9::timestamptz < r.valid_to)))
 AND ($6
-     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'retracted')
-AND ($9
-     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'contested')
-AND ($10::text[] IS NULL OR r.type = ANY($10::text[]))
-AND ($11::text[] IS NULL OR EXISTS (
-         SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY($11::text[])))
-AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
-         r.half_life_seconds, r.min_salience, r.pinned, $13) >= $14)
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz, r.proposed_until) <> 'retracted')
+AND ($10
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz, r.proposed_until) <> 'contested')
+AND ($7
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz, r.proposed_until) <> 'proposed')
+AND ($11::text[] IS NULL OR r.type = ANY($11::text[]))
+AND ($12::text[] IS NULL OR EXISTS (
+         SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY($12::text[])))
+AND (NOT $13 OR current_salience(r.base_salience, r.reinforced_at,
+         r.half_life_seconds, r.min_salience, r.pinned, $14) >= $15)
      GROUP BY x.id
      ORDER BY score DESC, x.id
-     LIMIT $20
+     LIMIT $21
 ), sal AS (
     -- with a query the salience arm proposes nothing (RFC 8.1.4); left out of the text, its
     -- parts cost no executor set-up either (RFC 8.1.5)
@@ -303,27 +319,27 @@ AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
 ), feat AS MATERIALIZED (
     -- every candidate with every feature the arms can give it (RFC 8.1)
     SELECT r.id, r.created_at,
-           status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) AS status,
+           status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz, r.proposed_until) AS status,
            -- a stored zero vector (no direction) is NaN away from everything: no score, as
            -- without a vector (NaN would poison every fused score, RFC 8.1.1)
-           nullif(1.0 - coalesce(v.dist, (SELECT e.embedding <=> $16::vector
+           nullif(1.0 - coalesce(v.dist, (SELECT e.embedding <=> $17::vector
                                             FROM record_embeddings e
                                            WHERE e.scope = r.scope AND e.record_id = r.id
-                                             AND $18)), 'NaN'::float8)
+                                             AND $19)), 'NaN'::float8)
                AS vector_score,
            CASE WHEN r.search_tsv @@ qq.tsq THEN
                 (SELECT sum(i.idf) FROM idf i WHERE r.search_tsv @@ i.tsq) * 2.2
                 / (1.0 + 1.2 * (0.9 + 0.1 * (length(r.search_tsv) - 1) / greatest(a.v, 1.0))) END AS text_score,
            n.score AS entity_score,
            current_salience(r.base_salience, r.reinforced_at, r.half_life_seconds, r.min_salience,
-                            r.pinned, $13) AS salience,
+                            r.pinned, $14) AS salience,
            (v.id IS NOT NULL) AS in_vector, (f.id IS NOT NULL) AS in_text, (n.id IS NOT NULL) AS in_entity,
            (r.type = 'semantic') AS is_semantic,
            -- RFC 8.2.2: it happened on a day or in a month the query names
-           EXISTS (SELECT 1 FROM unnest($26::timestamptz[], $27::timestamptz[]) AS w(a, b)
+           EXISTS (SELECT 1 FROM unnest($27::timestamptz[], $28::timestamptz[]) AS w(a, b)
                     WHERE r.occurred_at >= w.a AND r.occurred_at < w.b) AS in_when,
            -- RFC 8.3: projected bytes; a redacted view counts 256
-           CASE WHEN r.sensitivity_rank > $7 THEN 256 ELSE r.projected_bytes END AS bytes
+           CASE WHEN r.sensitivity_rank > $8 THEN 256 ELSE r.projected_bytes END AS bytes
       FROM pool p
       JOIN memory_records r ON r.id = p.id
      CROSS JOIN qq
@@ -345,7 +361,7 @@ AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
            avg(y.ft) OVER () AS mt, stddev_pop(y.ft) OVER () AS st,
            avg(y.fe) OVER () AS me, stddev_pop(y.fe) OVER () AS se,
            avg(y.salience) OVER () AS ms,
-           greatest(stddev_pop(y.salience) OVER (), $28) AS ss,
+           greatest(stddev_pop(y.salience) OVER (), $29) AS ss,
            rank() OVER (ORDER BY y.rv DESC NULLS LAST)
                + (count(*) OVER (PARTITION BY y.rv) - 1) / 2.0 AS kv,
            rank() OVER (ORDER BY y.rt DESC NULLS LAST)
@@ -364,20 +380,20 @@ AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
     -- RFC 8.2: one fused score; a constant feature adds nothing
     SELECT m.id, m.status, m.vector_score, m.text_score, m.entity_score, m.salience,
            m.created_at, m.bytes, m.is_semantic,
-           CASE WHEN $29 THEN
-                coalesce($30 / ($31 + CASE WHEN m.rv IS NOT NULL THEN m.kv END), 0)
-              + coalesce($32 / ($31 + CASE WHEN m.rt IS NOT NULL THEN m.kt END), 0)
-              + coalesce($33 / ($31 + CASE WHEN m.re IS NOT NULL THEN m.ke END), 0)
-              + coalesce($34 / ($31 + CASE WHEN m.rs IS NOT NULL THEN m.ks END), 0)
+           CASE WHEN $30 THEN
+                coalesce($31 / ($32 + CASE WHEN m.rv IS NOT NULL THEN m.kv END), 0)
+              + coalesce($33 / ($32 + CASE WHEN m.rt IS NOT NULL THEN m.kt END), 0)
+              + coalesce($34 / ($32 + CASE WHEN m.re IS NOT NULL THEN m.ke END), 0)
+              + coalesce($35 / ($32 + CASE WHEN m.rs IS NOT NULL THEN m.ks END), 0)
            ELSE
-                CASE WHEN m.sv > 1e-12 THEN $30 * (m.fv - m.mv) / m.sv ELSE 0 END
-              + CASE WHEN m.st > 1e-12 THEN $32 * (m.ft - m.mt) / m.st ELSE 0 END
-              + CASE WHEN m.se > 1e-12 THEN $33 * (m.fe - m.me) / m.se ELSE 0 END
-              + CASE WHEN m.ss > 1e-12 THEN $34 * (m.salience - m.ms) / m.ss ELSE 0 END
+                CASE WHEN m.sv > 1e-12 THEN $31 * (m.fv - m.mv) / m.sv ELSE 0 END
+              + CASE WHEN m.st > 1e-12 THEN $33 * (m.ft - m.mt) / m.st ELSE 0 END
+              + CASE WHEN m.se > 1e-12 THEN $34 * (m.fe - m.me) / m.se ELSE 0 END
+              + CASE WHEN m.ss > 1e-12 THEN $35 * (m.salience - m.ms) / m.ss ELSE 0 END
               -- a fact outranks the episodes that state it on equal evidence
-              + CASE WHEN m.is_semantic THEN $35 ELSE 0 END
+              + CASE WHEN m.is_semantic THEN $36 ELSE 0 END
               -- a question naming a day or month asks about what happened then (RFC 8.2.2)
-              + CASE WHEN m.in_when THEN $36 ELSE 0 END
+              + CASE WHEN m.in_when THEN $37 ELSE 0 END
            END AS score,
            count(*) OVER () AS pool_size,
            count(*) FILTER (WHERE m.in_vector) OVER () AS n_vector,
@@ -389,58 +405,62 @@ AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
       FROM scored s JOIN memory_records r ON r.id = s.id
      WHERE r.type = 'episodic' AND r.occurred_at IS NOT NULL AND s.status = 'active'
        -- as expansion (RFC 8.4): nothing is followed from or to a record shown redacted
-       AND r.sensitivity_rank <= $7
+       AND r.sensitivity_rank <= $8
      ORDER BY s.score DESC, s.id
-     LIMIT $37
+     LIMIT $38
 ), adj_lift AS (
     -- each side read in index order (memory_records_episode_time) and cut at the reach before
     -- it is numbered; an episode hidden or redacted is skipped: it neither enters nor takes a place
-    SELECT n.id, h.score, greatest(h.score, 0) * power($38, n.k) AS share,
-           CASE WHEN h.score > 0 THEN h.score * power($38, n.k)
-                ELSE h.score + power($38, n.k) - 1 END AS entry
+    SELECT n.id, h.score, greatest(h.score, 0) * power($39, n.k) AS share,
+           CASE WHEN h.score > 0 THEN h.score * power($39, n.k)
+                ELSE h.score + power($39, n.k) - 1 END AS entry
       FROM adj_sources h
      CROSS JOIN LATERAL (
            SELECT b.id, row_number() OVER (ORDER BY b.occurred_at DESC, b.id DESC) AS k
              FROM (SELECT r.id, r.occurred_at FROM memory_records r
                     WHERE r.scope = h.scope AND r.type = 'episodic'
                       AND (r.occurred_at, r.id) < (h.occurred_at, h.id)
-                      AND r.sensitivity_rank <= $7 + 1
+                      AND r.sensitivity_rank <= $8 + 1
 AND ($5::timestamptz IS NULL OR r.recorded_at <= $5::timestamptz)
-AND ($8::timestamptz IS NULL
-     OR ((r.valid_from IS NULL OR r.valid_from <= $8::timestamptz)
-         AND (r.valid_to IS NULL OR $8::timestamptz < r.valid_to)))
+AND ($9::timestamptz IS NULL
+     OR ((r.valid_from IS NULL OR r.valid_from <= $9::timestamptz)
+         AND (r.valid_to IS NULL OR $9::timestamptz < r.valid_to)))
 AND ($6
-     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'retracted')
-AND ($9
-     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'contested')
-AND ($10::text[] IS NULL OR r.type = ANY($10::text[]))
-AND ($11::text[] IS NULL OR EXISTS (
-         SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY($11::text[])))
-AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
-         r.half_life_seconds, r.min_salience, r.pinned, $13) >= $14) AND r.sensitivity_rank <= $7
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz, r.proposed_until) <> 'retracted')
+AND ($10
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz, r.proposed_until) <> 'contested')
+AND ($7
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz, r.proposed_until) <> 'proposed')
+AND ($11::text[] IS NULL OR r.type = ANY($11::text[]))
+AND ($12::text[] IS NULL OR EXISTS (
+         SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY($12::text[])))
+AND (NOT $13 OR current_salience(r.base_salience, r.reinforced_at,
+         r.half_life_seconds, r.min_salience, r.pinned, $14) >= $15) AND r.sensitivity_rank <= $8
                     ORDER BY r.occurred_at DESC, r.id DESC
-                    LIMIT $39) b
+                    LIMIT $40) b
            UNION ALL
            SELECT a.id, row_number() OVER (ORDER BY a.occurred_at, a.id) AS k
              FROM (SELECT r.id, r.occurred_at FROM memory_records r
                     WHERE r.scope = h.scope AND r.type = 'episodic'
                       AND (r.occurred_at, r.id) > (h.occurred_at, h.id)
-                      AND r.sensitivity_rank <= $7 + 1
+                      AND r.sensitivity_rank <= $8 + 1
 AND ($5::timestamptz IS NULL OR r.recorded_at <= $5::timestamptz)
-AND ($8::timestamptz IS NULL
-     OR ((r.valid_from IS NULL OR r.valid_from <= $8::timestamptz)
-         AND (r.valid_to IS NULL OR $8::timestamptz < r.valid_to)))
+AND ($9::timestamptz IS NULL
+     OR ((r.valid_from IS NULL OR r.valid_from <= $9::timestamptz)
+         AND (r.valid_to IS NULL OR $9::timestamptz < r.valid_to)))
 AND ($6
-     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'retracted')
-AND ($9
-     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz) <> 'contested')
-AND ($10::text[] IS NULL OR r.type = ANY($10::text[]))
-AND ($11::text[] IS NULL OR EXISTS (
-         SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY($11::text[])))
-AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
-         r.half_life_seconds, r.min_salience, r.pinned, $13) >= $14) AND r.sensitivity_rank <= $7
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz, r.proposed_until) <> 'retracted')
+AND ($10
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz, r.proposed_until) <> 'contested')
+AND ($7
+     OR status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz, r.proposed_until) <> 'proposed')
+AND ($11::text[] IS NULL OR r.type = ANY($11::text[]))
+AND ($12::text[] IS NULL OR EXISTS (
+         SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ANY($12::text[])))
+AND (NOT $13 OR current_salience(r.base_salience, r.reinforced_at,
+         r.half_life_seconds, r.min_salience, r.pinned, $14) >= $15) AND r.sensitivity_rank <= $8
                     ORDER BY r.occurred_at, r.id
-                    LIMIT $39) a) n
+                    LIMIT $40) a) n
 ), adj_raised AS (
     -- the best each episode gets: a pool member its score plus its share, an episode outside
     -- the pool its entry; never past its source
@@ -464,12 +484,12 @@ AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
       FROM scored s LEFT JOIN adj_capped c ON c.id = s.id
     UNION ALL
     -- outside the pool an episode has no evidence of its own (the pool's mean, 0 in zsum)
-    SELECT r.id, status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz),
+    SELECT r.id, status_at(r.status, r.retracted_at, r.contested_at, $5::timestamptz, r.proposed_until),
            NULL, NULL, NULL,
            current_salience(r.base_salience, r.reinforced_at, r.half_life_seconds, r.min_salience,
-                            r.pinned, $13),
+                            r.pinned, $14),
            r.created_at,
-           CASE WHEN r.sensitivity_rank > $7 THEN 256 ELSE r.projected_bytes END,
+           CASE WHEN r.sensitivity_rank > $8 THEN 256 ELSE r.projected_bytes END,
            c.score, p.pool_size, p.n_vector, p.n_text, p.n_entity, true
       FROM adj_capped c
       JOIN memory_records r ON r.id = c.id
@@ -487,9 +507,9 @@ AND (NOT $12 OR current_salience(r.base_salience, r.reinforced_at,
     -- RFC 8.3: cut at the row cap and the running projected bytes before hydrating
     SELECT k.*, sum(k.bytes) OVER (ORDER BY k.ord) AS running
       FROM ranked k
-     WHERE k.ord <= $40
+     WHERE k.ord <= $41
 )
-SELECT 'root' AS kind, b.ord, b.bytes, b.running, (b.running <= $41) AS fits, b.score,
+SELECT 'root' AS kind, b.ord, b.bytes, b.running, (b.running <= $42) AS fits, b.score,
        b.status AS status_as_of, b.vector_score, b.text_score, b.entity_score,
        b.salience AS salience_now, b.pool_size, b.n_vector, b.n_text, b.n_entity,
        NULL AS source_id, NULL AS predicate, NULL AS target_id, NULL AS other,
@@ -513,7 +533,7 @@ to_jsonb(ARRAY(SELECT jsonb_build_object('kind', s.kind, 'ref', s.ref, 'hash', s
                  FROM relations l JOIN memory_records x ON x.id = l.target_id
                 WHERE l.source_id = r.id
                   AND ($1 OR x.scope = ANY($2::text[]))
-                  AND x.sensitivity_rank <= $7
+                  AND x.sensitivity_rank <= $8
                   AND ($5::timestamptz IS NULL OR l.created_at <= $5::timestamptz)
                 ORDER BY l.created_at, l.predicate, l.target_id)) AS relations,
        -- RFC 8.2.3: every pool row's id, and the token signs of those that fit, for the
@@ -522,6 +542,6 @@ to_jsonb(ARRAY(SELECT jsonb_build_object('kind', s.kind, 'ref', s.ref, 'hash', s
        (SELECT e.token_signs FROM record_embeddings e
          WHERE e.scope = r.scope AND e.record_id = r.id) AS token_signs
   FROM bounded b
-  LEFT JOIN memory_records r ON r.id = b.id AND b.running <= $41
+  LEFT JOIN memory_records r ON r.id = b.id AND b.running <= $42
   LEFT JOIN record_payloads p ON p.record_id = r.id
  ORDER BY kind DESC, ord, n

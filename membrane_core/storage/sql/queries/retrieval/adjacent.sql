@@ -56,7 +56,7 @@ adj_sources AS MATERIALIZED (
       FROM scored s LEFT JOIN adj_capped c ON c.id = s.id
     UNION ALL
     -- outside the pool an episode has no evidence of its own (the pool's mean, 0 in zsum)
-    SELECT r.id, status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz),
+    SELECT r.id, status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz, r.proposed_until),
            NULL, NULL, NULL,
            current_salience(r.base_salience, r.reinforced_at, r.half_life_seconds, r.min_salience,
                             r.pinned, %(now)s),

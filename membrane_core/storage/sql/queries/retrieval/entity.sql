@@ -47,7 +47,9 @@ ent_match AS MATERIALIZED (
        AND r.sensitivity_rank <= %(max_rank)s
        AND (%(as_of)s::timestamptz IS NULL OR r.recorded_at <= %(as_of)s::timestamptz)
        AND (%(include_retracted)s
-            OR status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) <> 'retracted')
+            OR status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz, r.proposed_until) <> 'retracted')
+       AND (%(include_proposed)s
+            OR status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz, r.proposed_until) <> 'proposed')
        AND c.links <= %(fanout)s
      LIMIT 64
 ), ent AS MATERIALIZED (

@@ -29,22 +29,26 @@ to_jsonb(ARRAY(SELECT jsonb_build_object('predicate', l.predicate, 'target_id', 
 /*?scoped*/scoped_lexemes(r.scope, r.search_tsv)/*?end*//*?!scoped*/r.search_tsv/*?end*/
 
 -- name: neighbour_filters
--- Fragment (/*@neighbour_filters*/): the predicates on record r that hold at every hop (RFC 8.4): sensitivity at most one level above the caller's maximum, transaction and valid time, status.
+-- Fragment (/*@neighbour_filters*/): the predicates on record r that hold at every hop (RFC 8.4): sensitivity at most one level above the caller's maximum, transaction and valid time, status (proposed records only when asked for, RFC 5.7).
 r.sensitivity_rank <= %(max_rank)s + 1
 AND (%(as_of)s::timestamptz IS NULL OR r.recorded_at <= %(as_of)s::timestamptz)
 AND (%(valid_at)s::timestamptz IS NULL
      OR ((r.valid_from IS NULL OR r.valid_from <= %(valid_at)s::timestamptz)
          AND (r.valid_to IS NULL OR %(valid_at)s::timestamptz < r.valid_to)))
 AND (%(include_retracted)s
-     OR status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) <> 'retracted')
+     OR status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz, r.proposed_until) <> 'retracted')
 AND (%(include_contested)s
-     OR status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) <> 'contested')
+     OR status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz, r.proposed_until) <> 'contested')
+AND (%(include_proposed)s
+     OR status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz, r.proposed_until) <> 'proposed')
 
 -- name: counted_filters
--- Fragment (/*@counted_filters*/): whether record r counts in a full-text read's document frequencies: recorded by as_of and, unless the read asks for retracted records, not retracted as of then, so a read as of a time (or of retracted records) ranks by the corpus it reads (RFC 8.1.2, 5.6).
+-- Fragment (/*@counted_filters*/): whether record r counts in a full-text read's document frequencies: recorded by as_of and, unless the read asks for retracted records, not retracted (nor proposed, RFC 5.7) as of then, so a read as of a time (or of retracted records) ranks by the corpus it reads (RFC 8.1.2, 5.6).
 (%(as_of)s::timestamptz IS NULL OR r.recorded_at <= %(as_of)s::timestamptz)
 AND (%(include_retracted)s
-     OR status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) <> 'retracted')
+     OR status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz, r.proposed_until) <> 'retracted')
+AND (%(include_proposed)s
+     OR status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz, r.proposed_until) <> 'proposed')
 
 -- name: request_filters
 -- Fragment (/*@request_filters*/): a request's predicates on record r: those of every hop (neighbour_filters), and the types, tags and salience floor that apply to roots (RFC 8.1).

@@ -7,7 +7,7 @@ pool AS (
 ), feat AS MATERIALIZED (
     -- every candidate with every feature the arms can give it (RFC 8.1)
     SELECT r.id, r.created_at,
-           status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz) AS status,
+           status_at(r.status, r.retracted_at, r.contested_at, %(as_of)s::timestamptz, r.proposed_until) AS status,
            -- a stored zero vector (no direction) is NaN away from everything: no score, as
            -- without a vector (NaN would poison every fused score, RFC 8.1.1)
            nullif(1.0 - coalesce(v.dist, (SELECT e.embedding <=> %(qvec)s::vector

@@ -39,7 +39,7 @@ e AS (
     SELECT o.* FROM f, LATERAL (
            SELECT l.source_id, l.predicate, l.target_id, l.target_id AS other, l.weight,
                   l.created_at, r.scope, r.sensitivity, r.status, r.retracted_at,
-                  r.contested_at, r.projected_bytes
+                  r.contested_at, r.proposed_until, r.projected_bytes
              FROM relations l JOIN memory_records r ON r.id = l.target_id
             WHERE l.source_id = f.id
               AND (%(as_of)s::timestamptz IS NULL OR l.created_at <= %(as_of)s::timestamptz)
@@ -51,7 +51,7 @@ e AS (
     SELECT i.* FROM f, LATERAL (
            SELECT l.source_id, l.predicate, l.target_id, l.source_id AS other, l.weight,
                   l.created_at, r.scope, r.sensitivity, r.status, r.retracted_at,
-                  r.contested_at, r.projected_bytes
+                  r.contested_at, r.proposed_until, r.projected_bytes
              FROM relations l JOIN memory_records r ON r.id = l.source_id
             WHERE l.target_id = f.id
               AND (%(as_of)s::timestamptz IS NULL OR l.created_at <= %(as_of)s::timestamptz)
@@ -61,7 +61,7 @@ e AS (
             LIMIT %(hop_rows)s) i
 ), hop AS MATERIALIZED (
     SELECT e.source_id, e.predicate, e.target_id, e.other, e.scope, e.sensitivity,
-           status_at(e.status, e.retracted_at, e.contested_at, %(as_of)s::timestamptz) AS status,
+           status_at(e.status, e.retracted_at, e.contested_at, %(as_of)s::timestamptz, e.proposed_until) AS status,
            e.projected_bytes AS bytes,
            row_number() OVER (ORDER BY coalesce(e.weight, 0) DESC, e.created_at, e.source_id,
                                        e.predicate, e.target_id) AS n
