@@ -92,14 +92,21 @@ def bare_vector(
     return [row[0] for row in cur.fetchall()]
 
 
-def create_database(admin_dsn: str, name: str, *, drop: bool) -> str:
-    """Create database ``name`` on the server of ``admin_dsn`` (dropping it first if asked)."""
+def create_database(admin_dsn: str, name: str, *, drop: bool, template: str | None = None) -> str:
+    """Create database ``name`` on the server of ``admin_dsn`` (dropping it first if asked),
+    empty or, with ``template``, as a copy of that database (which nobody may be connected to)."""
     with psycopg.connect(admin_dsn, autocommit=True) as conn:
         exists = conn.execute(q("bench_database_exists"), {"name": name}).fetchone()
         if exists and drop:
             conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
             exists = None
-        if not exists:
+        if not exists and template:
+            conn.execute(
+                sql.SQL(q("bench_create_copy")).format(
+                    name=sql.Identifier(name), template=sql.Identifier(template)
+                )
+            )
+        elif not exists:
             conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     info = psycopg.conninfo.conninfo_to_dict(admin_dsn)
     info["dbname"] = name

@@ -7,7 +7,10 @@ top-10 (``ORDER BY embedding <=> q LIMIT 10`` under the same scope filter and it
 scan), hybrid retrieve with a scope filter, and hybrid retrieve with one-hop expansion.
 Latencies are end to end in this process (Python, driver, Postgres). ``--sealed-share``
 loads that share of the episodes at ``hyper``, sealed as a capture seals them (RFC 7.6),
-and retrieves with the key ring that opens them. Targets are reported, never asserted.
+and retrieves with the key ring that opens them. ``--proposed-share`` also copies the loaded
+store on the same server with that share of its records proposed (RFC 5.7) and runs every
+query three ways on both stores, the six in an order drawn per query. Targets are reported,
+never asserted.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from rich.table import Table
 
 from membrane_cli import bench
 from membrane_cli.bench import load as benchload
+from membrane_cli.bench import proposed as proposed_store
 from membrane_cli.bench.ingest import hardware
 from membrane_core import errors
 from membrane_core.requests import RetrieveRequest, parse
@@ -266,6 +270,13 @@ class Figures:
     shared_buffers: str = "?"
     warmed: int = 0
     warmup: int = 0
+    #: RFC 5.7: the share of the copy's records proposed (0: no copy), how many of how many,
+    #: the check before measuring, and the copy's latencies (ms) by variant
+    proposed_share: float = 0.0
+    proposed: int = 0
+    records: int = 0
+    check: proposed_store.Check | None = None
+    copy: dict[str, list[float]] = field(default_factory=dict)
 
 
 def loadavg() -> str:
@@ -326,9 +337,18 @@ def _queries(corpus: Corpus, n: int, embedder: FixedEmbedder) -> list[tuple[str,
     return out
 
 
+@dataclass(frozen=True)
+class Store:
+    """A store the queries run on: its pool and its retriever; ``copy`` for the copy with a
+    share of its records proposed (RFC 5.7)."""
+
+    db: Database
+    retriever: Retriever
+    copy: bool = False
+
+
 def _measure(
-    db: Database,
-    retriever: Retriever,
+    stores: Sequence[Store],
     queries: list[tuple[str, str, list[float]]],
     figures: Figures,
     warmup: int,
@@ -341,7 +361,7 @@ def _measure(
         TimeElapsedColumn(),
         console=console,
     ) as progress:
-        task = progress.add_task("queries (3 variants each)", total=len(queries))
+        task = progress.add_task(f"queries ({3 * len(stores)} variants each)", total=len(queries))
         order = random.Random(len(queries))  # the same orders in every run of a size
         for n, (scope, text, vec) in enumerate(queries):
             req = parse(RetrieveRequest, {"query": text, "scopes": [scope], "limit": 10})
@@ -354,53 +374,104 @@ def _measure(
                     "expand": {"hops": 1, "max_nodes": 25, "max_edges": 100},
                 },
             )
-            out: dict[str, Any] = {}
-            ms: dict[str, float] = {}
+            out: dict[tuple[bool, str], Any] = {}
+            ms: dict[tuple[bool, str], float] = {}
 
-            def bare(scope: str = scope, vec: list[float] = vec) -> list[Any]:
+            def bare(db: Database, scope: str = scope, vec: list[float] = vec) -> list[Any]:
                 with db.reader() as conn:
                     return benchload.bare_vector(conn, scope, vec, k=10)
 
-            runs: dict[str, Callable[[], Any]] = {
-                "bare": bare,
-                "hybrid": functools.partial(retriever.retrieve, req, DEVELOPMENT_POLICY),
-                "expand": functools.partial(retriever.retrieve, req_x, DEVELOPMENT_POLICY),
-            }
+            runs: dict[tuple[bool, str], Callable[[], Any]] = {}
+            for store in stores:
+                runs[(store.copy, "bare")] = functools.partial(bare, store.db)
+                runs[(store.copy, "hybrid")] = functools.partial(
+                    store.retriever.retrieve, req, DEVELOPMENT_POLICY
+                )
+                runs[(store.copy, "expand")] = functools.partial(
+                    store.retriever.retrieve, req_x, DEVELOPMENT_POLICY
+                )
             names = list(runs)
-            # the three run back to back on the same query, in an order drawn afresh for
+            # the variants run back to back on the same query, in an order drawn afresh for
             # each query: in a fixed rotation, expansion ran right after the hybrid on the
-            # same query two times in three and found its pages already read
+            # same query two times in three and found its pages already read; with the copy
+            # (RFC 5.7), each store's variants warm its pages for the others as often
             order.shuffle(names)
             for name in names:
                 t = time.perf_counter()
                 out[name] = runs[name]()
                 ms[name] = (time.perf_counter() - t) * 1000
             if n >= warmup:
-                figures.bare.append(ms["bare"])
-                figures.hybrid.append(ms["hybrid"])
-                figures.expand.append(ms["expand"])
-                got = {r.id for r in out["hybrid"].records}
-                figures.overlap.append(len(got & set(out["bare"])) / max(1, len(out["bare"])))
-                figures.neighbours.append(len(out["expand"].neighbors))
+                figures.bare.append(ms[(False, "bare")])
+                figures.hybrid.append(ms[(False, "hybrid")])
+                figures.expand.append(ms[(False, "expand")])
+                got = {r.id for r in out[(False, "hybrid")].records}
+                bare_ids = out[(False, "bare")]
+                figures.overlap.append(len(got & set(bare_ids)) / max(1, len(bare_ids)))
+                figures.neighbours.append(len(out[(False, "expand")].neighbors))
+                for (copy, variant), v in ms.items():
+                    if copy:
+                        figures.copy.setdefault(variant, []).append(v)
             progress.advance(task)
     figures.loadavg.append(loadavg())
+
+
+#: The variants of the proposed comparison (RFC 5.7), hybrid first: its p99 has the target.
+PROPOSED_VARIANTS = (
+    ("hybrid", "hybrid retrieve"),
+    ("expand", "hybrid + one-hop expansion"),
+    ("bare", "bare pgvector top-10"),
+)
+
+
+def proposed_rows(f: Figures) -> list[tuple[str, str, float, float, str, str]]:
+    """RFC 5.7: each variant on the store with none proposed and on the copy with a share
+    proposed: store, variant, p50, p99 (ms), p99 against none proposed, target."""
+    rows = []
+    share = f"{f.proposed_share:.0%} proposed"
+    for key, label in PROPOSED_VARIANTS:
+        base = {"hybrid": f.hybrid, "expand": f.expand, "bare": f.bare}[key]
+        copy = f.copy.get(key, [])
+        base99 = _pct(base, 99)
+        target = f"≤ {proposed_store.TARGET_RATIO:g}x" if key == "hybrid" else "information"
+        rows.append(("none proposed", label, _pct(base, 50), base99, "1.00x", "baseline"))
+        rows.append((share, label, _pct(copy, 50), _pct(copy, 99), f"{_pct(copy, 99) / base99:.2f}x", target))
+    return rows
+
+
+def proposed_note(f: Figures) -> str:
+    """RFC 5.7: what the copy holds and what the check before measuring read on it."""
+    line = (
+        f"Proposed: a copy of the store on the same server with {f.proposed:,} of its "
+        f"{f.records:,} records proposed (chosen by a hash of their ids), every query three ways "
+        "on both stores, the six in an order drawn per query."
+    )
+    if f.check:
+        c = f.check
+        line += (
+            f" Checked before measuring on the copy, {c.queries} queries of {proposed_store.CHECK_LIMIT} "
+            f"rows with one-hop expansion: {c.hidden_returned:,} records returned, none proposed; "
+            f"with `include_proposed: true`, {c.shown_proposed:,} of {c.shown_returned:,} proposed."
+        )
+    return line
 
 
 def report(f: Figures, size: int, argv: str, hw: str) -> str:
     """The run as a markdown block for docs/benchmarks.md."""
     target = TARGET_P99_MS.get(size)
     bare50, bare99 = _pct(f.bare, 50), _pct(f.bare, 99)
+    whose = "databases'" if f.proposed_share else "database's"  # with the copy, both stores'
     lines = [
         MARK_START,
         f"Command: `{argv}`  ",
         f"Hardware: {hw}  ",
         f"Run: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {size:,} records, "
         f"{len(f.bare)} measured queries (after {f.warmup} unmeasured ones, three variants "
-        "each), one scope filter per query, "
+        + ("each on each store" if f.proposed_share else "each")
+        + "), one scope filter per query, "
         f"load average {' -> '.join(f.loadavg)} on the shared machine, "
         f"shared_buffers {f.shared_buffers}, "
         + (
-            f"the database's {f.warmed / 2**30:.1f} GiB of files read once into the OS page "
+            f"the {whose} {f.warmed / 2**30:.1f} GiB of files read once into the OS page "
             "cache before measuring (a server that has been serving)  "
             if f.warmed
             else "OS page cache not warmed (the server's files are not on this machine)  "
@@ -426,6 +497,21 @@ def report(f: Figures, size: int, argv: str, hw: str) -> str:
         "",
         f"Hybrid top-10 shares {np.mean(f.overlap):.0%} of the bare vector top-10; "
         f"expansion returned {np.mean(f.neighbours):.1f} neighbours per query on average.  ",
+    ]
+    if f.proposed_share:
+        lines += [
+            "",
+            proposed_note(f) + "  ",
+            "",
+            "| store | variant | p50 | p99 | p99 / none proposed p99 | target |",
+            "| --- | --- | --- | --- | --- | --- |",
+            *(
+                f"| {store} | {label} | {p50:.2f} ms | {p99:.2f} ms | {ratio} | {target} |"
+                for store, label, p50, p99, ratio, target in proposed_rows(f)
+            ),
+            "",
+        ]
+    lines += [
         "Load: " + ", ".join(f"{k} {v:.1f} s" for k, v in f.load.items())
         if f.load
         else "Load: reused an existing benchmark database.",
@@ -472,6 +558,15 @@ def retrieve(
             help="Share of the episodes loaded at hyper and sealed (RFC 7.6), opened by the retrieval.",
         ),
     ] = 0.0,
+    proposed_share: Annotated[
+        float,
+        typer.Option(
+            min=0.0,
+            max=0.9,
+            help="Also measure, in the same run, a copy of the store with this share of its records "
+            "proposed (RFC 5.7), hidden from the retrieval.",
+        ),
+    ] = 0.0,
 ) -> None:
     """Hybrid retrieve (with and without one-hop expansion) vs bare pgvector top-10 (RFC 14.1)."""
     temp = data_dir is None and database_url is None
@@ -484,7 +579,8 @@ def retrieve(
             with console.status("starting the embedded Postgres"):
                 server = embedded.start(folder)
                 admin = embedded.dsn(folder)
-                want = buffers_for(size, dim)
+                # with the copy (RFC 5.7), room for both stores' indexes
+                want = buffers_for(size * (2 if proposed_share else 1), dim)
                 if benchload.shared_buffers(admin) != want:
                     # our own server: room for the HNSW index, as a production server has
                     benchload.shared_buffers(admin, enlarge=want)
@@ -499,21 +595,36 @@ def retrieve(
         # a sealed corpus is opened only by the ring it was sealed with: it is loaded afresh
         dsn = benchload.create_database(admin, name, drop=not reuse or bool(sealed_share))
         migrate.migrate(dsn, dim)
-        db = Database(dsn, embedding_dim=dim, min_size=1, max_size=2)
+        corpus = Corpus(dim=dim, clusters=clusters, scopes=scopes, seed=11)
+        sealer = bench_sealer() if sealed_share else NO_KEYS
+        if benchload.loaded(dsn) == 0:
+            _load(dsn, corpus, size, figures, sealed_share=sealed_share, sealer=sealer)
+        # before any pool opens: a database is copied only while nobody is connected to it
+        copy = _copy(admin, name, dsn, proposed_share, figures) if proposed_share else None
+        with console.status("reading the database files into the OS page cache"):
+            figures.warmed = benchload.warm_os_cache(dsn)
+            if copy is not None:
+                figures.warmed += benchload.warm_os_cache(copy.dsn)
+        embedder = FixedEmbedder(dim)
+        qs = _queries(corpus, queries + warmup, embedder)
+        stores: list[Store] = []
         try:
-            corpus = Corpus(dim=dim, clusters=clusters, scopes=scopes, seed=11)
-            sealer = bench_sealer() if sealed_share else NO_KEYS
-            if benchload.loaded(dsn) == 0:
-                _load(dsn, corpus, size, figures, sealed_share=sealed_share, sealer=sealer)
-            with console.status("reading the database files into the OS page cache"):
-                figures.warmed = benchload.warm_os_cache(dsn)
-            embedder = FixedEmbedder(dim)
-            qs = _queries(corpus, queries + warmup, embedder)
-            retriever = Retriever(db, clock=lambda: datetime.now(UTC), embedder=embedder, sealer=sealer)
+            for store_dsn, is_copy in ((dsn, False), *(((copy.dsn, True),) if copy else ())):
+                db = Database(store_dsn, embedding_dim=dim, min_size=1, max_size=2)
+                retriever = Retriever(db, clock=lambda: datetime.now(UTC), embedder=embedder, sealer=sealer)
+                stores.append(Store(db, retriever, copy=is_copy))
+            if copy is not None:
+                with console.status("checking that the copy's proposed records stay hidden"):
+                    figures.check = proposed_store.check(
+                        stores[-1].retriever,
+                        proposed_store.proposed_ids(copy.dsn),
+                        [(sc, t) for sc, t, _ in qs],
+                    )
             figures.warmup = warmup
-            _measure(db, retriever, qs, figures, warmup)
+            _measure(stores, qs, figures, warmup)
         finally:
-            db.close()
+            for store in stores:
+                store.db.close()
     except errors.MembraneError as exc:
         console.print(f"[red]{exc.message}[/red]")
         raise typer.Exit(1) from exc
@@ -526,12 +637,22 @@ def retrieve(
         f"membrane bench retrieve --size {size} --queries {queries} --warmup {warmup} "
         f"--dim {dim} --scopes {scopes} --clusters {clusters}"
         + (f" --sealed-share {sealed_share:g}" if sealed_share else "")
+        + (f" --proposed-share {proposed_share:g}" if proposed_share else "")
     )
     block = report(figures, size, argv, hardware())
     _print(figures, size)
     if markdown:
         write_markdown(markdown, block)
         console.print(f"wrote {markdown}")
+
+
+def _copy(admin: str, name: str, dsn: str, share: float, figures: Figures) -> proposed_store.Copy:
+    """RFC 5.7: the copy of the loaded store with ``share`` of its records proposed."""
+    with console.status(f"copying the store, {share:.0%} of the copy's records proposed"):
+        copy = proposed_store.build(admin, name, dsn, share)
+    figures.load.update(copy.seconds)
+    figures.proposed_share, figures.proposed, figures.records = share, copy.proposed, copy.records
+    return copy
 
 
 def _print(f: Figures, size: int) -> None:
@@ -559,6 +680,14 @@ def _print(f: Figures, size: int) -> None:
         + (f"target p99 {p99:.0f} ms, " if p99 else "no p99 target at this size, ")
         + f"≤ {TARGET_RATIO:.0f}x bare"
     )
+    if f.proposed_share:
+        c = Table(title=f"with {f.proposed_share:.0%} of the store proposed (RFC 5.7)", title_justify="left")
+        for col in ("store", "variant", "p50", "p99", "p99 / none proposed", "target"):
+            c.add_column(col)
+        for store, label, p50, p99, ratio, target in proposed_rows(f):
+            c.add_row(store, label, f"{p50:.2f} ms", f"{p99:.2f} ms", ratio, target)
+        console.print(c)
+        console.print(proposed_note(f).replace("`", ""), highlight=False)
     if f.load:
         console.print("load: " + ", ".join(f"{k} {v:.1f} s" for k, v in f.load.items()))
 

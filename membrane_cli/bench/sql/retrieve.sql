@@ -85,3 +85,21 @@ SELECT current_setting('shared_buffers')
 -- The folder of the benchmark database's files on the server's disk.
 SELECT current_setting('data_directory') || '/base/' || d.oid::text
   FROM pg_database d WHERE d.datname = current_database()
+
+-- name: bench_create_copy
+-- A copy of a loaded benchmark database on the same server (RFC 5.7, 14.1: the store with a share proposed).
+-- CREATE DATABASE takes no bind parameter: {name} and {template} are psycopg.sql.Identifier (load.create_database).
+CREATE DATABASE {name} TEMPLATE {template}
+
+-- name: bench_propose
+-- RFC 5.7: mark %(n)s records proposed, chosen by a hash of their ids whatever their type (the same records for the same ids).
+UPDATE memory_records SET status = 'proposed'
+ WHERE id IN (SELECT id FROM memory_records ORDER BY md5(id::text), id LIMIT %(n)s)
+
+-- name: bench_vacuum_records
+-- Remove the dead row versions of an update and refresh the records' statistics (outside a transaction).
+VACUUM (ANALYZE) memory_records
+
+-- name: bench_proposed_ids
+-- The ids of the proposed records (RFC 5.7).
+SELECT id FROM memory_records WHERE status = 'proposed'
