@@ -103,6 +103,7 @@ class AuditAction(StrEnum):
     REINFORCE = "reinforce"  #: salience reinforced
     DECAY = "decay"  #: salience decayed or penalised
     REQUEUE = "requeue"  #: a buried work item of the record put back by an operator (RFC 10.7)
+    REVIEW = "review"  #: a reviewer's decision on the record's proposal, or its expiry (RFC 5.7)
 
 
 class ProvenanceKind(StrEnum):

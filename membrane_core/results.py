@@ -195,3 +195,5 @@ class CaptureResult(Frozen):
     record_ids: list[UUID]
     fact: str | None = None
     entities: dict[str, Any] | None = None
+    #: RFC 5.7: set when the capture's records are proposed: the proposal a reviewer decides
+    proposal_id: UUID | None = None

@@ -112,6 +112,13 @@ class Settings(BaseSettings):
     half_life_entity_seconds: int = Field(default=90 * 86400, ge=1)
     reinforcement_gain: float = Field(default=0.1, ge=0, le=1)
 
+    #: RFC 5.7: the LLM extraction pool's facts are proposed, for a reviewer to decide
+    review_extractions: bool = False
+    #: RFC 5.7: a proposal left undecided this long expires as rejected
+    review_ttl: int = Field(default=30 * 86400, ge=60)
+    #: RFC 5.7, 6.5: beat's review job (expiry), in seconds; 0 disables it
+    beat_review_seconds: float = Field(default=300, ge=0)
+
     batch_size: int = Field(default=500, ge=1, le=10000)
     claim_seconds: int = Field(default=300, ge=1)
     redispatch_after_seconds: int = Field(default=30, ge=1)

@@ -25,6 +25,10 @@ class TrustPolicy(Frozen):
     actor: str = "anonymous"
     #: RFC 7.1, 14.2: may read the deployment's own figures (inbox, backlog, Prometheus).
     operator: bool = False
+    #: RFC 5.7: may decide proposals in its scopes and level (never its own)
+    reviewer: bool = False
+    #: RFC 5.7: what this principal writes is proposed, for a reviewer to decide
+    review_required: bool = False
 
     @property
     def reads_all(self) -> bool:
@@ -95,4 +99,4 @@ class TrustPolicy(Frozen):
 
 
 #: Development policy granted when no API keys are configured (RFC 7.5).
-DEVELOPMENT_POLICY = TrustPolicy(actor="development", operator=True)
+DEVELOPMENT_POLICY = TrustPolicy(actor="development", operator=True, reviewer=True)

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import Field
 
-from membrane_core.enums import MemoryType, ProvenanceKind, SourceKind, ValidityMode
+from membrane_core.enums import MemoryType, ProvenanceKind, RevisionStatus, SourceKind, ValidityMode
 from membrane_core.models import (
     EpisodicPayload,
     Frozen,
@@ -51,6 +51,18 @@ class CapturePlan(Frozen):
     fact: FactCandidate | None = None
     actor: str = "system"
     extra: dict[str, Any] = Field(default_factory=dict)
+    #: RFC 5.7: the capture's records are proposed (its principal's writes need review)
+    proposed: bool = False
+
+    def as_proposed(self) -> CapturePlan:
+        """RFC 5.7: the same capture with its records proposed."""
+        primary = self.primary.model_copy(update={"status": RevisionStatus.PROPOSED})
+        fact = self.fact
+        if fact is not None:
+            fact = fact.model_copy(
+                update={"record": fact.record.model_copy(update={"status": RevisionStatus.PROPOSED})}
+            )
+        return self.model_copy(update={"primary": primary, "fact": fact, "proposed": True})
 
 
 _ID_LOCK = threading.Lock()

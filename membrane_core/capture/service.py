@@ -90,7 +90,7 @@ class CaptureService:
         """Validate and authorise one capture without writing it (RFC 3.3, 7.1)."""
         req = self._authorised(request, trust)
         with _content_errors():
-            return plan_capture(
+            plan = plan_capture(
                 req,
                 self._policy,
                 now=self._clock(),
@@ -98,6 +98,7 @@ class CaptureService:
                 record_id=record_id,
                 operation_id=operation_id,
             )
+        return plan.as_proposed() if trust.review_required else plan
 
     def capture_many(
         self,
@@ -113,4 +114,9 @@ class CaptureService:
             return []
         with self._db.transaction() as conn:
             outcomes = records.write_captures(conn, plans, now=self._clock(), opts=self._work)
-        return [CaptureResult(record_ids=o.record_ids, fact=o.fact, entities=o.entities) for o in outcomes]
+        return [
+            CaptureResult(
+                record_ids=o.record_ids, fact=o.fact, entities=o.entities, proposal_id=o.proposal_id
+            )
+            for o in outcomes
+        ]

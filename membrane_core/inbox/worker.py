@@ -151,12 +151,19 @@ class InboxWorker:
             written, refused = inbox.write_isolated(conn, plans, now=now, opts=self._work)
             outcomes: list[tuple[uuid.UUID, str, Sequence[uuid.UUID], dict[str, Any] | None]] = []
             outcomes += [(op_id, OperationStatus.FAILED.value, (), err) for op_id, err in failed]
+            results: list[dict[str, Any] | None] = [None] * len(failed)
             for i, op_id in enumerate(plan_ops):
                 if i in written:
-                    outcomes.append((op_id, OperationStatus.SUCCEEDED.value, written[i].record_ids, None))
+                    w = written[i]
+                    outcomes.append((op_id, OperationStatus.SUCCEEDED.value, w.record_ids, None))
+                    # RFC 9.1, 5.7: what became of the fact, and the proposal a reviewer decides
+                    results.append(
+                        {"fact": w.fact, "proposal_id": str(w.proposal_id) if w.proposal_id else None}
+                    )
                 else:
                     outcomes.append((op_id, OperationStatus.FAILED.value, (), refused[i]))
-            inbox.finish_many(conn, outcomes, now=now)
+                    results.append(None)
+            inbox.finish_many(conn, outcomes, now=now, results=results)
         summary.update(claimed=len(locked), succeeded=len(written), failed=len(failed) + len(refused))
         if summary["failed"]:
             log.warning("capture operations failed", extra={"failed": summary["failed"], "worker": worker})

@@ -55,6 +55,10 @@ def source_text(record: MemoryRecord) -> str | None:
     return text or None
 
 
+#: RFC 5.4, 5.7: episodes extraction never reads: retracted ones, and proposed ones until approved
+_UNREAD = (RevisionStatus.RETRACTED, RevisionStatus.PROPOSED)
+
+
 class ExtractHandler:
     """RFC 12.2: the facts a batch's episodes state, from one extractor call."""
 
@@ -86,11 +90,7 @@ class ExtractHandler:
                 sources[rid] = records.row_to_record(sealer.open_row(row))
             except errors.EncryptionKeyUnavailable as exc:
                 self._unopened[rid] = exc.message
-        texts = {
-            rid: t
-            for rid, r in sources.items()
-            if r.status is not RevisionStatus.RETRACTED and (t := source_text(r))
-        }
+        texts = {rid: t for rid, r in sources.items() if r.status not in _UNREAD and (t := source_text(r))}
         order = list(texts)
         found = self._extractor.extract([texts[r] for r in order]) if order else []
         return dict(zip(order, found, strict=True))
@@ -113,10 +113,11 @@ class ExtractHandler:
             return out
         labels = derived.lock_sources(conn, [t for t in set(held.values()) if t in prepared])
         facts, invalid = self._facts(prepared, labels, now, actor=f"extractor:{self._extractor.name}")
-        written = derived.write_facts(conn, facts, now=now, opts=self._work)
+        written = derived.write_facts(conn, facts, now=now, opts=self._work, review=True)
         out.stats.update(
             created=len(written.created),
             reinforced=len(written.reinforced),
+            corroborated=len(written.corroborated),
             tombstoned=written.tombstoned,
             invalid=invalid,
         )
@@ -135,7 +136,7 @@ class ExtractHandler:
         sealer = self._work.sealer
         for source, found in triples.items():
             label = labels.get(source)
-            if label is None or label.status is RevisionStatus.RETRACTED:
+            if label is None or label.status in _UNREAD:
                 continue
             for t in found:
                 pred = normalise_predicate(t.predicate)

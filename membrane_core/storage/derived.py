@@ -18,7 +18,7 @@ from membrane_core import errors
 from membrane_core.enums import AuditAction, RevisionStatus, Sensitivity, WorkKind
 from membrane_core.models import MemoryRecord
 from membrane_core.sealing import Sealer
-from membrane_core.storage import records, rowbatch
+from membrane_core.storage import proposals, records, rowbatch
 from membrane_core.storage.queries import q
 
 
@@ -171,6 +171,8 @@ class DerivedOutcome:
     created: list[uuid.UUID]
     reinforced: list[uuid.UUID]
     tombstoned: int
+    #: RFC 5.7: pending proposed facts the sources corroborated
+    corroborated: list[uuid.UUID] = field(default_factory=list)
 
 
 def write_facts(
@@ -179,37 +181,86 @@ def write_facts(
     *,
     now: datetime,
     opts: records.WorkOptions,
+    review: bool = False,
 ) -> DerivedOutcome:
     """RFC 5.4, 6.2, 7.4: create facts ``derived_from`` their sources unless tombstoned.
 
     Uses the capture path's per-key advisory lock and match; a live fact with the same
     key is reinforced once per source not yet linked to it (and takes the higher
     sensitivity) instead of being duplicated. Facts must have distinct keys.
+
+    ``review`` (the extraction pool's writes, RFC 5.7): a pending proposed fact with the key
+    is corroborated by each source not yet linked to it; with ``opts.review_extractions``
+    a new fact is proposed, one proposal each, and an active one is not reinforced.
+    Consolidation passes no ``review`` and leaves a proposed key alone, as a contested one.
     """
     if not facts:
         return DerivedOutcome([], [], 0)
     keys = [records.record_fact_key(f.record, opts.sealer) for f in facts]
     matches = records.lock_and_match_facts(conn, keys)
+    propose = review and opts.review_extractions
+    pending = (
+        proposals.pending_of(
+            conn, [m.live_id for m in matches if m.live_id and m.live_status is RevisionStatus.PROPOSED]
+        )
+        if review
+        else {}
+    )
     batch = records.RowBatch(sealer=opts.sealer)
+    book = proposals.Book(now=now, ttl=opts.review_ttl)
     created: list[uuid.UUID] = []
     existing: list[tuple[uuid.UUID, DerivedFact]] = []
+    proposed: list[tuple[uuid.UUID, DerivedFact]] = []
     tombstoned = 0
     for fact, match in zip(facts, matches, strict=True):
         if match.live_id is not None:
-            # a contested fact is settled by revision (RFC 5.1)
-            if match.live_status is RevisionStatus.ACTIVE:
+            # a contested fact is settled by revision (RFC 5.1); a proposed one by review (5.7)
+            if match.live_status is RevisionStatus.ACTIVE and not propose:
                 existing.append((match.live_id, fact))
+            elif match.live_id in pending:
+                proposed.append((match.live_id, fact))
         elif match.blocked:
             tombstoned += 1
         else:
             r = fact.record
+            if propose:
+                r = r.model_copy(update={"status": RevisionStatus.PROPOSED})
+                book.add(book.propose(r.scope, r.sensitivity, "extraction", fact.actor), [r.id])
             batch.add_record(r, actor=fact.actor, rationale="extracted from episode")
             batch.relations.extend((r.id, "derived_from", s, None, now) for s in fact.source_ids)
             _schedule(batch, r, now, opts)
             created.append(r.id)
     reinforced = _reinforce(conn, batch, existing, now) if existing else []
+    corroborated = _corroborate(conn, batch, book, proposed, pending, now) if proposed else []
     batch.flush(conn)
-    return DerivedOutcome(created, reinforced, tombstoned)
+    book.flush(conn)
+    return DerivedOutcome(created, reinforced, tombstoned, corroborated)
+
+
+def _corroborate(
+    conn: psycopg.Connection,
+    batch: records.RowBatch,
+    book: proposals.Book,
+    proposed: list[tuple[uuid.UUID, DerivedFact]],
+    pending: dict[uuid.UUID, uuid.UUID],
+    now: datetime,
+) -> list[uuid.UUID]:
+    """RFC 5.7: each source not yet linked to a pending proposed fact becomes its evidence and
+    counts once for its proposal."""
+    facts = [f for f, _ in proposed]
+    sources = [s for _, d in proposed for s in d.source_ids]
+    cur = conn.execute(q("drv_linked_sources"), {"facts": facts, "sources": sources})
+    linked = {(rid, source) for rid, source in cur.fetchall()}
+    out: list[uuid.UUID] = []
+    for fact_id, derived in proposed:
+        for source in derived.source_ids:
+            if (fact_id, source) in linked:
+                continue
+            linked.add((fact_id, source))
+            batch.relations.append((fact_id, "derived_from", source, None, now))
+            book.corroborate(pending[fact_id], derived.actor, derived.record.sensitivity.rank)
+            out.append(fact_id)
+    return list(dict.fromkeys(out))
 
 
 def _schedule(batch: records.RowBatch, r: MemoryRecord, now: datetime, opts: records.WorkOptions) -> None:

@@ -19,7 +19,7 @@ import psycopg
 
 from membrane_core.capture import mentions
 from membrane_core.capture.plan import CapturePlan, new_id
-from membrane_core.enums import WorkKind
+from membrane_core.enums import RevisionStatus, WorkKind
 from membrane_core.models import MemoryRecord
 from membrane_core.policy import Policy
 from membrane_core.sealing import NO_KEYS, Sealer
@@ -40,6 +40,8 @@ class Resolution:
     identifiers: list[tuple[uuid.UUID, str, str, str]] = field(default_factory=list)
     #: ``{(source, predicate, target): sensitivity rank of the observation}``
     edges: dict[tuple[uuid.UUID, str, uuid.UUID], int] = field(default_factory=dict)
+    #: RFC 5.7: the entities a proposed capture created, by the capture's index
+    proposed: dict[int, list[uuid.UUID]] = field(default_factory=dict)
 
     def flush(self, conn: psycopg.Connection) -> None:
         """RFC 3.5.2: one COPY for terms, one for identifiers, one insert for entity edges."""
@@ -172,6 +174,9 @@ def _resolve_capture(
         target = hit[2] if hit else _created_match(created, scope, rank, mention)
         if target is None:
             entity = mentions.new_entity(mention, primary, policy, now, new_id())
+            if primary.status is RevisionStatus.PROPOSED:  # RFC 5.7: proposed with its capture
+                entity = entity.model_copy(update={"status": RevisionStatus.PROPOSED})
+                out.proposed.setdefault(pi, []).append(entity.id)
             _queue_entity(entity, mention, plan.actor, batch, out, created, now, embed)
             target = entity.id
             new += 1

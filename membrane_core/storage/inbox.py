@@ -212,8 +212,10 @@ def finish_many(
     outcomes: Sequence[tuple[uuid.UUID, str, Sequence[uuid.UUID], dict[str, Any] | None]],
     *,
     now: datetime,
+    results: Sequence[dict[str, Any] | None] | None = None,
 ) -> int:
-    """Record ``(id, status, record_ids, error)`` for many operations in one statement."""
+    """Record ``(id, status, record_ids, error)`` for many operations in one statement, with
+    each one's result when ``results`` gives it (in the same order)."""
     if not outcomes:
         return 0
     cur = conn.cursor(binary=True)
@@ -224,6 +226,9 @@ def finish_many(
             "statuses": [o[1] for o in outcomes],
             "rids": ["{" + ",".join(str(r) for r in o[2]) + "}" for o in outcomes],
             "errors": [json.dumps(o[3]) if o[3] is not None else None for o in outcomes],
+            "results": [
+                json.dumps(r) if r is not None else None for r in (results or [None] * len(outcomes))
+            ],
             "now": now,
         },
     ).rowcount

@@ -16,6 +16,7 @@ from membrane_core.enums import AuditAction, OutcomeStatus, RevisionStatus, Work
 from membrane_core.models import EpisodicPayload, MemoryRecord, SemanticPayload
 from membrane_core.policy import Policy
 from membrane_core.sealing import NO_KEYS, Sealer
+from membrane_core.storage import proposals
 from membrane_core.storage.entities import resolve_mentions
 from membrane_core.storage.queries import q
 from membrane_core.storage.rowbatch import (
@@ -47,6 +48,10 @@ class WorkOptions:
     embed_sealed: bool = False
     #: RFC 7.6: a sealed episode gets an ``extract`` item only when the extractor runs in the process
     extract_sealed: bool = False
+    #: RFC 5.7: how long a proposal waits for a decision before it expires
+    review_ttl: timedelta = timedelta(days=30)
+    #: RFC 5.7: the LLM extraction pool's facts are proposed
+    review_extractions: bool = False
 
     def embeds(self, r: MemoryRecord) -> bool:
         """RFC 3.3, 7.6: whether writing ``r`` schedules its embedding."""
@@ -58,8 +63,11 @@ class CaptureOutcome:
     """Ids one capture wrote or touched, primary first (RFC 3.3)."""
 
     record_ids: list[uuid.UUID]
-    fact: str | None = None  # "created" | "reinforced" | "tombstoned" | None
+    #: "created" | "reinforced" | "tombstoned" | "contested" | "known" | "corroborated" | None
+    fact: str | None = None
     entities: dict[str, Any] | None = None  # RFC 3.5.3: mention counts and budget truncation
+    #: RFC 5.7: the proposal the capture's records belong to, when they are proposed
+    proposal_id: uuid.UUID | None = None
 
 
 def _schedule(batch: RowBatch, r: MemoryRecord, now: datetime, opts: WorkOptions) -> None:
@@ -69,15 +77,25 @@ def _schedule(batch: RowBatch, r: MemoryRecord, now: datetime, opts: WorkOptions
     batch.work.append(
         (WorkKind.DECAY.value, r.id, now + timedelta(seconds=r.lifecycle.decay.half_life_seconds))
     )
+    if r.status is not RevisionStatus.PROPOSED:  # RFC 5.7: an episode feeds nothing until approved
+        batch.work.extend(episode_work(r, now, opts))
+
+
+def episode_work(r: MemoryRecord, now: datetime, opts: WorkOptions) -> list[tuple[str, uuid.UUID, datetime]]:
+    """RFC 6.4, 9.3: the consolidation, extraction and compression items an episode gets when
+    it is trusted: at capture, or when its proposal is approved (RFC 5.7)."""
     p = r.payload
-    if isinstance(p, EpisodicPayload):
-        # RFC 6.4.3: failed episodes with tool calls count against their tool signature.
-        if p.outcome is OutcomeStatus.SUCCESS or (p.outcome is not None and p.tool_calls):
-            batch.work.append((WorkKind.CONSOLIDATE.value, r.id, now))
-        extract = opts.extract and (opts.extract_sealed or not opts.sealer.seals(r.sensitivity))
-        if extract and (p.text or p.tool_calls):
-            batch.work.append((WorkKind.EXTRACT.value, r.id, now))
-        batch.work.append((WorkKind.COMPRESS.value, r.id, now + opts.compress_after))
+    if not isinstance(p, EpisodicPayload):
+        return []
+    out: list[tuple[str, uuid.UUID, datetime]] = []
+    # RFC 6.4.3: failed episodes with tool calls count against their tool signature.
+    if p.outcome is OutcomeStatus.SUCCESS or (p.outcome is not None and p.tool_calls):
+        out.append((WorkKind.CONSOLIDATE.value, r.id, now))
+    extract = opts.extract and (opts.extract_sealed or not opts.sealer.seals(r.sensitivity))
+    if extract and (p.text or p.tool_calls):
+        out.append((WorkKind.EXTRACT.value, r.id, now))
+    out.append((WorkKind.COMPRESS.value, r.id, now + opts.compress_after))
+    return out
 
 
 def write_captures(
@@ -89,20 +107,34 @@ def write_captures(
     key in the scope is reinforced instead of duplicated.
     """
     batch = RowBatch(sealer=opts.sealer)
+    book = proposals.Book(now=now, ttl=opts.review_ttl)
+    # RFC 5.7: each proposed capture's records make a proposal, unless its fact joins one
+    proposal_of = {
+        i: book.propose(p.primary.scope, p.primary.sensitivity, "capture", p.actor)
+        for i, p in enumerate(plans)
+        if p.proposed
+    }
     for plan in plans:
         batch.add_record(plan.primary, actor=plan.actor, rationale="captured")
         _schedule(batch, plan.primary, now, opts)
-    fact_results = _resolve_facts(conn, plans, batch, now, opts)
+    fact_results = _resolve_facts(conn, plans, batch, now, opts, book, proposal_of)
     resolved = resolve_mentions(
         conn, plans, batch, now=now, embed=opts.embed, policy=opts.policy, sealer=opts.sealer
     )
-    batch.flush(conn)
-    resolved.flush(conn)
     out = []
     for i, plan in enumerate(plans):
         fact_id, state = fact_results.get(i, (None, None))
         ids = [plan.primary.id] + ([fact_id] if fact_id else [])
-        out.append(CaptureOutcome(record_ids=ids, fact=state, entities=resolved.reports[i]))
+        pid = proposal_of.get(i)
+        if pid is not None:
+            own = [plan.primary.id, *resolved.proposed.get(i, [])]
+            if plan.fact is not None and fact_id == plan.fact.record.id:  # its own fact
+                own.append(fact_id)
+            book.add(pid, own)
+        out.append(CaptureOutcome(record_ids=ids, fact=state, entities=resolved.reports[i], proposal_id=pid))
+    batch.flush(conn)
+    resolved.flush(conn)
+    book.flush(conn)
     return out
 
 
@@ -160,6 +192,8 @@ def _resolve_facts(
     batch: RowBatch,
     now: datetime,
     opts: WorkOptions,
+    book: proposals.Book,
+    proposal_of: dict[int, uuid.UUID],
 ) -> dict[int, tuple[uuid.UUID | None, str]]:
     idx = [i for i, p in enumerate(plans) if p.fact is not None]
     if not idx:
@@ -168,33 +202,72 @@ def _resolve_facts(
     # RFC 3.4: a capture's fact meets only facts at its own level (polyinstantiation)
     levels = [plans[i].fact.record.sensitivity.rank for i in idx]  # type: ignore[union-attr]
     matches = lock_and_match_facts(conn, keys, levels)
+    pending = proposals.pending_of(
+        conn, [m.live_id for m in matches if m.live_id and m.live_status is RevisionStatus.PROPOSED]
+    )
     results: dict[int, tuple[uuid.UUID | None, str]] = {}
-    created: dict[tuple[FactKey, int], uuid.UUID] = {}
+    #: facts this batch created: id, and its proposal when proposed
+    created: dict[tuple[FactKey, int], tuple[uuid.UUID, uuid.UUID | None]] = {}
     reinforce: list[tuple[uuid.UUID, uuid.UUID, int]] = []
     for i, key, level, match in zip(idx, keys, levels, matches, strict=True):
         plan = plans[i]
         assert plan.fact is not None
-        if match.live_id is not None and match.live_status is not RevisionStatus.ACTIVE:
+        live = match.live_id
+        if live is not None and match.live_status is RevisionStatus.PROPOSED and live in pending:
+            _corroborate(batch, book, plan, live, pending[live], proposal_of, i, now)
+            results[i] = (live, "corroborated")
+        elif live is not None and match.live_status is not RevisionStatus.ACTIVE:
             results[i] = (None, "contested")  # RFC 5.1: settled by revision, not by evidence
-        elif match.live_id is not None:
-            reinforce.append((match.live_id, plan.primary.id, i))
-            results[i] = (match.live_id, "reinforced")
+        elif live is not None and plan.proposed:
+            results[i] = (live, "known")  # RFC 5.7: a proposed write reinforces nothing
+        elif live is not None:
+            reinforce.append((live, plan.primary.id, i))
+            results[i] = (live, "reinforced")
         elif match.blocked:
             results[i] = (None, "tombstoned")
         elif (key, level) in created:
-            reinforce_new = created[(key, level)]
-            batch.relations.append((reinforce_new, "derived_from", plan.primary.id, None, now))
-            results[i] = (reinforce_new, "created")
+            fact_id, fact_proposal = created[(key, level)]
+            if fact_proposal is not None:
+                _corroborate(batch, book, plan, fact_id, fact_proposal, proposal_of, i, now)
+                results[i] = (fact_id, "corroborated")
+            else:
+                batch.relations.append((fact_id, "derived_from", plan.primary.id, None, now))
+                results[i] = (fact_id, "created")
         else:
             fact = plan.fact.record
             batch.add_record(fact, actor=plan.actor, rationale="derived from observation")
             batch.relations.append((fact.id, "derived_from", plan.primary.id, None, now))
             _schedule(batch, fact, now, opts)
-            created[(key, level)] = fact.id
+            created[(key, level)] = (fact.id, proposal_of.get(i))
             results[i] = (fact.id, "created")
     if reinforce:
         _reinforce_from_sources(conn, batch, reinforce, plans, now)
     return results
+
+
+def _corroborate(
+    batch: RowBatch,
+    book: proposals.Book,
+    plan: CapturePlan,
+    fact_id: uuid.UUID,
+    proposal_id: uuid.UUID,
+    proposal_of: dict[int, uuid.UUID],
+    i: int,
+    now: datetime,
+) -> None:
+    """RFC 5.7: a capture whose fact key a pending proposed fact carries adds its source as
+    that fact's evidence and counts once for the proposal; a proposed capture's records join
+    that proposal instead of making one of their own."""
+    primary = plan.primary
+    batch.relations.append((fact_id, "derived_from", primary.id, None, now))
+    batch.provenance.extend(
+        (fact_id, s.kind.value, s.ref, s.hash, s.created_by, s.timestamp, now) for s in primary.provenance
+    )
+    book.corroborate(proposal_id, plan.actor, primary.sensitivity.rank)
+    own = proposal_of.get(i)
+    if own is not None:  # the capture's own proposal is dropped; its records join this one
+        book.new = [row for row in book.new if row[0] != own]
+        proposal_of[i] = proposal_id
 
 
 def _reinforce_from_sources(

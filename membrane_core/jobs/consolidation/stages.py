@@ -86,7 +86,8 @@ def load_episodes(
     or non-episodic ids are dropped."""
     out = {}
     for rid, locked in jobs.lock_sources(conn, ids).items():
-        if locked["type"] != MemoryType.EPISODIC.value or locked["status"] == "retracted":
+        # RFC 5.7: a proposed episode is no input until approved
+        if locked["type"] != MemoryType.EPISODIC.value or locked["status"] in ("retracted", "proposed"):
             continue
         row = sealer.open_row(locked)
         try:

@@ -55,13 +55,14 @@ SELECT o.id, o.request::text, o.trust::text, o.record_id
  ORDER BY p.created_at, p.id
 
 -- name: op_finish_many
--- Record the outcome of many operations at once; record ids travel as uuid[] literals (RFC 9.1).
+-- Record the outcome of many operations at once; record ids travel as uuid[] literals, a capture's result (its fact and proposal, RFC 5.7) as jsonb (RFC 9.1).
 UPDATE operations o
-   SET status = u.status, record_ids = u.rids::uuid[], error = u.error,
+   SET status = u.status, record_ids = u.rids::uuid[], error = u.error, result = u.result,
        finished_at = %(now)s, started_at = coalesce(o.started_at, %(now)s),
        attempts = o.attempts + 1, claimed_by = NULL, claim_expires_at = NULL
-  FROM unnest(%(ids)s::uuid[], %(statuses)s::text[], %(rids)s::text[], %(errors)s::jsonb[])
-       AS u(id, status, rids, error)
+  FROM unnest(%(ids)s::uuid[], %(statuses)s::text[], %(rids)s::text[], %(errors)s::jsonb[],
+              %(results)s::jsonb[])
+       AS u(id, status, rids, error, result)
  WHERE o.id = u.id
 
 -- name: op_claim_one
