@@ -20,6 +20,7 @@ def build(settings: Settings) -> dict[str, dict[str, Any]]:
         ("redispatch-stale-operations", "membrane.redispatch", s.beat_redispatch_seconds, {}),
         ("reap-expired-claims", "membrane.reap", s.beat_reap_seconds, {}),
         ("purge-finished-operations", "membrane.purge_operations", s.beat_purge_operations_seconds, {}),
+        ("review-expiry", "membrane.review_expiry", s.beat_review_seconds, {}),
         ("maintenance-decay", "membrane.maintenance_job", s.beat_decay_seconds, {"job": Job.DECAY.value}),
         ("maintenance-prune", "membrane.maintenance_job", s.beat_prune_seconds, {"job": Job.PRUNE.value}),
         (

@@ -25,7 +25,7 @@ from api.keyfile import key_ring, reload_on_sighup
 from api.limits import MAX_BATCH_BODY_BYTES, MAX_BODY_BYTES, BodyLimitMiddleware
 from api.metrics import MetricsMiddleware, Registry, process_exited
 from api.ratelimit import Limiter, RedisLimiter
-from api.routes import captures, lists, operators, reads, revisions
+from api.routes import captures, lists, operators, reads, review, revisions
 from membrane_core import Membrane, Settings
 from membrane_core.inbox.submit import Dispatcher
 
@@ -129,7 +129,14 @@ def create_app(
     api_errors.install(app)
     docs.install(app)
     console.install(app)  # RFC 10.8: /console, outside /openapi.json
-    for router in (captures.router, revisions.router, reads.router, lists.router, operators.router):
+    for router in (
+        captures.router,
+        revisions.router,
+        reads.router,
+        lists.router,
+        review.router,
+        operators.router,
+    ):
         app.include_router(router)
     app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes, max_batch_bytes=max_batch_body_bytes)
     app.add_middleware(MetricsMiddleware, registry=registry)

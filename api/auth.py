@@ -38,6 +38,8 @@ KEY_FIELDS = frozenset(
         "max_sensitivity",
         "actor",
         "operator",
+        "reviewer",
+        "review",
         "requests_per_second",
         "captures_per_second",
         "burst",
@@ -65,8 +67,16 @@ def policy_from_config(key: str, config: Mapping[str, Any]) -> TrustPolicy:
     operator = config.get("operator", False)
     if not isinstance(operator, bool):
         raise ValueError("MEMBRANE_API_KEYS: operator must be true or false")
+    reviewer = config.get("reviewer", False)
+    if not isinstance(reviewer, bool):
+        raise ValueError("MEMBRANE_API_KEYS: reviewer must be true or false")
+    review = config.get("review", "none")
+    if review not in ("none", "required"):
+        raise ValueError('MEMBRANE_API_KEYS: review must be "required" or "none"')
     return TrustPolicy(
         operator=operator,
+        reviewer=reviewer,
+        review_required=review == "required",
         read_scopes=frozenset(config.get("read_scopes", [])),
         write_scopes=frozenset(config.get("write_scopes", [])),
         max_sensitivity=Sensitivity(config.get("max_sensitivity", Sensitivity.LOW.value)),

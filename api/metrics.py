@@ -18,7 +18,7 @@ from typing import Any
 
 import prometheus_client
 from prometheus_client import values
-from prometheus_client.metrics_core import GaugeMetricFamily, Metric
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 
 from membrane_core.metrics import DeploymentGauges
@@ -173,7 +173,29 @@ class GaugeCollector:
             "Age of the oldest record still waiting for its embedding (0 when none waits).",
             value=g.embedding_lag_seconds,
         )
-        yield from (inbox, due, oldest, lag)
+        yield from (inbox, due, oldest, lag, *review_families(g))
+
+
+def review_families(g: DeploymentGauges) -> tuple[Metric, ...]:
+    """RFC 5.7, 14.2: the review queue's depth and oldest proposal by scope, and decisions by
+    outcome."""
+    depth = GaugeMetricFamily(
+        "membrane_review_queue_depth", "Proposals waiting for a reviewer, by scope.", labels=("scope",)
+    )
+    age = GaugeMetricFamily(
+        "membrane_review_oldest_seconds",
+        "Age of the oldest proposal waiting for a reviewer, by scope.",
+        labels=("scope",),
+    )
+    for scope in sorted(g.review_depth):
+        depth.add_metric((scope,), g.review_depth[scope])
+        age.add_metric((scope,), g.review_oldest_seconds.get(scope, 0.0))
+    decisions = CounterMetricFamily(
+        "membrane_review_decisions", "Proposals decided, by outcome.", labels=("decision",)
+    )
+    for outcome in sorted(g.review_decisions):
+        decisions.add_metric((outcome,), g.review_decisions[outcome])
+    return depth, age, decisions
 
 
 class MetricsMiddleware:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from membrane_core import errors, metrics
@@ -27,6 +27,7 @@ from membrane_core.providers.base import Reranker
 from membrane_core.requests import CaptureRequest, RetrieveRequest, parse
 from membrane_core.results import CaptureResult, RecordView, RetrieveResult
 from membrane_core.retrieval.retriever import Retriever
+from membrane_core.review.service import Review
 from membrane_core.revision import history
 from membrane_core.revision.engine import Revisions
 from membrane_core.sealing import Sealer
@@ -124,6 +125,8 @@ class Membrane:
                 sealer=sealer,
                 embed_sealed=embed_sealed,
                 extract_sealed=extract_sealed,
+                review_ttl=timedelta(seconds=s.review_ttl),
+                review_extractions=s.review_extractions,
             )
         elif ring is not None and not work.sealer.enabled:
             work = dataclasses.replace(
@@ -150,6 +153,7 @@ class Membrane:
             rerank_weight=s.reranker_weight,
         )
         self.revisions = Revisions(self.db, policy=self.policy, clock=clock, work=self.work)
+        self.review = Review(self.db, clock=clock, work=self.work, revisions=self.revisions)
         self.maintenance = Maintenance(
             self.db,
             clock=clock,

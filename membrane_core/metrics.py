@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from membrane_core.enums import OperationKind, OperationStatus, WorkKind
-from membrane_core.storage import metrics
+from membrane_core.storage import metrics, proposals
 from membrane_core.storage.db import Database
 from membrane_core.trust import TrustPolicy
 
@@ -100,12 +100,18 @@ class DeploymentGauges:
     #: Age in seconds of the oldest live ``embed`` item: how long the record that has waited
     #: longest for its embedding has waited; 0 when none waits.
     embedding_lag_seconds: float
+    #: RFC 5.7: pending proposals by scope, and the age in seconds of each scope's oldest
+    review_depth: dict[str, int] = field(default_factory=dict)
+    review_oldest_seconds: dict[str, float] = field(default_factory=dict)
+    #: RFC 5.7: decided proposals by outcome (approved, rejected, amended, expired)
+    review_decisions: dict[str, int] = field(default_factory=dict)
 
 
 def deployment(db: Database, *, now: datetime) -> DeploymentGauges:
     """RFC 14.2: the deployment gauges, read from the primary (the queues are the primary's)."""
     with db.transaction() as conn:
         samples = metrics.deployment(conn, now=now)
+        queue, decided = proposals.gauges(conn)
     inbox = {(k.value, s.value): 0 for k in OperationKind for s in PENDING}
     due = {k.value: 0 for k in WorkKind}
     oldest = {k.value: 0.0 for k in WorkKind}
@@ -119,4 +125,12 @@ def deployment(db: Database, *, now: datetime) -> DeploymentGauges:
             oldest[row.kind] = max(0.0, row.value)
         elif row.gauge == "embedding_lag_seconds":
             lag = max(0.0, row.value)
-    return DeploymentGauges(inbox=inbox, work_due=due, oldest_due_seconds=oldest, embedding_lag_seconds=lag)
+    return DeploymentGauges(
+        inbox=inbox,
+        work_due=due,
+        oldest_due_seconds=oldest,
+        embedding_lag_seconds=lag,
+        review_depth={g.scope: g.depth for g in queue},
+        review_oldest_seconds={g.scope: max(0.0, (now - g.oldest).total_seconds()) for g in queue},
+        review_decisions={o: decided.get(o, 0) for o in ("approved", "rejected", "amended", "expired")},
+    )

@@ -38,6 +38,7 @@ TASK_ROUTES: dict[str, dict[str, str]] = {
     "membrane.redispatch": {"queue": "maintenance"},
     "membrane.reap": {"queue": "maintenance"},
     "membrane.purge_operations": {"queue": "maintenance"},
+    "membrane.review_expiry": {"queue": "maintenance"},
 }
 
 #: Worker processes per pool by default; the local embedding model wants one.

@@ -103,6 +103,21 @@ def reap() -> dict[str, int]:
     return membrane().inbox_worker.reap_expired()
 
 
+@app.task(name="membrane.review_expiry", **RETRY)  # type: ignore[untyped-decorator]
+def review_expiry(limit: int | None = None) -> dict[str, int]:
+    """RFC 5.7, 6.5: reject as expired, in batches, the proposals left undecided past their TTL,
+    until a batch comes back short or ``limit`` are done."""
+    m = membrane()
+    batch = m.settings.batch_size
+    done = 0
+    while limit is None or done < limit:
+        n = m.review.expire(batch if limit is None else min(batch, limit - done)).expired
+        done += n
+        if n < batch:
+            break
+    return {"expired": done}
+
+
 @app.task(name="membrane.purge_operations", **RETRY)  # type: ignore[untyped-decorator]
 def purge_operations() -> int:
     """Forget operations finished longer ago than the retention."""

@@ -72,9 +72,12 @@ def test_beat_schedule_from_settings() -> None:
         "redispatch-stale-operations",
         "reap-expired-claims",
         "purge-finished-operations",
+        "review-expiry",
         "maintenance-decay",
         "maintenance-consolidate",
     }
+    no_expiry = beat_schedule.build(Settings(beat_prune_seconds=0, beat_review_seconds=0))
+    assert set(no_expiry) == set(plain) - {"review-expiry"}
     assert plain["maintenance-decay"]["kwargs"] == {"job": "decay"}
     assert plain["redispatch-stale-operations"]["options"]["expires"] == 10.0
     full = beat_schedule.build(

@@ -1,0 +1,1 @@
+"""Review: proposed memories decided by a person before they are trusted (RFC 5.7)."""
