@@ -72,6 +72,13 @@ PAIRS: list[tuple[type[BaseModel], str, Direction]] = [
     (models.ScopeList, "ScopeList", "answer"),
     (models.ScopeCount, "ScopeCount", "answer"),
     (models.RequeueBody, "RequeueRequest", "request"),
+    (models.ReviewPage, "ReviewPage", "answer"),
+    (models.ReviewEntry, "ReviewEntry", "answer"),
+    (models.DecideResult, "DecideResult", "answer"),
+    (models.DecisionResult, "DecisionResult", "answer"),
+    (models.ErrorInfo, "DecisionError", "answer"),
+    (models.DecideBody, "DecideRequest", "request"),
+    (models.Decision, "DecisionRequest", "request"),
 ]
 
 #: client method -> (request body component or None, answer component).
@@ -97,6 +104,8 @@ ROUTES: dict[str, tuple[str | None, str]] = {
     "work": (None, "WorkOverview"),
     "requeue_work": ("RequeueRequest", "RequeueResult"),
     "list_scopes": (None, "ScopeList"),
+    "review_queue": (None, "ReviewPage"),
+    "decide": ("DecideRequest", "DecideResult"),
 }
 
 #: list call -> the filters it takes, as query parameters of its route (RFC 10.7).
@@ -104,6 +113,7 @@ FILTERS: dict[str, type[Any]] = {
     "list_records": models.RecordFilters,
     "list_operations": models.OperationFilters,
     "work": models.WorkFilters,
+    "review_queue": models.ReviewFilters,
 }
 
 

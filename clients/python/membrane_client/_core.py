@@ -28,6 +28,9 @@ from membrane_client.models import (
     AuditHistory,
     Body,
     CaptureRequest,
+    DecideResult,
+    Decision,
+    DecisionResult,
     EvidenceRef,
     ExpandOptions,
     Lineage,
@@ -41,6 +44,8 @@ from membrane_client.models import (
     RecordPage,
     RequeueResult,
     RetrieveResult,
+    ReviewFilters,
+    ReviewPage,
     RevisedRecord,
     ScopeList,
     WorkFilters,
@@ -89,6 +94,8 @@ ENDPOINTS: dict[str, tuple[str, str]] = {
     "work": ("GET", "/v1/work"),
     "requeue_work": ("POST", "/v1/work:requeue"),
     "list_scopes": ("GET", "/v1/scopes"),
+    "review_queue": ("GET", "/v1/review"),
+    "decide": ("POST", "/v1/review:decide"),
 }
 
 #: The query parameters of each list call, by client method (RFC 10.7). The server ignores
@@ -98,6 +105,7 @@ FILTERS: dict[str, frozenset[str]] = {
     "list_records": RecordFilters.__optional_keys__,
     "list_operations": OperationFilters.__optional_keys__,
     "work": WorkFilters.__optional_keys__,
+    "review_queue": ReviewFilters.__optional_keys__,
 }
 
 _JSON: TypeAdapter[Any] = TypeAdapter(Any)
@@ -107,6 +115,7 @@ Wait = float | bool | None
 Capture = CaptureRequest | Mapping[str, Any]
 Revised = RevisedRecord | Mapping[str, Any]
 Evidence = Sequence[EvidenceRef | Mapping[str, Any]] | None
+DecisionInput = Decision | Mapping[str, Any]
 
 
 def client_headers(api_key: str | None) -> dict[str, str]:
@@ -277,8 +286,11 @@ def retrieve(
     limit: int,
     expand: int | Mapping[str, Any] | ExpandOptions | None,
     filters: Mapping[str, Any],
+    include_proposed: bool = False,
 ) -> Call[RetrieveResult]:
-    """``POST /v1/retrieve``; ``expand`` is a number of hops or the expand options."""
+    """``POST /v1/retrieve``; ``expand`` is a number of hops or the expand options.
+    ``include_proposed`` is sent only when true, so a server without review (RFC 5.7) still
+    takes the request."""
     hops = isinstance(expand, int) and not isinstance(expand, bool)
     expand_body: Any = {"hops": expand} if hops else expand
     body = _drop_none(
@@ -287,6 +299,7 @@ def retrieve(
             "scopes": list(scopes) if scopes is not None else None,
             "limit": limit,
             "expand": expand_body,
+            "include_proposed": True if include_proposed else None,
             **filters,
         }
     )
@@ -454,6 +467,49 @@ def requeue_work(ids: Iterable[int], rationale: str | None) -> Call[RequeueResul
 def list_scopes() -> Call[ScopeList]:
     """``GET /v1/scopes``."""
     return Call("GET", ENDPOINTS["list_scopes"][1], ScopeList.model_validate_json)
+
+
+# -- review (RFC 5.7) -------------------------------------------------------------------
+
+
+def review_queue(
+    scopes: Iterable[str] | str | None, order: str | None, limit: int | None, cursor: str | None
+) -> Call[ReviewPage]:
+    """``GET /v1/review`` (reviewer keys): a page of the pending proposals the caller may decide."""
+    filters = {"scope": scopes, "order": order, "limit": limit, "cursor": cursor}
+    params = query("review_queue", filters)
+    return Call("GET", ENDPOINTS["review_queue"][1], ReviewPage.model_validate_json, params=params)
+
+
+def decision(
+    proposal_id: Id,
+    decision: str,
+    *,
+    mode: str | None = None,
+    rationale: str | None = None,
+    record: Any = None,
+    evidence: Any = None,
+) -> dict[str, Any]:
+    """One decision as the body of ``POST /v1/review:decide`` takes it; unset fields left out."""
+    given = {"mode": mode, "rationale": rationale, "record": record, "evidence": evidence}
+    return {"proposal_id": str(proposal_id), "decision": decision, **_drop_none(given)}
+
+
+def decide(decisions: Iterable[DecisionInput]) -> Call[DecideResult]:
+    """``POST /v1/review:decide`` (reviewer keys). No idempotency key: a decision is applied
+    once; sent again, it is refused as already decided (``revision_refused``), so a retry after
+    a lost answer changes nothing."""
+    body = {"decisions": list(decisions)}
+    return Call("POST", ENDPOINTS["decide"][1], DecideResult.model_validate_json, body=body)
+
+
+def only(result: DecideResult) -> DecisionResult:
+    """The one result of a one-decision call; a refusal raised as the exception of its code."""
+    if len(result.results) != 1:
+        raise MembraneError(
+            f"the server answered {len(result.results)} results for one decision", code="bad_answer"
+        )
+    return result.results[0].raise_for_error()
 
 
 def next_page(call: Call[P], page: P) -> Call[P] | None:

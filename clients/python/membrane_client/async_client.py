@@ -11,7 +11,18 @@ from typing import Any, TypeVar, Unpack
 import httpx
 
 from membrane_client import _core
-from membrane_client._core import Call, Capture, Deadline, Evidence, Id, P, RetryPolicy, Revised, Wait
+from membrane_client._core import (
+    Call,
+    Capture,
+    Deadline,
+    DecisionInput,
+    Evidence,
+    Id,
+    P,
+    RetryPolicy,
+    Revised,
+    Wait,
+)
 from membrane_client.errors import MembraneError, OperationTimeout
 from membrane_client.ingest import (
     DEFAULT_INGEST_WAIT,
@@ -27,7 +38,10 @@ from membrane_client.ingest import (
     unfinished,
 )
 from membrane_client.models import (
+    ApprovalMode,
     AuditHistory,
+    DecideResult,
+    DecisionResult,
     ExpandOptions,
     Lineage,
     Metrics,
@@ -40,6 +54,9 @@ from membrane_client.models import (
     RecordPage,
     RequeueResult,
     RetrieveResult,
+    ReviewEntry,
+    ReviewOrder,
+    ReviewPage,
     ScopeList,
     WorkFilters,
     WorkOverview,
@@ -239,10 +256,12 @@ class AsyncClient:
         scopes: Iterable[str] | None = None,
         limit: int = 10,
         expand: int | Mapping[str, Any] | ExpandOptions | None = None,
+        include_proposed: bool = False,
         **filters: Any,
     ) -> RetrieveResult:
-        """``POST /v1/retrieve``; ``filters`` are the other fields of the request."""
-        return await self._run(_core.retrieve(query, scopes, limit, expand, filters))
+        """``POST /v1/retrieve``; ``filters`` are the other fields of the request;
+        ``include_proposed`` as :meth:`Client.retrieve` (RFC 5.7)."""
+        return await self._run(_core.retrieve(query, scopes, limit, expand, filters, include_proposed))
 
     async def metrics(self) -> Metrics:
         """``GET /v1/metrics``."""
@@ -401,3 +420,55 @@ class AsyncClient:
     async def requeue_work(self, ids: Iterable[int], rationale: str | None = None) -> RequeueResult:
         """``POST /v1/work:requeue``: put buried items back, due now."""
         return await self._run(_core.requeue_work(ids, rationale))
+
+    # -- review (RFC 5.7) ---------------------------------------------------------------
+
+    async def review_queue(
+        self,
+        scopes: Iterable[str] | str | None = None,
+        order: ReviewOrder = "age",
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> ReviewPage:
+        """``GET /v1/review`` (reviewer keys): one page of the queue, as
+        :meth:`Client.review_queue` (RFC 5.7)."""
+        return await self._run(_core.review_queue(scopes, order, limit, cursor))
+
+    def iter_review(
+        self,
+        scopes: Iterable[str] | str | None = None,
+        order: ReviewOrder = "age",
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> AsyncIterator[ReviewEntry]:
+        """Every entry of :meth:`review_queue`, page after page: ``async for`` (RFC 5.7)."""
+        pages = self._pages(_core.review_queue(scopes, order, limit, cursor))
+        return _each(pages, lambda page: page.entries)
+
+    async def decide(self, decisions: Iterable[DecisionInput]) -> DecideResult:
+        """``POST /v1/review:decide`` (reviewer keys): as :meth:`Client.decide` (RFC 5.7)."""
+        return await self._run(_core.decide(decisions))
+
+    async def approve(
+        self, proposal_id: Id, *, mode: ApprovalMode | None = None, rationale: str | None = None
+    ) -> DecisionResult:
+        """Approve a proposal, as :meth:`Client.approve`; a refusal raises (RFC 5.7)."""
+        body = _core.decision(proposal_id, "approve", mode=mode, rationale=rationale)
+        return _core.only(await self.decide([body]))
+
+    async def reject(self, proposal_id: Id, *, rationale: str | None = None) -> DecisionResult:
+        """Reject a proposal, as :meth:`Client.reject`; a refusal raises (RFC 5.7)."""
+        return _core.only(await self.decide([_core.decision(proposal_id, "reject", rationale=rationale)]))
+
+    async def amend(
+        self,
+        proposal_id: Id,
+        record: Revised,
+        *,
+        rationale: str | None = None,
+        evidence: Evidence = None,
+    ) -> DecisionResult:
+        """Amend a proposal with the reviewer's version of its fact, as :meth:`Client.amend`;
+        a refusal raises (RFC 5.7)."""
+        body = _core.decision(proposal_id, "amend", record=record, rationale=rationale, evidence=evidence)
+        return _core.only(await self.decide([body]))

@@ -14,7 +14,18 @@ from typing import Any, TypeVar, Unpack
 import httpx
 
 from membrane_client import _core
-from membrane_client._core import Call, Capture, Deadline, Evidence, Id, P, RetryPolicy, Revised, Wait
+from membrane_client._core import (
+    Call,
+    Capture,
+    Deadline,
+    DecisionInput,
+    Evidence,
+    Id,
+    P,
+    RetryPolicy,
+    Revised,
+    Wait,
+)
 from membrane_client.errors import MembraneError, OperationTimeout
 from membrane_client.ingest import (
     DEFAULT_INGEST_WAIT,
@@ -29,7 +40,10 @@ from membrane_client.ingest import (
     unfinished,
 )
 from membrane_client.models import (
+    ApprovalMode,
     AuditHistory,
+    DecideResult,
+    DecisionResult,
     ExpandOptions,
     Lineage,
     Metrics,
@@ -42,6 +56,9 @@ from membrane_client.models import (
     RecordPage,
     RequeueResult,
     RetrieveResult,
+    ReviewEntry,
+    ReviewOrder,
+    ReviewPage,
     ScopeList,
     WorkFilters,
     WorkOverview,
@@ -242,11 +259,14 @@ class Client:
         scopes: Iterable[str] | None = None,
         limit: int = 10,
         expand: int | Mapping[str, Any] | ExpandOptions | None = None,
+        include_proposed: bool = False,
         **filters: Any,
     ) -> RetrieveResult:
         """``POST /v1/retrieve``; ``filters`` are the other fields of the request
-        (``memory_types``, ``max_sensitivity``, ``include_retracted``, ``as_of`` ...)."""
-        return self._run(_core.retrieve(query, scopes, limit, expand, filters))
+        (``memory_types``, ``max_sensitivity``, ``include_retracted``, ``as_of`` ...).
+        ``include_proposed`` returns proposed records too, marked ``proposed`` and ranked below
+        the active ones (RFC 5.7)."""
+        return self._run(_core.retrieve(query, scopes, limit, expand, filters, include_proposed))
 
     def metrics(self) -> Metrics:
         """``GET /v1/metrics``."""
@@ -418,3 +438,66 @@ class Client:
         """``POST /v1/work:requeue``: put buried items back, due now; each is audited on its
         record with ``rationale`` (the server's default when ``None``)."""
         return self._run(_core.requeue_work(ids, rationale))
+
+    # -- review (RFC 5.7) ---------------------------------------------------------------
+
+    def review_queue(
+        self,
+        scopes: Iterable[str] | str | None = None,
+        order: ReviewOrder = "age",
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> ReviewPage:
+        """``GET /v1/review`` (reviewer keys): one page of the pending proposals the caller may
+        decide, oldest first (``order="corroboration"``: most corroborated first), each with its
+        records, evidence, corroborators and conflicting facts; pass ``next_cursor`` as
+        ``cursor`` for the next page (RFC 5.7)."""
+        return self._run(_core.review_queue(scopes, order, limit, cursor))
+
+    def iter_review(
+        self,
+        scopes: Iterable[str] | str | None = None,
+        order: ReviewOrder = "age",
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> Iterator[ReviewEntry]:
+        """Every entry of :meth:`review_queue`, page after page (``limit`` sizes the pages;
+        ``cursor`` starts later) (RFC 5.7)."""
+        pages = self._pages(_core.review_queue(scopes, order, limit, cursor))
+        return itertools.chain.from_iterable(page.entries for page in pages)
+
+    def decide(self, decisions: Iterable[DecisionInput]) -> DecideResult:
+        """``POST /v1/review:decide`` (reviewer keys): 1 to 1,000 decisions
+        (:class:`~membrane_client.models.Decision` or mappings), each applied or refused on its
+        own; the results come in input order, a refused one with its ``error`` (RFC 5.7)."""
+        return self._run(_core.decide(decisions))
+
+    def approve(
+        self, proposal_id: Id, *, mode: ApprovalMode | None = None, rationale: str | None = None
+    ) -> DecisionResult:
+        """Approve a proposal: its records become active. ``mode`` (``replace`` or ``beside``)
+        is needed when an active fact has the proposed fact's subject and predicate with another
+        object. A refusal raises the exception of its code (RFC 5.7)."""
+        return _core.only(
+            self.decide([_core.decision(proposal_id, "approve", mode=mode, rationale=rationale)])
+        )
+
+    def reject(self, proposal_id: Id, *, rationale: str | None = None) -> DecisionResult:
+        """Reject a proposal: its records are retracted and its fact key tombstoned, so the
+        triple is not proposed again. A refusal raises the exception of its code (RFC 5.7)."""
+        return _core.only(self.decide([_core.decision(proposal_id, "reject", rationale=rationale)]))
+
+    def amend(
+        self,
+        proposal_id: Id,
+        record: Revised,
+        *,
+        rationale: str | None = None,
+        evidence: Evidence = None,
+    ) -> DecisionResult:
+        """Amend a proposal with a fact: ``record`` (as a supersede's) becomes an active fact
+        superseding the proposed one, and the proposal's other records are approved; the new
+        fact's id is the last of ``record_ids``. A refusal raises the exception of its code
+        (RFC 5.7)."""
+        body = _core.decision(proposal_id, "amend", record=record, rationale=rationale, evidence=evidence)
+        return _core.only(self.decide([body]))

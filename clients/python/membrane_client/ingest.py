@@ -38,6 +38,8 @@ class IngestItem:
     status: str
     error: ErrorInfo | None = None
     record_id: UUID | None = None
+    #: RFC 5.7: the proposal a reviewer decides, when the capture's records were proposed
+    proposal_id: UUID | None = None
 
     @property
     def failed(self) -> bool:
@@ -173,7 +175,7 @@ def from_operations(start: int, count: int, operations: Sequence[Operation]) -> 
             ),
         )
     return [
-        IngestItem(start + j, op.operation_id, op.status, op.error, op.record_id)
+        IngestItem(start + j, op.operation_id, op.status, op.error, op.record_id, op.proposal_id)
         for j, op in enumerate(operations)
     ]
 

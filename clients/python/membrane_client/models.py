@@ -31,6 +31,10 @@ __all__ = [
     "CaptureBatch",
     "CaptureRequest",
     "ContestBody",
+    "DecideBody",
+    "DecideResult",
+    "Decision",
+    "DecisionResult",
     "Edge",
     "ErrorBody",
     "ErrorDetail",
@@ -64,6 +68,9 @@ __all__ = [
     "RetractBody",
     "RetrieveRequest",
     "RetrieveResult",
+    "ReviewEntry",
+    "ReviewFilters",
+    "ReviewPage",
     "RevisedRecord",
     "ScopeCount",
     "ScopeList",
@@ -82,12 +89,18 @@ SensitivityLevel = Literal["public", "low", "medium", "high", "hyper"]
 MemoryTypeName = Literal["episodic", "working", "semantic", "competence", "plan_graph", "entity"]
 ProvenanceKindName = Literal["event", "artifact", "tool_call", "observation", "outcome"]
 MaintenanceJob = Literal["decay", "prune", "consolidate", "embed", "extract"]
-RecordStatusName = Literal["active", "contested", "retracted"]
+RecordStatusName = Literal["active", "contested", "retracted", "proposed"]
 OperationKindName = Literal[
     "capture", "supersede", "fork", "merge", "retract", "contest", "reinforce", "penalize", "maintenance"
 ]
 OperationStatusName = Literal["queued", "running", "succeeded", "failed"]
 WorkKindName = Literal["embed", "extract", "consolidate", "compress", "decay", "prune", "seal"]
+#: RFC 5.7: the order of the review queue: oldest first, or most corroborated first.
+ReviewOrder = Literal["age", "corroboration"]
+DecisionName = Literal["approve", "reject", "amend"]
+#: RFC 5.7: an approval beside an active fact of the same subject and predicate replaces it
+#: or keeps both.
+ApprovalMode = Literal["replace", "beside"]
 
 
 class Answer(BaseModel):
@@ -175,6 +188,21 @@ class Operation(Answer):
             info = self.error.model_dump() if self.error is not None else {"code": "unknown"}
             raise error_from(None, info)
         return self
+
+    @property
+    def fact(self) -> str | None:
+        """What a finished capture did with its fact (``created``, ``known``, ``corroborated``,
+        ``tombstoned``), from its ``result``; ``None`` for other writes (RFC 3.4, 5.7)."""
+        value = (self.result or {}).get("fact")
+        return value if isinstance(value, str) else None
+
+    @property
+    def proposal_id(self) -> UUID | None:
+        """The proposal a reviewer decides, when a finished capture's records were proposed
+        (a key whose writes need review, or one that corroborated a pending fact); from its
+        ``result`` (RFC 5.7)."""
+        value = (self.result or {}).get("proposal_id")
+        return UUID(str(value)) if value else None
 
 
 class OperationBatch(Answer):
@@ -444,12 +472,84 @@ class ScopeCount(Answer):
     active: int = 0
     contested: int = 0
     retracted: int = 0
+    #: RFC 5.7: records awaiting a reviewer's decision
+    proposed: int = 0
 
 
 class ScopeList(Answer):
     """``GET /v1/scopes``."""
 
     scopes: list[ScopeCount] = Field(default_factory=list)
+
+
+# -- review (RFC 5.7) -------------------------------------------------------------------------
+
+
+class ReviewEntry(Answer):
+    """A pending proposal as a reviewer sees it (RFC 5.7): who proposed it and how, who
+    corroborated it, its records, the proposed fact with its evidence and source episodes,
+    and the active facts it conflicts with (same subject and predicate, another object)."""
+
+    proposal_id: UUID
+    scope: str
+    sensitivity: str
+    #: ``capture`` (a key whose writes need review) or ``extraction`` (the LLM pool)
+    source: str
+    proposed_by: str
+    #: the actors of the other writes that corroborated it
+    corroborators: list[str] = Field(default_factory=list)
+    corroborations: int = 0
+    created_at: datetime
+    #: when the review job rejects it, undecided
+    expires_at: datetime
+    #: every record of the proposal: its primary record, fact and entities
+    records: list[Record] = Field(default_factory=list)
+    #: the proposed fact, when the proposal has one
+    fact: Record | None = None
+    #: what the fact cites (its provenance)
+    evidence: list[dict[str, Any]] = Field(default_factory=list)
+    #: the records the fact derives from
+    source_episodes: list[Record] = Field(default_factory=list)
+    #: active facts with the fact's subject and predicate and another object; approving
+    #: beside them takes ``mode``
+    conflicts: list[Record] = Field(default_factory=list)
+
+
+class ReviewPage(Answer):
+    """``GET /v1/review``: one page of the review queue; ``next_cursor`` is ``None`` on the
+    last page (RFC 5.7)."""
+
+    entries: list[ReviewEntry] = Field(default_factory=list)
+    next_cursor: str | None = None
+
+
+class DecisionResult(Answer):
+    """One decision's outcome (``approved``, ``rejected``, ``amended``) and the records it
+    touched, or why it was refused (RFC 5.7)."""
+
+    proposal_id: UUID
+    outcome: str | None = None
+    record_ids: list[UUID] = Field(default_factory=list)
+    error: ErrorInfo | None = None
+
+    @property
+    def failed(self) -> bool:
+        """True when the decision was refused (see :attr:`error`)."""
+        return self.error is not None
+
+    def raise_for_error(self) -> DecisionResult:
+        """``self``, unless the decision was refused: then its error as the typed exception
+        of its code (``RevisionRefused`` for a proposal already decided, ``Forbidden`` for
+        one the caller proposed or corroborated, ``NotFound``, ``InvalidInput``)."""
+        if self.error is not None:
+            raise error_from(None, self.error.model_dump())
+        return self
+
+
+class DecideResult(Answer):
+    """``POST /v1/review:decide``: every decision's result, in input order (RFC 5.7)."""
+
+    results: list[DecisionResult] = Field(default_factory=list)
 
 
 # -- list filters (RFC 10.7) ---------------------------------------------------------------
@@ -511,6 +611,16 @@ class WorkFilters(TypedDict, total=False):
     cursor: str
 
 
+class ReviewFilters(TypedDict, total=False):
+    """The query of ``GET /v1/review`` (RFC 5.7): ``scope`` takes one value or several."""
+
+    scope: Many
+    order: ReviewOrder
+    limit: int
+    #: ``next_cursor`` of the previous page
+    cursor: str
+
+
 # -- request bodies -------------------------------------------------------------------
 
 
@@ -561,6 +671,8 @@ class RetrieveRequest(Body):
     max_bytes: int | None = None
     include_contested: bool | None = None
     include_retracted: bool | None = None
+    #: RFC 5.7: return proposed records too, marked ``proposed`` and ranked below active ones
+    include_proposed: bool | None = None
     as_of: datetime | None = None
     valid_at: datetime | None = None
     expand: ExpandOptions | None = None
@@ -671,3 +783,23 @@ class RequeueBody(Body):
 
     ids: list[int]
     rationale: str | None = None
+
+
+class Decision(Body):
+    """One decision on a proposal (RFC 5.7): ``approve`` (``mode`` ``replace`` or ``beside``
+    when an active fact of the same subject and predicate has another object), ``reject``,
+    or ``amend`` with ``record``, the reviewer's version of the fact (as a supersede's)."""
+
+    proposal_id: UUID
+    decision: DecisionName
+    mode: ApprovalMode | None = None
+    rationale: str | None = None
+    record: RevisedRecord | None = None
+    evidence: list[EvidenceRef] | None = None
+
+
+class DecideBody(Body):
+    """``POST /v1/review:decide`` (reviewer keys): 1 to 1,000 decisions, each applied on its
+    own (RFC 5.7)."""
+
+    decisions: list[Decision]
