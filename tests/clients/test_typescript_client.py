@@ -3,7 +3,8 @@
 The node suite (``npm test``) builds the client, type-checks it and runs node's test runner:
 retries against a scripted server, list pages on a scripted fetch, then capture, retrieve,
 supersede, idempotent replays, typed errors and the list calls (RFC 10.7) against the server
-started here (``MEMBRANE_URL``).
+started here (``MEMBRANE_URL``), and review (RFC 5.7) against a second one with a model's,
+a writer's and a reviewer's keys (``MEMBRANE_REVIEW_URL``).
 """
 
 from __future__ import annotations
@@ -102,14 +103,27 @@ MUST_PASS = (
     "records: a page, every page, filters and a superseded fact's lineage",
     "operations, scopes and the work queue",
     "iterRecords follows next_cursor with the same filters, a page at a time",
+    "the review queue's query, its pages and the decisions' bodies (RFC 5.7)",
+    "a reviewed capture is retrievable only once a reviewer approves it",
+    "reject, amend, a batch of decisions and the queue over two pages",
 )
+
+#: The keys of the review server (test/review.test.mjs): a model's, whose writes are
+#: proposed, a trusted writer's and a reviewer's (RFC 5.7, 10.3).
+_ACCESS = {"read_scopes": ["ts-review"], "write_scopes": ["ts-review"], "max_sensitivity": "low"}
+REVIEW_KEYS = {
+    "ts-model-key": {**_ACCESS, "actor": "ts-model", "review": "required"},
+    "ts-writer-key": {**_ACCESS, "actor": "ts-writer"},
+    "ts-reviewer-key": {**_ACCESS, "actor": "ts-reviewer", "reviewer": True},
+}
 
 
 def test_node_suite_passes_against_the_live_api(npm: str, serve: ServeFn) -> None:
     client = serve()
     url = str(client.base_url).rstrip("/")
     assert client.get("/healthz").status_code == 200
-    result = _run([npm, "test"], 180, MEMBRANE_URL=url)
+    review_url = str(serve(keys=REVIEW_KEYS).base_url).rstrip("/")
+    result = _run([npm, "test"], 180, MEMBRANE_URL=url, MEMBRANE_REVIEW_URL=review_url)
     assert result.returncode == 0, _output(result)
     counts = _summary(result.stdout)
     # a run that skipped the live tests also exits 0: every test must have passed
@@ -118,9 +132,14 @@ def test_node_suite_passes_against_the_live_api(npm: str, serve: ServeFn) -> Non
     assert all(_passed(result.stdout, name) for name in MUST_PASS), _output(result)
 
     # control: without the server's URL the live tests report as skipped, and are not counted as passed
-    alone = _run(["node", "--test", "test/live.test.mjs"], 60, MEMBRANE_URL="")
+    alone = _run(
+        ["node", "--test", "test/live.test.mjs", "test/review.test.mjs"],
+        60,
+        MEMBRANE_URL="",
+        MEMBRANE_REVIEW_URL="",
+    )
     assert alone.returncode == 0, _output(alone)
-    assert _summary(alone.stdout)["skipped"] >= 5, _output(alone)
+    assert _summary(alone.stdout)["skipped"] >= 7, _output(alone)
     assert not _passed(alone.stdout, MUST_PASS[0]), _output(alone)
 
 

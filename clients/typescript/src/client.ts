@@ -12,10 +12,11 @@ import {
   ConnectionFailedError, EncryptionKeyUnavailableError, MembraneError, OperationTimeoutError, errorFromBody,
 } from "./errors.js";
 import type {
-  AuditHistory, CaptureRequest, ContestBody, ForkBody, Lineage, MaintenanceRun, MergeBody, Metrics,
-  OperationBatch, OperationFilters, OperationPage, OperationSummary, OperationView, PenalizeBody,
-  RecordFilters, RecordPage, RecordView, ReinforceBody, RequeueRequest, RequeueResult, RetractBody,
-  RetrieveRequest, RetrieveResult, ScopeList, SupersedeBody, WorkFilters, WorkOverview,
+  AuditHistory, CaptureRequest, ContestBody, DecideResult, DecisionRequest, DecisionResult, ForkBody,
+  Lineage, MaintenanceRun, MergeBody, Metrics, OperationBatch, OperationFilters, OperationPage,
+  OperationSummary, OperationView, PenalizeBody, RecordFilters, RecordPage, RecordView, ReinforceBody,
+  RequeueRequest, RequeueResult, RetractBody, RetrieveRequest, RetrieveResult, ReviewEntry, ReviewFilters,
+  ReviewPage, RevisedRecord, ScopeList, SupersedeBody, WorkFilters, WorkOverview,
 } from "./types.js";
 
 export interface ClientOptions {
@@ -68,6 +69,21 @@ export interface GetOptions extends ReadOptions {
 export interface LineageOptions extends ReadOptions {
   /** The lineage as it was believed at this time (RFC 5.6). */
   asOf?: string;
+}
+
+export interface ApproveOptions extends ReadOptions {
+  /** Beside an active fact of the same subject and predicate: supersede it, or keep both (RFC 5.7). */
+  mode?: "replace" | "beside";
+  rationale?: string;
+}
+
+export interface RejectOptions extends ReadOptions {
+  rationale?: string;
+}
+
+export interface AmendOptions extends ReadOptions {
+  rationale?: string;
+  evidence?: DecisionRequest["evidence"];
 }
 
 /** Most captures one batch request may carry (RFC 3.6). */
@@ -363,6 +379,74 @@ export class MembraneClient {
     return this.request<RequeueResult>({
       method: "POST", path: "/v1/work:requeue", body, signal: options.signal,
     });
+  }
+
+  // -- review (RFC 5.7) --
+
+  /**
+   * One page of the pending proposals a reviewer key may decide, oldest first (`order:
+   * "corroboration"`: most corroborated first), each with its records, evidence, corroborators
+   * and conflicting facts; pass `next_cursor` as `cursor` for the next page. Other keys: 403.
+   */
+  reviewQueue(filters: ReviewFilters = {}, options: ReadOptions = {}): Promise<ReviewPage> {
+    return this.request<ReviewPage>({
+      method: "GET", path: "/v1/review", query: filters, signal: options.signal,
+    });
+  }
+
+  /** Every entry of {@link reviewQueue}, page after page: `for await (const e of ...)`. */
+  async *iterReview(filters: ReviewFilters = {}, options: ReadOptions = {}): AsyncGenerator<ReviewEntry> {
+    for await (const page of this.pages<ReviewPage>("/v1/review", filters, options)) yield* page.entries;
+  }
+
+  /**
+   * Apply 1 to 1,000 decisions, each on its own; the results come in input order, a refused one
+   * with its `error`. No `Idempotency-Key`: a decision sent again is refused as already decided
+   * (`revision_refused`), so a retry after a lost answer changes nothing.
+   */
+  decide(decisions: DecisionRequest[], options: ReadOptions = {}): Promise<DecideResult> {
+    return this.request<DecideResult>({
+      method: "POST", path: "/v1/review:decide", body: { decisions }, signal: options.signal,
+    });
+  }
+
+  /**
+   * Approve a proposal: its records become active (`mode` beside a conflicting active fact).
+   * A refused decision is thrown as the error of its code (`RevisionRefusedError` when already
+   * decided, `ForbiddenError` for the caller's own proposal).
+   */
+  approve(proposalId: string, options: ApproveOptions = {}): Promise<DecisionResult> {
+    const { mode, rationale } = options;
+    return this.decideOne({ proposal_id: proposalId, decision: "approve", mode, rationale }, options);
+  }
+
+  /** Reject a proposal: its records are retracted and its triple tombstoned; a refusal is thrown. */
+  reject(proposalId: string, options: RejectOptions = {}): Promise<DecisionResult> {
+    const decision: DecisionRequest = { proposal_id: proposalId, decision: "reject", rationale: options.rationale };
+    return this.decideOne(decision, options);
+  }
+
+  /**
+   * Amend a proposal: `record` (as a supersede's) becomes an active fact superseding the proposed
+   * one, whose id is the last of `record_ids`; the proposal's other records are approved. A
+   * refusal is thrown.
+   */
+  amend(proposalId: string, record: RevisedRecord, options: AmendOptions = {}): Promise<DecisionResult> {
+    const { rationale, evidence } = options;
+    const decision: DecisionRequest = { proposal_id: proposalId, decision: "amend", record, rationale, evidence };
+    return this.decideOne(decision, options);
+  }
+
+  private async decideOne(decision: DecisionRequest, options: ReadOptions): Promise<DecisionResult> {
+    const { results } = await this.decide([decision], options);  // unset fields are not sent
+    const [result] = results;
+    if (results.length !== 1 || result === undefined) {
+      throw new MembraneError("invalid_response", 200,
+        `POST /v1/review:decide: ${results.length} results for one decision`);
+    }
+    // the answer was a 200; the decision's own error is thrown as the class of its code
+    if (result.error) throw errorFromBody(200, { error: result.error });
+    return result;
   }
 
   // -- transport --

@@ -1,6 +1,7 @@
 export { MembraneClient, MAX_BATCH, chunkKey, parseRetryAfter } from "./client.js";
 export type {
-  BatchOptions, ClientOptions, GetOptions, LineageOptions, ReadOptions, WaitOptions, WriteOptions,
+  AmendOptions, ApproveOptions, BatchOptions, ClientOptions, GetOptions, LineageOptions, ReadOptions,
+  RejectOptions, WaitOptions, WriteOptions,
 } from "./client.js";
 export * from "./errors.js";
 export type * from "./types.js";

@@ -386,6 +386,48 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/review": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Review Queue
+         * @description Pending proposals the caller may decide, with their records, evidence, corroboration
+         *     and conflicting facts (reviewer keys; RFC 5.7).
+         */
+        get: operations["review_queue"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/review:decide": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Review Decide
+         * @description Approve, reject or amend up to 1,000 proposals; each decision succeeds or fails on its
+         *     own, audited with the reviewer's key (RFC 5.7).
+         */
+        post: operations["review_decide"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/maintenance/run": {
         parameters: {
             query?: never;
@@ -643,6 +685,75 @@ export interface components {
             start: string;
             /** End */
             end: string;
+        };
+        /**
+         * DecideRequest
+         * @description RFC 5.7: ``POST /v1/review:decide``: 1 to 1,000 decisions, each applied on its own.
+         */
+        DecideRequest: {
+            /** Decisions */
+            decisions: components["schemas"]["DecisionRequest"][];
+        };
+        /**
+         * DecideResult
+         * @description RFC 5.7: every decision's result, in input order.
+         */
+        DecideResult: {
+            /** Results */
+            results: components["schemas"]["DecisionResult"][];
+        };
+        /**
+         * DecisionError
+         * @description Why one decision was refused (RFC 10.2's error body).
+         */
+        DecisionError: {
+            /** Code */
+            code: string;
+            /** Message */
+            message: string;
+            /** Details */
+            details?: {
+                [key: string]: unknown;
+            }[];
+        };
+        /**
+         * DecisionRequest
+         * @description RFC 5.7: one decision on one proposal.
+         */
+        DecisionRequest: {
+            /**
+             * Proposal Id
+             * Format: uuid
+             */
+            proposal_id: string;
+            /**
+             * Decision
+             * @enum {string}
+             */
+            decision: "approve" | "reject" | "amend";
+            /** Mode */
+            mode?: ("replace" | "beside") | null;
+            /** Rationale */
+            rationale?: string | null;
+            record?: components["schemas"]["RevisedRecord"] | null;
+            /** Evidence */
+            evidence?: components["schemas"]["ProvenanceRef"][];
+        };
+        /**
+         * DecisionResult
+         * @description RFC 5.7: one decision's outcome, or its error.
+         */
+        DecisionResult: {
+            /**
+             * Proposal Id
+             * Format: uuid
+             */
+            proposal_id: string;
+            /** Outcome */
+            outcome?: ("approved" | "rejected" | "amended" | "expired") | null;
+            /** Record Ids */
+            record_ids?: string[];
+            error?: components["schemas"]["DecisionError"] | null;
         };
         /**
          * Edge
@@ -1356,6 +1467,11 @@ export interface components {
              * @default false
              */
             include_retracted?: boolean;
+            /**
+             * Include Proposed
+             * @default false
+             */
+            include_proposed?: boolean;
             /** As Of */
             as_of?: string | null;
             /** Valid At */
@@ -1375,6 +1491,65 @@ export interface components {
             edges?: components["schemas"]["Edge"][];
             diagnostics: components["schemas"]["RetrieveDiagnostics"];
             selection?: components["schemas"]["Selection"] | null;
+        };
+        /**
+         * ReviewEntry
+         * @description RFC 5.7: a pending proposal as its reviewer sees it.
+         */
+        ReviewEntry: {
+            /**
+             * Proposal Id
+             * Format: uuid
+             */
+            proposal_id: string;
+            /** Scope */
+            scope: string;
+            sensitivity: components["schemas"]["Sensitivity"];
+            /**
+             * Source
+             * @enum {string}
+             */
+            source: "capture" | "extraction";
+            /** Proposed By */
+            proposed_by: string;
+            /** Corroborators */
+            corroborators?: string[];
+            /**
+             * Corroborations
+             * @default 0
+             */
+            corroborations?: number;
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /**
+             * Expires At
+             * Format: date-time
+             */
+            expires_at: string;
+            /** Records */
+            records?: components["schemas"]["RecordView"][];
+            fact?: components["schemas"]["RecordView"] | null;
+            /** Evidence */
+            evidence?: {
+                [key: string]: unknown;
+            }[];
+            /** Source Episodes */
+            source_episodes?: components["schemas"]["RecordView"][];
+            /** Conflicts */
+            conflicts?: components["schemas"]["RecordView"][];
+        };
+        /**
+         * ReviewPage
+         * @description RFC 5.7: one page of the queue; ``next_cursor`` absent on the last.
+         */
+        ReviewPage: {
+            /** Entries */
+            entries: components["schemas"]["ReviewEntry"][];
+            /** Next Cursor */
+            next_cursor?: string | null;
         };
         /**
          * RevisedRecord
@@ -1417,7 +1592,7 @@ export interface components {
          * @description Epistemic status, enforced on every read path (RFC 5.1).
          * @enum {string}
          */
-        RevisionStatus: "active" | "contested" | "retracted";
+        RevisionStatus: "active" | "contested" | "retracted" | "proposed";
         /**
          * ScopeCount
          * @description RFC 10.7: a scope the caller may read, with its records by status (those it sees).
@@ -1433,6 +1608,11 @@ export interface components {
             contested: number;
             /** Retracted */
             retracted: number;
+            /**
+             * Proposed
+             * @default 0
+             */
+            proposed?: number;
         };
         /**
          * ScopeList
@@ -3543,6 +3723,193 @@ export interface operations {
             };
             /** @description no valid API key (WWW-Authenticate: Bearer) */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description over the API key's rate limit (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a bug: the message names no detail, the log has it */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Postgres or the broker is unavailable (Retry-After) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    review_queue: {
+        parameters: {
+            query?: {
+                /** @description repeat for several scopes */
+                scope?: string[] | null;
+                /** @description oldest or most corroborated first */
+                order?: "age" | "corroboration";
+                limit?: number | null;
+                /** @description next_cursor of the previous page */
+                cursor?: string | null;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ReviewPage"];
+                };
+            };
+            /** @description the body could not be read as JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no valid API key (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description beyond the caller's policy */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description invalid input, each field named by its path */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description over the API key's rate limit (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a bug: the message names no detail, the log has it */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Postgres or the broker is unavailable (Retry-After) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    review_decide: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DecideRequest"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DecideResult"];
+                };
+            };
+            /** @description the body could not be read as JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no valid API key (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description beyond the caller's policy */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description over a byte or nesting budget */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description invalid input, each field named by its path */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -68,3 +68,21 @@ export type RequeueRequest = Schemas["RequeueRequest"];
 export type RequeueResult = Schemas["RequeueResult"];
 export type ScopeList = Schemas["ScopeList"];
 export type ScopeCount = Schemas["ScopeCount"];
+
+// -- review (RFC 5.7) --
+
+/** The query of `GET /v1/review`: `scope` (a list), `order` (`age` | `corroboration`), `limit`, `cursor`. */
+export type ReviewFilters = Query<"review_queue">;
+/** A pending proposal as a reviewer sees it: its records, fact, evidence, corroborators and conflicts. */
+export type ReviewEntry = Schemas["ReviewEntry"];
+/** One page of the review queue; `next_cursor` is null on the last page. */
+export type ReviewPage = Schemas["ReviewPage"];
+/** One decision: `approve` (with `mode` beside a conflicting fact), `reject` or `amend` (with `record`). */
+export type DecisionRequest = Schemas["DecisionRequest"];
+/** `POST /v1/review:decide`: 1 to 1,000 decisions, each applied on its own. */
+export type DecideRequest = Schemas["DecideRequest"];
+/** One decision's outcome and the records it touched, or its error. */
+export type DecisionResult = Schemas["DecisionResult"];
+export type DecisionError = Schemas["DecisionError"];
+/** Every decision's result, in input order. */
+export type DecideResult = Schemas["DecideResult"];

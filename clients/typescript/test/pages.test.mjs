@@ -3,7 +3,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { MembraneClient, MembraneError } from "../dist/index.js";
+import { MembraneClient, MembraneError, RevisionRefusedError } from "../dist/index.js";
 
 const RECORD = {
   type: "episodic", scope: "s", sensitivity: "low", confidence: 1, salience: 1, status: "active",
@@ -102,4 +102,38 @@ test("iterOperations, lineage, work and scopes reach their routes", async () => 
   assert.deepEqual(JSON.parse(seen[4].init.body), { ids: [9], rationale: "the provider is back" });
   assert.deepEqual(requeued, { requeued: [7], unchanged: [8] });
   assert.equal(at(5), "GET /v1/scopes");
+});
+
+test("the review queue's query, its pages and the decisions' bodies (RFC 5.7)", async () => {
+  const entry = (id) => ({ proposal_id: id, scope: "s", proposed_by: "model" });
+  const queue = { "": { entries: [entry("p1"), entry("p2")], next_cursor: "c1" },
+                  c1: { entries: [entry("p3")], next_cursor: null } };
+  const { seen, client } = scripted((url, init) => {
+    if (url.pathname === "/v1/review") return queue[url.searchParams.get("cursor") ?? ""];
+    const [first] = JSON.parse(init.body).decisions;
+    const error = first.decision === "reject"
+      ? { code: "revision_refused", message: "already approved", details: [] } : null;
+    return { results: [{ proposal_id: first.proposal_id, outcome: error ? null : "approved", record_ids: [], error }] };
+  });
+  const ids = [];
+  for await (const e of client.iterReview({ scope: ["a", "b"], order: "corroboration", limit: 2 })) {
+    ids.push(e.proposal_id);
+  }
+  assert.deepEqual(ids, ["p1", "p2", "p3"]);
+  assert.deepEqual(seen.map((r) => r.url.searchParams.get("cursor")), [null, "c1"]);
+  assert.ok(seen.every((r) => r.url.searchParams.getAll("scope").join() === "a,b"));
+  assert.ok(seen.every((r) => r.url.searchParams.get("order") === "corroboration"));
+
+  const approved = await client.approve("p1", { mode: "beside", rationale: "seen it" });
+  assert.equal(approved.outcome, "approved");
+  await client.amend("p2", { object: "x" }, { evidence: [{ kind: "artifact", ref: "doc" }] });
+  await assert.rejects(client.reject("p3"), (err) => err instanceof RevisionRefusedError && err.status === 200);
+  const bodies = seen.slice(2).map((r) => JSON.parse(r.init.body));
+  assert.deepEqual(bodies[0], { decisions: [
+    { proposal_id: "p1", decision: "approve", mode: "beside", rationale: "seen it" }] });
+  assert.deepEqual(bodies[1], { decisions: [
+    { proposal_id: "p2", decision: "amend", record: { object: "x" }, evidence: [{ kind: "artifact", ref: "doc" }] }] });
+  assert.deepEqual(bodies[2], { decisions: [{ proposal_id: "p3", decision: "reject" }] });
+  assert.ok(seen.slice(2).every((r) => r.init.method === "POST" && r.url.pathname === "/v1/review:decide"));
+  assert.ok(seen.every((r) => r.init.headers["idempotency-key"] === undefined));
 });

@@ -2,8 +2,8 @@
 // must meet an error, so a type that stops refusing bad input fails the build.
 import { InvalidInputError, MembraneClient, MembraneError } from "../src/index.js";
 import type {
-  Lineage, OperationStatus, OperationSummary, OperationView, RecordPage, RecordView, RequeueResult,
-  RetrieveResult, WorkOverview,
+  DecideResult, DecisionResult, Lineage, OperationStatus, OperationSummary, OperationView, RecordPage,
+  RecordView, RequeueResult, RetrieveResult, ReviewEntry, ReviewPage, WorkOverview,
 } from "../src/index.js";
 
 const client = new MembraneClient({ baseUrl: "http://127.0.0.1:1" });
@@ -15,7 +15,7 @@ export async function accepted(): Promise<void> {
   const status: "queued" | "running" | "succeeded" | "failed" = op.status;
   const again: OperationStatus = (await client.wait(op)).status;
   const record: RecordView = await client.get(op.operation_id, { asOf: "2026-01-01T00:00:00Z" });
-  const state: "active" | "contested" | "retracted" = record.status;
+  const state: "active" | "contested" | "retracted" | "proposed" = record.status;
   const found: RetrieveResult = await client.retrieve({ query: "q", expand: { hops: 1 } });
   const ids: string[] = found.records.map((r) => r.id);
   await client.supersede(record.id, { record: { subject: "s", predicate: "p", object: "o2" }, rationale: "r" });
@@ -50,6 +50,27 @@ export async function lists(): Promise<void> {
   void [next, cut, kind, result, scopes];
 }
 
+export async function review(): Promise<void> {
+  const page: ReviewPage = await client.reviewQueue({ scope: ["a"], order: "corroboration", limit: 10 });
+  const entry: ReviewEntry | undefined = page.entries[0];
+  const conflicts: string[] = entry?.conflicts?.map((r) => r.id) ?? [];
+  for await (const e of client.iterReview({ scope: ["a"] })) {
+    const proposer: string = e.proposed_by;
+    void proposer;
+  }
+  const found: RetrieveResult = await client.retrieve({ query: "q", include_proposed: true });
+  const approved: DecisionResult = await client.approve("p", { mode: "beside", rationale: "checked" });
+  const outcome: "approved" | "rejected" | "amended" | "expired" | null | undefined = approved.outcome;
+  await client.reject("p", { rationale: "wrong" });
+  await client.amend("p", { object: "o2" }, { rationale: "typo", evidence: [{ kind: "artifact", ref: "doc" }] });
+  const all: DecideResult = await client.decide([
+    { proposal_id: "p", decision: "approve", mode: "replace" },
+    { proposal_id: "q", decision: "amend", record: { object: "o" } },
+  ]);
+  const errors: (string | undefined)[] = all.results.map((r) => r.error?.code);
+  void [conflicts, found, outcome, errors];
+}
+
 export async function refused(): Promise<void> {
   // @ts-expect-error an unknown source kind
   await client.capture({ source_kind: "rumour", scope: "a", content: {} });
@@ -69,6 +90,14 @@ export async function refused(): Promise<void> {
   await client.work({ kind: ["defrag"] });
   // @ts-expect-error work item ids are numbers
   await client.requeueWork(["1"]);
+  // @ts-expect-error an unknown order of the review queue
+  await client.reviewQueue({ order: "newest" });
+  // @ts-expect-error the filter is "scope", repeated
+  await client.reviewQueue({ scopes: ["a"] });
+  // @ts-expect-error an approval's mode is replace or beside
+  await client.approve("p", { mode: "overwrite" });
+  // @ts-expect-error an unknown decision
+  await client.decide([{ proposal_id: "p", decision: "defer" }]);
 }
 
 export function errors(err: unknown): string | undefined {
