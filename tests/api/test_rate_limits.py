@@ -118,6 +118,11 @@ CALLS: dict[tuple[str, str], tuple[str, dict[str, Any] | None]] = {
     ("GET", "/v1/work"): ("/v1/work", None),
     ("POST", "/v1/work:requeue"): ("/v1/work:requeue", {"ids": [1]}),
     ("GET", "/v1/scopes"): ("/v1/scopes", None),
+    ("GET", "/v1/review"): ("/v1/review", None),
+    ("POST", "/v1/review:decide"): (
+        "/v1/review:decide",
+        {"decisions": [{"proposal_id": str(NOWHERE), "decision": "reject"}]},
+    ),
     ("POST", "/v1/captures:batch"): ("/v1/captures:batch", batch(1)),
     ("POST", "/v1/records:merge"): (
         "/v1/records:merge",
