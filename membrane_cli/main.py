@@ -50,6 +50,7 @@ PLUGINS = (
     ("membrane_cli.db", db_app),
     ("membrane_cli.keys", app),
     ("membrane_cli.lists", app),
+    ("membrane_cli.review", app),
     ("membrane_cli.encryption", app),
     ("membrane_cli.reembed", app),
 )
