@@ -197,3 +197,57 @@ def test_answers_are_byte_bounded_and_say_so() -> None:
     assert bounded(lines[:2], 600) == "\n".join(lines[:2])
     # a single line over the budget is cut, not dropped
     assert bounded(["x" * 5000], 600).startswith("x" * 100)
+
+
+def test_a_reviewed_keys_memory_is_proposed_and_no_tool_decides(serve: ServeFn, tmp_path: Path) -> None:
+    """RFC 5.7: under a key whose writes are reviewed, ``remember`` says its memory waits for a
+    reviewer and ``recall`` leaves it out; the server offers the model no way to decide it."""
+    agent = {"read_scopes": ["acme"], "write_scopes": ["acme"], "review": "required", "actor": "agent"}
+    writer = {"read_scopes": ["*"], "write_scopes": ["*"], "actor": "writer"}
+    http = serve(
+        keys={"agent-key": agent, "writer-key": writer}, headers={"Authorization": "Bearer writer-key"}
+    )
+    trusted = http.post(
+        "/v1/captures",
+        params={"wait": 10},
+        json={
+            "source_kind": "observation",
+            "scope": "acme",
+            "content": {"subject": "acme-api", "predicate": "owned_by", "object": "platform-team"},
+        },
+    )
+    assert trusted.status_code == 200 and trusted.json()["status"] == "succeeded", trusted.text
+
+    async def scenario(client: Client) -> None:
+        names = {tool.name for tool in (await client.list_tools()).tools}
+        # positive control: the listing is the real one
+        assert {"remember", "recall"} <= names and names == ALL_TOOLS
+        deciding = [n for n in names if re.search(r"review|decide|approve|reject|amend|propos", n)]
+        assert deciding == []
+
+        said = await _call(
+            client,
+            "remember",
+            kind="fact",
+            scope="acme",
+            subject="acme-api",
+            predicate="runs_on",
+            object="Python 3.13",
+        )
+        fact = _id(r"Remembered fact " + ID, said)
+        assert f"[{fact}] (semantic, PROPOSED" in said and "proposed: a reviewer will decide" in said
+        event = await _call(
+            client, "remember", kind="event", scope="acme", text="acme-api deployed to staging"
+        )
+        assert "Remembered event" in event and "proposed: a reviewer will decide" in event
+        found = await _call(client, "recall", query="acme-api", scopes=["acme"])
+        assert "platform-team" in found  # positive control: a trusted memory is recalled
+        assert fact not in found and "Python 3.13" not in found and "staging" not in found
+
+    async def trusted_writer(client: Client) -> None:
+        said = await _call(client, "remember", kind="event", scope="acme", text="acme-api deployed to prod")
+        assert "Remembered event" in said and "proposed" not in said  # positive control
+
+    url = str(http.base_url).rstrip("/")
+    _run(url, tmp_path, scenario, env={"MEMBRANE_API_KEY": "agent-key"})
+    _run(url, tmp_path, trusted_writer, env={"MEMBRANE_API_KEY": "writer-key"})

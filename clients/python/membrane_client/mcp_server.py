@@ -59,6 +59,11 @@ CORRECTION_TOOLS = ("supersede_memory", "retract_memory", "contest_memory", "rei
 #: Every tool that writes.
 WRITE_TOOLS = ("remember", *CORRECTION_TOOLS)
 
+#: RFC 5.7: appended to ``remember``'s answer when what it wrote waits for a reviewer.
+PROPOSED_NOTE = (
+    " It is proposed: a reviewer will decide whether to keep it, and recall leaves it out until then."
+)
+
 DEFAULT_MAX_BYTES = 8 * 1024
 DEFAULT_WAIT = 10.0
 DEFAULT_PORT = 8765
@@ -572,7 +577,11 @@ class MemoryTools:
         done = self._finished(op, "The capture")
         if isinstance(done, str):
             return done
-        ids = done.record_ids
+        said = self._remembered(kind, where, done.record_ids)
+        return said + PROPOSED_NOTE if _proposed(done) else said
+
+    def _remembered(self, kind: str, where: str, ids: Sequence[UUID]) -> str:
+        """What a finished capture wrote, as ``remember`` answers it."""
         if kind != "fact":
             return f"Remembered {kind.replace('_', ' ')} [{ids[0]}] in scope {where}."
         if len(ids) < 2:
@@ -659,6 +668,12 @@ class MemoryTools:
         if isinstance(done, str):
             return done
         return f"Reinforced {self._line(record_id)}."
+
+
+def _proposed(done: Operation) -> bool:
+    """RFC 5.7: the capture's records were proposed (the key's writes are reviewed): its
+    operation's result names the proposal a reviewer decides."""
+    return bool((done.result or {}).get("proposal_id"))
 
 
 def _without_observations(records: Sequence[Record], keep: bool) -> tuple[list[Record], int]:
