@@ -68,6 +68,19 @@ def _iso(value: datetime | None) -> str:
     return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3]
 
 
+def _span(value: datetime | None) -> str:
+    """How far ``value`` is from now, in its two largest units (``3 d 4 h``, ``12 min``): a
+    proposal's age and the time left before it expires (RFC 5.7)."""
+    if value is None:
+        return ""
+    seconds = int(abs((datetime.now(UTC) - value).total_seconds()))
+    parts = [(seconds // 86400, "d"), (seconds % 86400 // 3600, "h"), (seconds % 3600 // 60, "min")]
+    first = next((i for i, (n, _) in enumerate(parts) if n), None)
+    if first is None:
+        return f"{seconds} s"
+    return " ".join(f"{n} {unit}" for n, unit in parts[first : first + 2] if n)
+
+
 def _query(params: dict[str, Any], **changes: Any) -> str:
     """A query string of ``params`` with ``changes``; empty values left out."""
     merged = {**params, **changes}
@@ -89,6 +102,7 @@ ENV = jinja2.Environment(
 ENV.filters["pretty"] = _json
 ENV.filters["when"] = _when
 ENV.filters["iso"] = _iso
+ENV.filters["span"] = _span
 ENV.globals["query"] = _query
 ENV.globals["static"] = STATIC
 ENV.globals["prefix"] = PREFIX

@@ -170,6 +170,7 @@ def _search(
     )
     request["include_retracted"] = "retracted" in statuses
     request["include_contested"] = "contested" in statuses
+    request["include_proposed"] = "proposed" in statuses  # RFC 5.7: only when asked for
     result = found.svc.membrane.retrieve(request, found.policy)
     levels = set(params["sensitivity"])
     return [
@@ -202,6 +203,7 @@ def record(request: Request, found: Viewer, record_id: UUID, as_of: str | None =
     audit = m.audit(record_id, policy)
     now = datetime.now(UTC)
     writable = policy.can_write_scope(view.scope) and not view.redacted
+    proposed = view.status is RevisionStatus.PROPOSED
     context = {
         "record": view,
         "title": charts.headline(view),
@@ -213,8 +215,8 @@ def record(request: Request, found: Viewer, record_id: UUID, as_of: str | None =
         "truncated": lineage.truncated,
         "audit": audit,
         "curve": charts.decay_curve(view, audit, m.policy, now),
-        "actions": _actions(view) if writable else [],
-        "read_only_reason": None if writable else _why_read_only(found, view),
+        "actions": _actions(view) if writable and not proposed else [],
+        "read_only_reason": _why_read_only(found, view) if proposed or not writable else None,
     }
     return render.page(request, found, "record.html", context)
 
@@ -230,6 +232,9 @@ def _actions(view: RecordView) -> list[str]:
 
 
 def _why_read_only(found: session.Viewer, view: RecordView) -> str:
+    if view.status is RevisionStatus.PROPOSED:
+        # RFC 5.7: a proposed record is settled by a reviewer's decision, not by a correction
+        return "This record is proposed: a reviewer approves, amends or rejects it on the review page."
     if view.redacted:
         return "This record is shown redacted to your key, so it cannot be corrected from here."
     return f"Your key cannot write scope {view.scope!r}: corrections are not offered."

@@ -23,10 +23,14 @@ from tests.support.api import ServeFn
 from tests.support.processes import ROOT
 
 CHROMIUM = "/usr/bin/chromium"
-#: RFC 10.3: the keys of the signed-in tests: an operator who reads and writes everything up to
-#: high, and a reader of one scope up to low.
+#: RFC 10.3, 5.7: the keys of the signed-in tests: an operator who reads and writes everything up
+#: to high, and a reader of one scope up to low; a reviewer of every scope up to high, an agent
+#: whose captures are proposed, and a key that is both (it never decides its own proposals).
 FULL_KEY = "console-full-key-0123456789"
 LOW_KEY = "console-low-key-0123456789"
+REVIEWER_KEY = "console-reviewer-key-0123456789"
+AGENT_KEY = "console-agent-key-0123456789"
+SELF_KEY = "console-self-review-key-0123456789"
 KEYS: dict[str, dict[str, Any]] = {
     FULL_KEY: {
         "read_scopes": ["*"],
@@ -36,6 +40,28 @@ KEYS: dict[str, dict[str, Any]] = {
         "actor": "console-admin",
     },
     LOW_KEY: {"read_scopes": ["team-a"], "write_scopes": [], "max_sensitivity": "low", "actor": "reader"},
+    REVIEWER_KEY: {
+        "read_scopes": ["*"],
+        "write_scopes": ["*"],
+        "max_sensitivity": "high",
+        "reviewer": True,
+        "actor": "reviewer",
+    },
+    AGENT_KEY: {
+        "read_scopes": ["team-a"],
+        "write_scopes": ["team-a"],
+        "max_sensitivity": "medium",
+        "review": "required",
+        "actor": "agent",
+    },
+    SELF_KEY: {
+        "read_scopes": ["team-a"],
+        "write_scopes": ["team-a"],
+        "max_sensitivity": "medium",
+        "review": "required",
+        "reviewer": True,
+        "actor": "self-reviewer",
+    },
 }
 #: How long a page may take to show what a test waits for.
 TIMEOUT_MS = 15_000

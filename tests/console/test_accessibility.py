@@ -11,7 +11,7 @@ from typing import Any
 
 from playwright.sync_api import Page, expect
 
-from tests.console.conftest import FULL_KEY, Console, fact
+from tests.console.conftest import AGENT_KEY, FULL_KEY, REVIEWER_KEY, Console, fact
 
 AXE = Path(__file__).resolve().parents[1] / "support" / "vendor" / "axe-core" / "axe.min.js"
 #: The rules axe found something to check on, over the pages of a test.
@@ -53,6 +53,30 @@ def test_every_page_has_labelled_controls_and_no_axe_violation(console: Console)
     expect(page.get_by_role("heading", name="Confirm retract")).to_be_visible()
     assert violations(page) == []
     assert {"label", "button-name", "link-name", "select-name", "bypass"} <= CHECKED
+
+
+def test_the_review_pages_have_labelled_controls_and_no_axe_violation(console: Console) -> None:
+    """RFC 5.7, 10.8: the queue (with a conflict's replace-or-keep choice), the confirmation and
+    the outcome."""
+    console.capture(fact("acme-api", "runs_on", "Python 3.11"))
+    console.capture(fact("acme-api", "runs_on", "Python 2.7"), key=AGENT_KEY)
+    page = console.page(bypass_csp=True)
+    console.sign_in(page, REVIEWER_KEY)
+    page.goto("/console/review")
+    for decision in page.locator("details.decision").all():
+        decision.evaluate("d => { d.open = true; }")  # every form's controls, not only summaries
+    expect(page.get_by_role("radio", name="replace them with this one")).to_be_visible()
+    assert violations(page) == []
+    page.goto("/console/review")
+    page.get_by_text("Approve", exact=True).click()
+    page.get_by_role("radio", name="keep them beside it").check()
+    page.get_by_role("button", name="Review approve").click()
+    expect(page.get_by_role("heading", name="Confirm approve")).to_be_visible()
+    assert violations(page) == []
+    page.get_by_role("button", name="Confirm approve").click()
+    expect(page.locator("#decision-outcome")).to_have_text("approved")
+    assert violations(page) == []
+    assert {"label", "button-name", "link-name", "select-name"} <= CHECKED
 
 
 def test_the_console_works_from_the_keyboard(console: Console) -> None:
