@@ -334,6 +334,7 @@ class Inbox:
             raise errors.InvalidInput(f"unknown revision kind {kind!r}") from exc
         if op_kind not in REVISION_KINDS:
             raise errors.InvalidInput(f"{op_kind.value!r} is not a revision")
+        rules.require_trusted_writer(trust)  # RFC 5.7
         target = as_uuid(target_id, "target_id") if target_id is not None else None
         if not isinstance(body, Mapping):
             raise errors.InvalidInput("the revision body must be a JSON object")
@@ -417,6 +418,7 @@ class Inbox:
             rules.require_revisable(
                 rid, trust.visibility(got.scope, got.sensitivity), trust.can_write_scope(got.scope)
             )
+            rules.require_decided(rid, got.status)
         return max(a.sensitivity.rank for a in found.values())
 
     def _new_row(

@@ -154,7 +154,7 @@ class ScopeCount(Frozen):
     active: int
     contested: int
     retracted: int
-    proposed: int = 0
+    proposed: int
 
 
 class ScopeList(Frozen):

@@ -48,6 +48,8 @@ class DecisionRequest(ClientInput):
             raise ValueError("record is taken by amend only")
         if self.mode is not None and self.decision != "approve":
             raise ValueError("mode is taken by approve only")
+        if self.evidence and self.decision != "amend":
+            raise ValueError("evidence is taken by amend only")
         return self
 
 

@@ -41,7 +41,7 @@ class ReviewEntry(Frozen):
 
 
 class ReviewPage(Frozen):
-    """RFC 5.7: one page of the queue; ``next_cursor`` absent on the last."""
+    """RFC 5.7: one page of the queue; ``next_cursor`` is null on the last."""
 
     entries: list[ReviewEntry]
     next_cursor: str | None = None

@@ -28,7 +28,7 @@ from membrane_core.revision import writes
 from membrane_core.revision.engine import Revisions
 from membrane_core.storage import proposals, records, revisions
 from membrane_core.storage.db import Connection, Database
-from membrane_core.trust import TrustPolicy
+from membrane_core.trust import ALL_SCOPES, TrustPolicy
 
 #: RFC 5.7: the actor of an expiry.
 EXPIRY_ACTOR = "review-expiry"
@@ -60,7 +60,7 @@ class Review:
             rows = proposals.queue(
                 conn,
                 order=req.order,
-                scopes=None if policy.reads_all else sorted(policy.read_scopes),
+                scopes=_decidable(policy),
                 max_rank=policy.max_sensitivity.rank,
                 actor=trust.actor,
                 after=after,
@@ -334,7 +334,7 @@ class Review:
             or [ProvenanceRef(kind=ProvenanceKind.EVENT, ref=f"proposal:{d.proposal_id}")],
             "force": True,
         }
-        return self.revisions.supersede(fact, body, trust, conn=conn)
+        return self.revisions.supersede(fact, body, trust, conn=conn, review=True)
 
     # -- expiry ---------------------------------------------------------------------------
 
@@ -379,6 +379,16 @@ class Review:
                 proposals.decide(conn, pid, outcome="expired", actor=EXPIRY_ACTOR, rationale=None, now=now)
                 done += 1
         return ExpireResult(expired=done)
+
+
+def _decidable(policy: TrustPolicy) -> list[str] | None:
+    """RFC 5.7: the scopes whose proposals the caller may decide (read and written); None for
+    every scope."""
+    if policy.reads_all and ALL_SCOPES in policy.write_scopes:
+        return None
+    if policy.reads_all:
+        return sorted(s for s in policy.write_scopes if s)
+    return sorted(s for s in policy.read_scopes if policy.can_write_scope(s))
 
 
 def _reviewer(trust: TrustPolicy) -> None:

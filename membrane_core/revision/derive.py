@@ -60,6 +60,7 @@ class Derivation:
     force: bool = False  #: an inferred record may replace an asserted one
     points_back: bool = False  #: the source's payload and a relation point at the new record
     validity: Validity | None = None  #: overrides ``record.validity``
+    review: bool = False  #: RFC 5.7: a reviewer's amend of a proposed fact
 
 
 def new_fact_key(

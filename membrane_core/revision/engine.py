@@ -98,8 +98,10 @@ class Revisions:
         trust: TrustPolicy,
         *,
         conn: Connection | None = None,
+        review: bool = False,
     ) -> uuid.UUID:
-        """RFC 5.2.1: replace a record with a new one; the old one is retracted and linked."""
+        """RFC 5.2.1: replace a record with a new one; the old one is retracted and linked.
+        ``review``: a reviewer's amend of a proposed fact (RFC 5.7), the one revision of one."""
         b = parse(SupersedeBody, body)
         change = Derivation(
             OperationKind.SUPERSEDE,
@@ -113,6 +115,7 @@ class Revisions:
             source_key="superseded_by",
             force=b.force,
             points_back=True,
+            review=review,
         )
         return self._derive(change, trust, conn)
 
@@ -193,7 +196,7 @@ class Revisions:
             new_key = new_fact_key(d.record, peek.get(d.ids[0]), rank, sealer)
             retired = [k for k, _ in peek.values()] if d.replaces else []
             revisions.lock_keys(c, [*retired, *([new_key] if new_key else [])])
-            locked = targets.lock(c, d.ids, trust)
+            locked = targets.lock(c, d.ids, trust, review=d.review)
             # RFC 5.2.3: a merge's sources share one scope and one type (one source always does)
             if len({t.scope for t in locked.values()}) > 1 or len({t.type for t in locked.values()}) > 1:
                 raise errors.RevisionRefused("merged records must share one scope and one type")

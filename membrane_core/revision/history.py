@@ -17,6 +17,7 @@ from typing import Any
 from membrane_core import errors
 from membrane_core.enums import AuditAction, DeletionPolicy, Sensitivity
 from membrane_core.models import AuditEntry, AuditHistory
+from membrane_core.revision.rules import require_trusted_writer
 from membrane_core.sealing import NO_KEYS, Sealer
 from membrane_core.storage import audit, records, retrieval
 from membrane_core.storage.db import Connection, Database
@@ -180,6 +181,7 @@ def delete(
             raise errors.NotFound(f"record {record_id} not found")
         if visibility == "redacted" or not trust.can_write_scope(target.scope):
             raise errors.Forbidden(f"the caller may not delete record {record_id}")
+        require_trusted_writer(trust)  # RFC 5.7: a reviewed key's writes are captures only
         if target.deletion_policy is DeletionPolicy.NEVER:
             raise errors.RevisionRefused(f"record {record_id} has deletion policy 'never'")
         batch = records.RowBatch(sealer=sealer)

@@ -15,6 +15,7 @@ from pydantic import AwareDatetime, BaseModel, Field, StringConstraints, Validat
 from membrane_core import errors
 from membrane_core.enums import (
     OperationKind,
+    RevisionStatus,
     Sensitivity,
     ValidityMode,
 )
@@ -30,6 +31,7 @@ from membrane_core.models import (
     Tag,
     Validity,
 )
+from membrane_core.trust import TrustPolicy
 
 #: RFC 5.2: a record below this confidence is inferred, not asserted.
 ASSERTED_CONFIDENCE = 0.6
@@ -168,6 +170,25 @@ def require_revisable(record_id: uuid.UUID, visibility: str, writable: bool) -> 
         raise errors.Forbidden(
             f"the caller may not revise record {record_id}",
             details=[{"field": "scope", "message": "not writable", "type": "forbidden"}],
+        )
+
+
+def require_trusted_writer(trust: TrustPolicy) -> None:
+    """RFC 5.7: a key whose writes need review may not revise: a revision is no proposal, so
+    its corrections are captures, which a reviewer decides."""
+    if trust.review_required:
+        raise errors.Forbidden(
+            "the caller's writes need review: it may capture (proposed for a reviewer) but not revise",
+            details=[{"field": "review", "message": "writes need review", "type": "forbidden"}],
+        )
+
+
+def require_decided(record_id: uuid.UUID, status: RevisionStatus) -> None:
+    """RFC 5.7: a proposed record is settled by its review, not by a revision."""
+    if status is RevisionStatus.PROPOSED:
+        raise errors.RevisionRefused(
+            f"record {record_id} is proposed: a reviewer approves, rejects or amends it",
+            details=[{"field": "record_id", "message": "proposed", "type": "proposed"}],
         )
 
 

@@ -13,7 +13,7 @@ from typing import Any
 from membrane_core import errors
 from membrane_core.enums import MemoryType, RevisionStatus
 from membrane_core.models import MemoryRecord
-from membrane_core.revision.rules import require_revisable
+from membrane_core.revision.rules import require_decided, require_revisable, require_trusted_writer
 from membrane_core.sealing import Sealer
 from membrane_core.storage import records, revisions
 from membrane_core.storage.db import Connection
@@ -27,14 +27,21 @@ def lock(
     *,
     allow_episodic: bool = False,
     allow_retracted: bool = False,
+    review: bool = False,
 ) -> dict[uuid.UUID, revisions.Target]:
-    """RFC 5.2: lock the targets, then check existence, trust, type and status."""
+    """RFC 5.2: lock the targets, then check existence, trust, type and status. A key whose
+    writes need review revises nothing, and a proposed target is settled by its review only
+    (RFC 5.7): ``review`` is the amend of a decision."""
+    if not review:
+        require_trusted_writer(trust)
     locked = revisions.lock_targets(conn, ids)
     for i in ids:
         t = locked.get(i)
         if t is None:
             raise errors.NotFound(f"record {i} not found")
         require_revisable(i, trust.visibility(t.scope, t.sensitivity), trust.can_write_scope(t.scope))
+        if not review:
+            require_decided(i, t.status)
         if t.type == MemoryType.EPISODIC.value and not allow_episodic:
             raise errors.RevisionRefused(f"record {i} is episodic; episodes are immutable")
         if t.status is RevisionStatus.RETRACTED and not allow_retracted:

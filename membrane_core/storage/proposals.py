@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 
 import psycopg
 
+from membrane_core.capture.plan import new_id
 from membrane_core.enums import Sensitivity
 from membrane_core.storage.queries import q
 from membrane_core.storage.rows import fetch_all, fetch_one
@@ -46,7 +47,7 @@ class Book:
 
     def propose(self, scope: str, sensitivity: Sensitivity, source: str, actor: str) -> uuid.UUID:
         """A new proposal of ``actor``'s write; its records are added with :meth:`add`."""
-        pid = uuid.uuid4()
+        pid = new_id()  # time-ordered: proposals of one batch list in the order they were made
         self.new.append((pid, scope, sensitivity.value, source, actor))
         return pid
 

@@ -241,3 +241,41 @@ def test_a_proposed_episode_feeds_extraction_only_once_approved(
     assert decide(reviewed, REVIEWER, proposed.proposal_id, "approve").outcome == "approved"
     assert rows(database_url, "SELECT count(*) FROM work_items WHERE kind = 'extract'") == [(1,)]
     assert extract(reviewed)["created"] == 1
+
+
+def test_a_reviewed_key_revises_nothing_and_a_proposal_is_settled_only_by_review(membrane: Membrane) -> None:
+    trusted = observe(membrane, "Ann", "Oslo", WRITER).record_ids[1]
+    proposed = observe(membrane, "Bob", "Rome", MODEL)
+    body = {
+        "rationale": "poisoned page",
+        "record": {"object": "poison"},
+        "evidence": [{"kind": "observation", "ref": "page"}],
+    }
+    for kind, target, extra in (
+        ("supersede", trusted, body),
+        ("retract", trusted, {"rationale": "r"}),
+        ("contest", trusted, {"rationale": "r"}),
+        ("reinforce", trusted, {}),
+        ("supersede", proposed.record_ids[1], body),  # its own proposal neither
+    ):
+        with pytest.raises(errors.Forbidden, match="need review"):
+            membrane.revisions.apply(kind, target, extra, MODEL)
+    with pytest.raises(errors.Forbidden, match="need review"):
+        membrane.inbox.submit_revision("retract", trusted, {"rationale": "r"}, MODEL)
+    # a trusted writer may not settle a proposal by a revision either
+    with pytest.raises(errors.RevisionRefused, match="proposed"):
+        membrane.revisions.apply("supersede", proposed.record_ids[1], body, WRITER)
+    with pytest.raises(errors.RevisionRefused, match="proposed"):
+        membrane.inbox.submit_revision("retract", proposed.record_ids[1], {"rationale": "r"}, WRITER)
+    assert membrane.get(trusted, WRITER).status.value == "active"
+    # positive control: the trusted writer revises the trusted fact
+    new = membrane.revisions.apply("supersede", trusted, {**body, "record": {"object": "Bergen"}}, WRITER)[0]
+    assert membrane.get(new, WRITER).status.value == "active"
+
+
+def test_the_queue_holds_only_what_the_reviewer_may_decide(membrane: Membrane) -> None:
+    proposed = observe(membrane, "Bob", "Rome", MODEL)
+    elsewhere = TrustPolicy(actor="r1", reviewer=True, write_scopes=frozenset({"b"}))
+    assert membrane.review.queue({}, elsewhere).entries == []
+    here = TrustPolicy(actor="r2", reviewer=True, write_scopes=frozenset({"a", "b"}))
+    assert [e.proposal_id for e in membrane.review.queue({}, here).entries] == [proposed.proposal_id]
