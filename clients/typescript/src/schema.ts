@@ -1543,7 +1543,7 @@ export interface components {
         };
         /**
          * ReviewPage
-         * @description RFC 5.7: one page of the queue; ``next_cursor`` absent on the last.
+         * @description RFC 5.7: one page of the queue; ``next_cursor`` is null on the last.
          */
         ReviewPage: {
             /** Entries */
@@ -1608,11 +1608,8 @@ export interface components {
             contested: number;
             /** Retracted */
             retracted: number;
-            /**
-             * Proposed
-             * @default 0
-             */
-            proposed?: number;
+            /** Proposed */
+            proposed: number;
         };
         /**
          * ScopeList
