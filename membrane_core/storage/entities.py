@@ -188,7 +188,10 @@ def _resolve_capture(
     for target in dict.fromkeys(targets.values()):
         batch.relations.append((primary.id, "mentions", target, None, now))
     edges = 0
-    for rc in ms.relations:
+    # RFC 5.7: a proposed observation adds no edge between entities; the edge would tell
+    # every reader of them what the observation says, and outlive its rejection
+    stated = ms.relations if primary.status is not RevisionStatus.PROPOSED else []
+    for rc in stated:
         s, o = targets.get(rc.subject), targets.get(rc.object)
         if s is not None and o is not None and s != o:
             edge = (s, rc.predicate, o)

@@ -2,10 +2,12 @@
 
 A ``hypothesis.stateful`` machine drives the real store (the ``Membrane`` library on a
 database cloned from the migrated template for every example, a ``FakeClock`` for time)
-with observations, events, tool episodes and working state in two scopes, supersede,
+with observations, events, tool episodes and working state in two scopes (by a trusted key
+and by keys whose writes need review), supersede,
 fork, merge, retract, contest, reinforce and penalize through the revision service
 (RFC 5.2), decay, prune and consolidation batches through the maintenance service
-(RFC 6.1, 6.3, 6.4), clock jumps and as-of reads (RFC 5.6). A reference model keeps what
+(RFC 6.1, 6.3, 6.4), reviewers' decisions and expiry (RFC 5.7), clock jumps and as-of
+reads (RFC 5.6). A reference model keeps what
 must be true, and after every step the machine checks:
 
 - no retracted (superseded, merged, retracted) record on a default read path: retrieval
@@ -21,7 +23,14 @@ must be true, and after every step the machine checks:
   reinforcement time, and the stored ``base_salience`` and ``reinforced_at`` are the
   model's: only reinforcement, penalty and compression move them (RFC 5.2.6, 5.2.7, 5.3,
   6.2, 6.4.1);
-- reads as of an earlier moment equal the model at that moment (RFC 5.6).
+- reads as of an earlier moment equal the model at that moment (RFC 5.6);
+- review (RFC 5.7, the rules in ``review_rules.py``): what a key whose writes need review
+  captures is proposed (corroborating a pending proposal of its key instead of a second
+  one), no proposed, rejected or expired record is on a default read path (retrieval roots,
+  neighbours, the entity arm, the list without a status filter), an approved one is, a
+  proposed one is returned flagged when asked for, no revision settles a proposal, and no
+  capture revives the key of a rejected or expired fact; ``proposals`` and the reviewer's
+  queue equal the model.
 
 Every "must not appear" assertion sits beside a positive one on the same result (the
 live replacement, the expected roots and neighbours, the entity, the selection), so an
@@ -69,7 +78,8 @@ from membrane_core import Membrane, Settings, errors
 from membrane_core.results import RecordView, RetrieveResult
 from membrane_core.storage.db import Database
 from membrane_core.testing import FakeClock
-from membrane_core.trust import TrustPolicy
+from membrane_core.trust import DEVELOPMENT_POLICY, TrustPolicy
+from tests.integration.review_rules import DECISIONS, REVIEW, REVIEW_TTL, ReviewRules, review_args
 from tests.support import services
 from tests.support.services import EMBEDDING_DIM
 
@@ -248,7 +258,8 @@ MAINTENANCE = [
     "as_of_read",
     "sweep",
 ]
-OPERATIONS = CAPTURES * 2 + REVISIONS + MAINTENANCE
+ARGS.update(review_args(ARGS))
+OPERATIONS = CAPTURES * 2 + REVISIONS + MAINTENANCE + REVIEW
 
 
 def norm(term: str) -> str:
@@ -298,10 +309,21 @@ class Rec:
     facts: list[tuple[Key, str]] = field(default_factory=list)  # (key, subject) of an event
     signature: tuple[str, ...] | None = None
     name: str | None = None  # an entity's normalised canonical name
+    proposal: uuid.UUID | None = None  # RFC 5.7: the proposal it was written in
+    proposed_until: datetime | None = None  # RFC 5.7: when its proposal was decided
+    compress_due: datetime | None = None  # an episode's compress item (RFC 6.4.1)
 
     def __post_init__(self) -> None:
         if self.reinforced_at is None:
             self.reinforced_at = self.at
+        if self.type == "episodic" and self.status != "proposed":
+            self.compress_due = self.at + COMPRESS_AGE
+
+    def trusted_from(self, at: datetime) -> None:
+        """RFC 5.7: an approved episode gets the work a trusted capture gets, from ``at``."""
+        if self.type == "episodic":
+            self.compress_due = at + COMPRESS_AGE
+            self.pending = self.outcome == "success" or self.signature is not None
 
     def salience(self, at: datetime) -> float:
         assert self.reinforced_at is not None
@@ -313,9 +335,12 @@ class Rec:
         self.base, self.reinforced_at = max(s, min(1.0, s + GAIN * n)), at
 
     def status_as_of(self, t: datetime) -> str:
-        """RFC 5.6: retracted when retracted_at <= T, else contested when contested_at <= T."""
+        """RFC 5.6, 5.7: retracted when retracted_at <= T, else proposed before its decision,
+        else contested when contested_at <= T."""
         if self.retracted_at is not None and self.retracted_at <= t:
             return "retracted"
+        if self.status == "proposed" or (self.proposed_until is not None and self.proposed_until > t):
+            return "proposed"
         if self.contested_at is not None and self.contested_at <= t:
             return "contested"
         return "active"
@@ -340,8 +365,8 @@ def expect(exc: type[Exception] | None, call: Callable[[], Any]) -> Any:
     return None
 
 
-class CorrectionMachine(RuleBasedStateMachine):
-    """The store under random corrections, against a reference model."""
+class CorrectionMachine(ReviewRules, RuleBasedStateMachine):
+    """The store under random corrections and reviews, against a reference model."""
 
     admin_url: ClassVar[str]
     data_dir: ClassVar[Path]
@@ -358,6 +383,7 @@ class CorrectionMachine(RuleBasedStateMachine):
                 data_dir=self.data_dir,
                 embedding_dim=EMBEDDING_DIM,
                 half_life_working_seconds=WORKING_HALF_LIFE,
+                review_ttl=int(REVIEW_TTL.total_seconds()),
             ),
             database=self.db,
             clock=self.clock,
@@ -371,6 +397,7 @@ class CorrectionMachine(RuleBasedStateMachine):
         self.dirty: set[uuid.UUID] = set()
         self.audit_seen = 0
         self.steps = 0
+        self.init_review()
 
     def teardown(self) -> None:
         self._stack.close()
@@ -408,9 +435,11 @@ class CorrectionMachine(RuleBasedStateMachine):
     def facts_of(self, key: Key) -> list[Rec]:
         return [r for r in self.recs.values() if r.type == "semantic" and r.key == key]
 
-    def match(self, key: Key) -> tuple[str, list[Rec]]:
+    def match(self, key: Key, *, proposed: bool = False) -> tuple[str, list[Rec]]:
         """RFC 5.4 "Matching": a live active fact is reinforced, a live contested one is left
         alone, a tombstoned key or one carried only by retracted facts is not re-created.
+        RFC 5.7: a pending proposed fact is corroborated (consolidation leaves it alone), and
+        a ``proposed`` capture reinforces nothing: a live active fact makes it "known".
 
         With several live active facts of one key (a fork that kept its key) the RFC does
         not say which is reinforced; the caller accepts any of them. A key can also be
@@ -421,9 +450,12 @@ class CorrectionMachine(RuleBasedStateMachine):
         facts = self.facts_of(key)
         active = [f for f in facts if f.status == "active"]
         if active:
-            return "reinforced", active
+            return ("known" if proposed else "reinforced"), active
         if any(f.status == "contested" for f in facts):
             return "contested", []
+        pending = [f for f in facts if f.status == "proposed"]
+        if pending:
+            return "corroborated", pending
         if key in self.tombstones or any(f.status == "retracted" for f in facts):
             return "tombstoned", []
         return "created", []
@@ -446,6 +478,8 @@ class CorrectionMachine(RuleBasedStateMachine):
         """RFC 5.2: the error a revision of ``rec`` must answer with, in the order checked."""
         if rec.deleted:
             return errors.NotFound
+        if rec.status == "proposed":  # RFC 5.7: settled by its review only
+            return errors.RevisionRefused
         if rec.type == "episodic" and not episodic:
             return errors.RevisionRefused
         if rec.status == "retracted" and not retracted:
@@ -469,6 +503,8 @@ class CorrectionMachine(RuleBasedStateMachine):
             op = "capture_observations"  # nothing to correct yet
         if op == "as_of_read" and not self.moments:
             op = "sweep"
+        if (op in DECISIONS and not self.proposals) or (op == "corroborate" and not self.pending_facts()):
+            op = "propose_observations"  # nothing to decide or corroborate yet
         getattr(self, op)(
             **{name: data.draw(strategy, label=f"{op}.{name}") for name, strategy in ARGS[op].items()}
         )
