@@ -136,6 +136,7 @@ class Review:
             details["reason"] = "rejected"
         else:
             new = self._amend(conn, d, trust, locked, rids, now)
+            self._episode_work(conn, locked, rids, batch, now)
             proposals.settle(conn, rids, RevisionStatus.ACTIVE.value, now)
             details["amended_by"] = str(new)
             out.append(new)
@@ -193,11 +194,23 @@ class Review:
             if found and d.mode == "replace":
                 self._replace(conn, rid, found, trust, locked, batch, rationale, now)
                 replaced += [str(c) for c in found]
+        self._episode_work(conn, locked, rids, batch, now)
+        return {"mode": d.mode, "replaced": replaced} if d.mode else {}
+
+    def _episode_work(
+        self,
+        conn: Connection,
+        locked: Mapping[uuid.UUID, revisions.Target],
+        rids: Sequence[uuid.UUID],
+        batch: records.RowBatch,
+        now: datetime,
+    ) -> None:
+        """RFC 5.7, 6.4: an approved or amended proposal's episodes get the consolidation,
+        extraction and compression items a trusted capture gets."""
         episodes = [r for r in rids if locked[r].type is MemoryType.EPISODIC]
         if episodes:
             for rec in records.hydrate(conn, episodes, sealer=self.work.sealer).values():
                 batch.work.extend(records.episode_work(rec, now, self.work))
-        return {"mode": d.mode, "replaced": replaced} if d.mode else {}
 
     def _replace(
         self,
