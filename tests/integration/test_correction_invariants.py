@@ -2,13 +2,12 @@
 
 A ``hypothesis.stateful`` machine drives the real store (the ``Membrane`` library on a
 database cloned from the migrated template for every example, a ``FakeClock`` for time)
-with observations, events, tool episodes and working state in two scopes (by a trusted key
-and by keys whose writes need review), supersede,
-fork, merge, retract, contest, reinforce and penalize through the revision service
-(RFC 5.2), decay, prune and consolidation batches through the maintenance service
-(RFC 6.1, 6.3, 6.4), reviewers' decisions and expiry (RFC 5.7), clock jumps and as-of
-reads (RFC 5.6). A reference model keeps what
-must be true, and after every step the machine checks:
+with observations, events, tool episodes and working state in two scopes, by a trusted key
+and by keys whose writes need review, supersede, fork, merge, retract, contest, reinforce
+and penalize through the revision service (RFC 5.2), decay, prune and consolidation batches
+through the maintenance service (RFC 6.1, 6.3, 6.4), reviewers' decisions and expiry
+(RFC 5.7), clock jumps and as-of reads (RFC 5.6). A reference model keeps what must be
+true, and after every step the machine checks:
 
 - no retracted (superseded, merged, retracted) record on a default read path: retrieval
   roots, one-hop neighbours and edges, the entity arm, the selector, by-id reads (which
@@ -503,8 +502,10 @@ class CorrectionMachine(ReviewRules, RuleBasedStateMachine):
             op = "capture_observations"  # nothing to correct yet
         if op == "as_of_read" and not self.moments:
             op = "sweep"
-        if (op in DECISIONS and not self.proposals) or (op == "corroborate" and not self.pending_facts()):
-            op = "propose_observations"  # nothing to decide or corroborate yet
+        if (op in DECISIONS and not self.proposals) or (
+            op in ("corroborate", "expire") and not self.pending_facts()
+        ):
+            op = "propose_observations"  # nothing to decide, corroborate or expire yet
         getattr(self, op)(
             **{name: data.draw(strategy, label=f"{op}.{name}") for name, strategy in ARGS[op].items()}
         )
@@ -518,11 +519,29 @@ class CorrectionMachine(ReviewRules, RuleBasedStateMachine):
         if i is None or not keys:
             return scope, t
         key = keys[i % len(keys)]
-        return key[0], TRIPLE_OF[key[1:]]
+        return key[0], self.triple(key)
 
-    def capture_observations(self, items: list[tuple[str, int, int, int, int | None]]) -> None:
-        """Observations derive facts: created, reinforced, or refused by a tombstone (RFC 3.4)."""
+    @staticmethod
+    def triple(key: Key) -> int:
+        """The index in TRIPLES of a key's subject, predicate and object."""
+        return TRIPLE_OF[key[1:]]
+
+    @staticmethod
+    def other_object(t: int) -> int:
+        """The index in TRIPLES of ``TRIPLES[t]`` with the other object."""
+        s, p, o = TRIPLES[t]
+        return TRIPLES.index((s, p, next(other for other in OBJECTS if other != o)))
+
+    def capture_observations(
+        self, items: list[tuple[str, int, int, int, int | None]], trust: TrustPolicy | None = None
+    ) -> None:
+        """Observations derive facts: created, reinforced, or refused by a tombstone (RFC 3.4).
+        With a ``trust`` whose writes need review, proposed, or corroborating the pending
+        proposal of their key; by either kind of key, a pending proposed fact of the key is
+        corroborated, never reinforced or proposed again (RFC 5.7)."""
         now = self.tick()
+        trust = trust or DEVELOPMENT_POLICY
+        proposed = trust.review_required
         bodies: list[dict[str, Any]] = []
         keys: list[Key] = []
         for scope_drawn, t_drawn, sp, pp, reuse in items:
@@ -537,10 +556,11 @@ class CorrectionMachine(ReviewRules, RuleBasedStateMachine):
             bodies.append({"source_kind": "observation", "scope": scope, "content": content})
             keys.append(fact_key(scope, s, p, o))
         # every key of the batch is matched against the store as it was before it (RFC 3.6)
-        before = {k: self.match(k) for k in keys}
-        results = self.m.capture_many(bodies)
+        before = {k: self.match(k, proposed=proposed) for k in keys}
+        results = self.m.capture_many(bodies, trust)
         created: dict[Key, uuid.UUID] = {}
         reinforced: dict[uuid.UUID, int] = {}
+        status = "proposed" if proposed else "active"
         for body, key, res in zip(bodies, keys, results, strict=True):
             scope = body["scope"]
             episode = self.add(
@@ -551,24 +571,45 @@ class CorrectionMachine(ReviewRules, RuleBasedStateMachine):
                     now,
                     subject=key[1],
                     entity_like=body["content"]["subject"].strip()[:1].isupper(),
+                    status=status,
                 )
             )
             state, live = before[key]
+            if key in created:  # a second capture of a key this batch created (RFC 3.4, 5.7)
+                state, live = ("corroborated" if proposed else "created"), [self.recs[created[key]]]
             assert res.fact == state, (key, res, state)
-            if state in ("contested", "tombstoned"):
-                # RFC 5.4: nothing is created or reinforced; the capture names only its episode
-                assert res.record_ids == [episode.id], res
+            self.not_revived(key, state)
+            assert (res.proposal_id is not None) is proposed, res
+            own = [episode.id]  # the records the capture adds to a proposal
+            if state in ("contested", "tombstoned", "known"):
+                # RFC 5.4, 5.7: nothing is created or reinforced; a known fact is only named
+                if state == "known":  # the live fact it names, neither linked nor reinforced
+                    assert res.record_ids[1:] and res.record_ids[1] in {f.id for f in live}, res
+                else:
+                    assert res.record_ids == [episode.id], res
+                if proposed:
+                    self.opened(res.proposal_id, scope, trust.actor, own)
+                    episode.proposal = res.proposal_id
                 continue
             assert len(res.record_ids) == 2, res
             fid = res.record_ids[1]
             if state == "reinforced":
                 assert fid in {f.id for f in live}, (key, fid, [f.id for f in live])
                 reinforced[fid] = reinforced.get(fid, 0) + 1
+            elif state == "corroborated":
+                assert fid in {f.id for f in live}, (key, fid, [f.id for f in live])
+                pid = self.recs[fid].proposal
+                assert pid is not None and res.proposal_id == (pid if proposed else None), (res, pid)
+                self.corroborated(pid, trust.actor, own if proposed else [])
+                episode.proposal = pid if proposed else None
             elif key in created:
                 assert fid == created[key], "one new fact per key and batch (RFC 3.4)"
             else:
                 created[key] = fid
-                self.add(Rec(fid, "semantic", scope, now, key=key, subject=key[1]))
+                fact = self.add(Rec(fid, "semantic", scope, now, key=key, subject=key[1], status=status))
+                if proposed:
+                    self.opened(res.proposal_id, scope, trust.actor, [*own, fid]).fact = fid
+                    episode.proposal = fact.proposal = res.proposal_id
             self.link(fid, "derived_from", episode.id)
         for fid, n in reinforced.items():
             # RFC 6.2: once per new source, all of one batch in one statement
@@ -577,10 +618,18 @@ class CorrectionMachine(ReviewRules, RuleBasedStateMachine):
         self.mark()
 
     def capture_fact_event(
-        self, scope: str, triples: list[int], spelling: int, outcome: str, reuse: int | None
+        self,
+        scope: str,
+        triples: list[int],
+        spelling: int,
+        outcome: str,
+        reuse: int | None,
+        trust: TrustPolicy | None = None,
     ) -> None:
-        """A successful event's facts are promoted by consolidation later (RFC 6.4.2)."""
+        """A successful event's facts are promoted by consolidation later (RFC 6.4.2); a
+        proposed event's only once approved (RFC 5.7)."""
         now = self.tick()
+        trust = trust or DEVELOPMENT_POLICY
         scope, first = self.known(reuse, scope, triples[0])
         triples = list(dict.fromkeys([first, *triples[1:]]))
         spell = SPELLINGS[spelling]
@@ -593,20 +642,26 @@ class CorrectionMachine(ReviewRules, RuleBasedStateMachine):
                 "source_kind": "event",
                 "scope": scope,
                 "content": {"text": "status report", "outcome": outcome, "facts": facts},
-            }
+            },
+            trust,
         )
         assert res.fact is None and len(res.record_ids) == 1, res
-        self.add(
+        assert (res.proposal_id is not None) is trust.review_required, res
+        episode = self.add(
             Rec(
                 res.record_ids[0],
                 "episodic",
                 scope,
                 now,
                 outcome=outcome,
-                pending=outcome == "success",
+                pending=outcome == "success" and not trust.review_required,
                 facts=[(fact_key(scope, *TRIPLES[t]), norm(TRIPLES[t][0])) for t in triples],
+                status="proposed" if trust.review_required else "active",
+                proposal=res.proposal_id,
             )
         )
+        if res.proposal_id is not None:
+            self.opened(res.proposal_id, scope, trust.actor, [episode.id])
         self.mark()
 
     def capture_tool_episode(self, scope: str, signature: str, outcomes: list[str]) -> None:
@@ -696,16 +751,26 @@ class CorrectionMachine(ReviewRules, RuleBasedStateMachine):
             self.mark()
             return
         assert old.key is not None
-        scope, s, p, o = old.key
-        key = (
+        new_id = self.m.revisions.supersede(old.id, body, ME)
+        self.superseded(old, new_id, self.revised_key(old.key, record), now)
+        self.mark()
+
+    def revised_key(self, key: Key, record: dict[str, str]) -> Key:
+        """The key of a revision's new record: ``key`` with the fields ``record`` names."""
+        scope, s, p, o = key
+        return (
             scope,
             norm(record.get("subject", s)),
             norm_predicate(record.get("predicate", p)),
             norm(record.get("object", o)),
         )
-        new_id = self.m.revisions.supersede(old.id, body, ME)
-        # RFC 5.4: a tombstoned new key is re-asserted, the target's own included (a retracted
-        # same-key fork tombstones it while the target stays active)
+
+    def superseded(self, old: Rec, new_id: uuid.UUID, key: Key, now: datetime) -> None:
+        """RFC 5.2.1, 5.4: ``old`` is retracted and linked both ways to its replacement; a
+        tombstoned new key is re-asserted, the target's own included (a retracted same-key
+        fork tombstones it while the target stays active), else the old key is tombstoned
+        unless the new record keeps it."""
+        assert old.key is not None
         reasserted = self.reassert(key)
         if key != old.key:
             self.tombstone(old.key, old.id)
@@ -715,7 +780,6 @@ class CorrectionMachine(ReviewRules, RuleBasedStateMachine):
         self.link(old.id, "superseded_by", new_id)
         details = self.created_entry(new_id)
         assert details["supersedes"] == str(old.id) and details["reasserted"] is reasserted, details
-        self.mark()
 
     def fork(self, i: int, aim: str, t: int, mask: int, retarget: bool) -> None:
         """RFC 5.2.2: a conditional variant beside the target; both stay as they were."""
@@ -727,13 +791,7 @@ class CorrectionMachine(ReviewRules, RuleBasedStateMachine):
         new_id = expect(err, lambda: self.m.revisions.fork(target.id, body, ME))
         if err is None:
             assert target.key is not None
-            scope, s, p, o = target.key
-            key = (
-                scope,
-                norm(record.get("subject", s)),
-                norm_predicate(record.get("predicate", p)),
-                norm(record.get("object", o)),
-            )
+            key = self.revised_key(target.key, record)
             reasserted = self.reassert(key)
             self.add(Rec(new_id, "semantic", target.scope, now, key=key, subject=key[1]))
             self.link(new_id, "derived_from", target.id)
@@ -919,7 +977,13 @@ class CorrectionMachine(ReviewRules, RuleBasedStateMachine):
     def consolidate(self) -> None:
         """RFC 6.4.1-6.4.3: compression, then promotion and procedures of the pending episodes."""
         now = self.tick()
-        compress = [r for r in self.existing("episodic") if not r.compressed and r.at + COMPRESS_AGE <= now]
+        # an episode's compress item falls due a day after it was trusted: captured, or its
+        # proposal approved (RFC 5.7); a proposed or rejected one has none
+        compress = [
+            r
+            for r in self.existing("episodic")
+            if not r.compressed and r.compress_due is not None and r.compress_due <= now
+        ]
         batch = sorted((r for r in self.existing("episodic") if r.pending), key=lambda r: r.at)
         # promotion: every key of the batch's successful episodes, matched before the batch
         sources: dict[Key, list[Rec]] = {}
@@ -1052,14 +1116,23 @@ class CorrectionMachine(ReviewRules, RuleBasedStateMachine):
         t = self.moments[i % len(self.moments)] + offset
         here = [r for r in self.existing() if r.scope == scope]
         then = {r.id: r.status_as_of(t) for r in here if r.at <= t}
-        wide = self.m.retrieve({"scopes": [scope], "limit": 200, "as_of": t, "include_retracted": True})
+        wide = self.m.retrieve(
+            {"scopes": [scope], "limit": 200, "as_of": t, "include_retracted": True, "include_proposed": True}
+        )
         assert {v.id: v.status.value for v in wide.records} == then, f"as of {t}"
-        live = {rid for rid, s in then.items() if s != "retracted"}
+        live = {rid for rid, s in then.items() if s not in ("retracted", "proposed")}
         narrow = self.m.retrieve({"scopes": [scope], "limit": 200, "as_of": t})
         assert {v.id for v in narrow.records} == live, f"as of {t}"
         self.check_query(scope, norm(subject), as_of=t, include_contested=True)
         # an audit view as of T: every fact of the subject then, each with its status then
-        self.check_query(scope, norm(subject), as_of=t, include_contested=True, include_retracted=True)
+        self.check_query(
+            scope,
+            norm(subject),
+            as_of=t,
+            include_contested=True,
+            include_retracted=True,
+            include_proposed=True,
+        )
         for r in here:
             if r.at > t:
                 expect(errors.NotFound, partial(self.m.get, r.id, as_of=t))
@@ -1098,22 +1171,37 @@ class CorrectionMachine(ReviewRules, RuleBasedStateMachine):
         the listing shows them. Any other record the model did not predict is a failure."""
         assert v.type.value == "entity", f"a {v.type.value} record the model did not predict: {v}"
         assert v.payload is not None
-        return self.add(Rec(v.id, "entity", v.scope, v.recorded_at, name=norm(v.payload["canonical_name"])))
+        rec = Rec(
+            v.id,
+            "entity",
+            v.scope,
+            v.recorded_at,
+            name=norm(v.payload["canonical_name"]),
+            status=self.m.get(v.id).status.value,  # now, whatever the read's moment
+            proposal=self.proposal_of(v.id),  # RFC 5.7: made by a proposed capture
+        )
+        assert (rec.status == "proposed") is (rec.proposal is not None), rec
+        return self.add(rec)
 
     @invariant()
     def model_holds(self) -> None:
         """After every step, in this order: the listings (which learn new entities), the
-        subject queries, the selector, by-id reads and audit chains, the tombstones."""
+        subject queries, the selector, by-id reads and audit chains, the tombstones, the
+        proposals."""
         self.listings_equal_the_model()
         self.subject_queries_hide_corrected_facts()
         self.selector_picks_only_active_procedures()
         self.by_id_reads_and_audit_chains()
         self.tombstones_equal_the_model()
+        self.review_equals_the_model()
 
     def listings_equal_the_model(self) -> None:
-        """The whole of each scope, with and without retracted records (RFC 5.1, 6.1, 8.2)."""
+        """The whole of each scope, with and without retracted and proposed records, by
+        retrieval and by the list (RFC 5.1, 5.7, 6.1, 8.2, 10.7)."""
         for scope in SCOPES:
-            wide = self.m.retrieve({"scopes": [scope], "limit": 200, "include_retracted": True})
+            wide = self.m.retrieve(
+                {"scopes": [scope], "limit": 200, "include_retracted": True, "include_proposed": True}
+            )
             for v in wide.records:
                 rec = self.recs.get(v.id) or self.learn(v)
                 assert not rec.deleted, f"deleted record {v.id} is listed"
@@ -1123,11 +1211,19 @@ class CorrectionMachine(ReviewRules, RuleBasedStateMachine):
             assert len(here) <= 200, "a scope outgrew one listing: lower MEMBRANE_STATEFUL_STEPS"
             assert {v.id for v in wide.records} == here, "the listing misses records"
             narrow = self.m.retrieve({"scopes": [scope], "limit": 200})
-            live = {r.id for r in self.existing() if r.scope == scope and r.status != "retracted"}
+            live = {
+                r.id
+                for r in self.existing()
+                if r.scope == scope and r.status not in ("retracted", "proposed")
+            }
             got = [v.id for v in narrow.records]
-            # the live set comes back in full (positive control), nothing retracted beside it
+            # the live set comes back in full (positive control), nothing retracted or
+            # proposed beside it
             assert set(got) == live and len(got) == len(live), (sorted(map(str, got)), live)
             self.check_ranking(narrow)
+            if self.proposals:  # the list without a status filter is a default read too (RFC 5.7)
+                page = self.m.listing.records({"scopes": [scope], "limit": 200}, DEVELOPMENT_POLICY)
+                assert {v.id for v in page.records} == live and page.next_cursor is None, scope
         self.decay_inputs_equal_the_model()
 
     def decay_inputs_equal_the_model(self) -> None:
@@ -1145,18 +1241,26 @@ class CorrectionMachine(ReviewRules, RuleBasedStateMachine):
                 rec.reinforced_at,
             ), (rec.type, rid)
 
-    def check_ranking(self, result: RetrieveResult) -> None:
-        """RFC 5.1, 8.2: every active record ranks above every contested one."""
+    def check_ranking(self, result: RetrieveResult, *, proposed: bool = False) -> None:
+        """RFC 5.1, 5.7, 8.2: every active record ranks above every contested one and every
+        proposed one, which only a read that asks for them returns."""
         statuses = [v.status.value for v in result.records]
         assert "retracted" not in statuses
-        if "contested" in statuses:
-            first = statuses.index("contested")
-            assert "active" not in statuses[first:], statuses
+        assert proposed or "proposed" not in statuses, statuses
+        below = [i for i, s in enumerate(statuses) if s in ("contested", "proposed")]
+        if below:
+            assert "active" not in statuses[below[0] :], statuses
 
     def subject_queries_hide_corrected_facts(self) -> None:
         """Roots, neighbours, edges and the entity arm of a query per subject (RFC 5.1, 8.4)."""
         for scope, subject in product(SCOPES, SUBJECTS):
-            self.check_query(scope, norm(subject), as_of=None, include_contested=self.steps % 2 == 0)
+            self.check_query(
+                scope,
+                norm(subject),
+                as_of=None,
+                include_contested=self.steps % 2 == 0,
+                include_proposed=self.steps % 3 == 1,
+            )
 
     def check_query(
         self,
@@ -1166,6 +1270,7 @@ class CorrectionMachine(ReviewRules, RuleBasedStateMachine):
         as_of: datetime | None,
         include_contested: bool,
         include_retracted: bool = False,
+        include_proposed: bool = False,
     ) -> None:
         t = as_of or self.now()
 
@@ -1175,6 +1280,7 @@ class CorrectionMachine(ReviewRules, RuleBasedStateMachine):
                 s == "active"
                 or (s == "contested" and include_contested)
                 or (s == "retracted" and include_retracted)
+                or (s == "proposed" and include_proposed)
             )
 
         here = [r for r in self.existing() if r.scope == scope and r.at <= t]
@@ -1187,6 +1293,7 @@ class CorrectionMachine(ReviewRules, RuleBasedStateMachine):
             "expand": EXPAND,
             "include_contested": include_contested,
             "include_retracted": include_retracted,
+            "include_proposed": include_proposed,
         }
         if as_of is not None:
             request["as_of"] = as_of
@@ -1196,7 +1303,8 @@ class CorrectionMachine(ReviewRules, RuleBasedStateMachine):
         for v in returned.values():
             rec = self.recs.get(v.id) or self.learn(v)
             status = rec.status_as_of(t) if as_of is not None else rec.status
-            # RFC 5.1: no retracted root or neighbour unless asked for; each with its status
+            # RFC 5.1, 5.7: no retracted or proposed root or neighbour unless asked for; each
+            # with its status
             assert v.status.value == status and shown(rec), (v.id, v.status, status, as_of)
             assert rec.at <= t, (v.id, "recorded after as_of")
         for e in got.edges:
@@ -1206,8 +1314,8 @@ class CorrectionMachine(ReviewRules, RuleBasedStateMachine):
         assert facts <= set(roots), f"{subject!r} in {scope} as of {as_of}: roots miss {facts - set(roots)}"
         self.check_neighbours(scope, set(roots), set(returned), t, shown)
         if as_of is None:
-            self.check_ranking(got)
-        self.check_entity(got, subject, here)
+            self.check_ranking(got, proposed=include_proposed)
+        self.check_entity(got, subject, here, shown)
 
     def check_neighbours(
         self,
@@ -1231,11 +1339,15 @@ class CorrectionMachine(ReviewRules, RuleBasedStateMachine):
             else:
                 assert rid not in returned, rid
 
-    def check_entity(self, got: RetrieveResult, subject: str, here: list[Rec]) -> None:
+    def check_entity(
+        self, got: RetrieveResult, subject: str, here: list[Rec], shown: Callable[[Rec], bool]
+    ) -> None:
         """RFC 8.1.3: the entity the query names is a root, reached through the entity arm
-        unless it is linked to so many records that the arm ignores it."""
+        unless it is linked to so many records that the arm ignores it. RFC 5.7: a mention
+        may have made, or resolved to, an entity a proposal holds, read only when the query
+        reads proposed records: the query names an entity it may read."""
         mentions = [r for r in here if r.type == "episodic" and r.subject == subject and r.entity_like]
-        if not mentions:
+        if not mentions or not any(r.type == "entity" and r.name == subject and shown(r) for r in here):
             return
         assert any(
             v.type.value == "entity"
