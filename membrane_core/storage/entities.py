@@ -44,13 +44,24 @@ class Resolution:
     proposed: dict[int, list[uuid.UUID]] = field(default_factory=dict)
 
     def flush(self, conn: psycopg.Connection) -> None:
-        """RFC 3.5.2: one COPY for terms, one for identifiers, one insert for entity edges."""
+        """RFC 3.5.2: one COPY for terms, one insert for identifiers (a retracted entity's pass
+        to the new one), one insert for entity edges."""
         cur = conn.cursor()
-        for name, rows in (("copy_entity_terms", self.terms), ("copy_entity_identifiers", self.identifiers)):
-            if rows:
-                with cur.copy(q(name)) as copy:
-                    for row in rows:
-                        copy.write_row(row)
+        if self.terms:
+            with cur.copy(q("copy_entity_terms")) as copy:
+                for row in self.terms:
+                    copy.write_row(row)
+        if self.identifiers:
+            ids, scopes, namespaces, values = zip(*self.identifiers, strict=True)
+            cur.execute(
+                q("insert_entity_identifiers"),
+                {
+                    "ids": list(ids),
+                    "scopes": list(scopes),
+                    "namespaces": list(namespaces),
+                    "values": list(values),
+                },
+            )
         if self.edges:
             sources, predicates, targets = zip(*self.edges, strict=True)
             cur.execute(

@@ -279,3 +279,27 @@ def test_the_queue_holds_only_what_the_reviewer_may_decide(membrane: Membrane) -
     assert membrane.review.queue({}, elsewhere).entries == []
     here = TrustPolicy(actor="r2", reviewer=True, write_scopes=frozenset({"a", "b"}))
     assert [e.proposal_id for e in membrane.review.queue({}, here).entries] == [proposed.proposal_id]
+
+
+def test_a_rejected_entitys_identifier_passes_to_the_next_entity(
+    membrane: Membrane, database_url: str
+) -> None:
+    def mention(trust: TrustPolicy) -> Any:
+        body = {
+            "source_kind": "event",
+            "scope": "a",
+            "content": {"text": "met Octo", "entities": ["Octo | github:octocat"]},
+        }
+        return membrane.captures.capture_many([body], trust)[0]
+
+    proposed = mention(MODEL)
+    assert decide(membrane, REVIEWER, proposed.proposal_id, "reject").outcome == "rejected"
+    trusted = mention(WRITER)  # refused by the identifier's key before
+    holder = "SELECT r.id, r.status FROM entity_identifiers d JOIN memory_records r ON r.id = d.record_id"
+    [(entity, status)] = rows(database_url, holder + " WHERE d.value = 'octocat'")
+    assert status == "active" and trusted.entities is not None and trusted.entities["created"] == 1
+    linked = rows(
+        database_url, f"SELECT target_id FROM relations WHERE source_id = '{trusted.record_ids[0]}'"
+    )
+    assert linked == [(entity,)]
+    assert mention(WRITER).entities["linked"] == 1  # positive control: the live one is found again

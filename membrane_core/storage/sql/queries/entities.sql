@@ -34,9 +34,13 @@ SELECT pg_advisory_xact_lock(k) FROM (
 -- Bulk insert of the canonical name and aliases of new entities (RFC 3.5.2).
 COPY entity_terms (record_id, scope, term, term_kind) FROM STDIN
 
--- name: copy_entity_identifiers
--- Bulk insert of the namespaced identifiers of new entities (RFC 3.5.2).
-COPY entity_identifiers (record_id, scope, namespace, value) FROM STDIN
+-- name: insert_entity_identifiers
+-- The namespaced identifiers of new entities (RFC 3.5.2). An identifier unique in its scope that a retracted entity holds (a rejected proposal's, RFC 5.7, or one retracted by a revision) passes to the new entity: the lookup finds only live ones, so without this the new entity could never take it.
+INSERT INTO entity_identifiers (record_id, scope, namespace, value)
+SELECT * FROM unnest(%(ids)s::uuid[], %(scopes)s::text[], %(namespaces)s::text[], %(values)s::text[])
+ON CONFLICT (scope, namespace, value) DO UPDATE SET record_id = EXCLUDED.record_id
+ WHERE EXISTS (SELECT 1 FROM memory_records r
+                WHERE r.id = entity_identifiers.record_id AND r.status = 'retracted')
 
 -- name: insert_entity_relations
 -- Typed edges between entities from observations, only where both entities are at least as sensitive as the observation; existing edges kept (RFC 3.5.4, 7.4).
