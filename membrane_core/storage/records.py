@@ -230,6 +230,8 @@ def _resolve_facts(
             if fact_proposal is not None:
                 _corroborate(batch, book, plan, fact_id, fact_proposal, proposal_of, i, now)
                 results[i] = (fact_id, "corroborated")
+            elif plan.proposed:  # RFC 5.7: a trusted fact of the batch, as a live one: known
+                results[i] = (fact_id, "known")
             else:
                 batch.relations.append((fact_id, "derived_from", plan.primary.id, None, now))
                 results[i] = (fact_id, "created")

@@ -303,3 +303,20 @@ def test_a_rejected_entitys_identifier_passes_to_the_next_entity(
     )
     assert linked == [(entity,)]
     assert mention(WRITER).entities["linked"] == 1  # positive control: the live one is found again
+
+
+def test_a_proposed_capture_beside_a_trusted_one_of_its_key_in_one_batch_is_known(
+    membrane: Membrane, database_url: str
+) -> None:
+    body = {
+        "source_kind": "observation",
+        "scope": "a",
+        "content": {"subject": "Bob", "predicate": "p", "object": "Rome"},
+    }
+    plans = [membrane.captures.plan(body, WRITER), membrane.captures.plan(body, MODEL)]
+    trusted, proposed = membrane.captures.write_plans(plans)
+    assert trusted.fact == "created" and proposed.fact == "known"
+    fact = trusted.record_ids[1]
+    sources = rows(database_url, f"SELECT target_id FROM relations WHERE source_id = '{fact}'")
+    assert sources == [(trusted.record_ids[0],)]  # the proposed episode is no evidence of it
+    assert membrane.get(fact, WRITER).status.value == "active"
