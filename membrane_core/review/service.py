@@ -108,9 +108,9 @@ class Review:
         rids = proposals.record_ids(conn, d.proposal_id)
         keys = revisions.fact_keys(conn, rids)
         conflicts: dict[uuid.UUID, list[uuid.UUID]] = {}
-        if d.decision == "approve" and d.mode == "replace":
+        if d.decision == "approve":  # read once: the check of mode, and what a replace retracts
             conflicts = proposals.conflicts(conn, keys, trust.max_sensitivity.rank)
-        replaced = [c for ids in conflicts.values() for c in ids]
+        replaced = [c for ids in conflicts.values() for c in ids] if d.mode == "replace" else []
         revisions.lock_keys(conn, [*keys.values(), *revisions.fact_keys(conn, replaced).values()])
         p = proposals.lock(conn, d.proposal_id)
         _may_decide(p, d.proposal_id, trust)
@@ -129,7 +129,9 @@ class Review:
         rationale = d.rationale or f"{_OUTCOME[d.decision]} in review"
         out = list(rids)
         if d.decision == "approve":
-            details.update(self._approve(conn, d, trust, locked, rids, keys, batch, rationale, now))
+            details.update(
+                self._approve(conn, d, trust, locked, rids, keys, conflicts, batch, rationale, now)
+            )
             proposals.settle(conn, rids, RevisionStatus.ACTIVE.value, now)
         elif d.decision == "reject":
             self._reject(conn, locked, rids, trust.actor, rationale, now)
@@ -159,6 +161,7 @@ class Review:
         locked: Mapping[uuid.UUID, revisions.Target],
         rids: Sequence[uuid.UUID],
         keys: Mapping[uuid.UUID, revisions.FactKey],
+        conflicts: Mapping[uuid.UUID, list[uuid.UUID]],
         batch: records.RowBatch,
         rationale: str,
         now: datetime,
@@ -171,13 +174,15 @@ class Review:
             t = locked[rid]
             if key is None or t.status is not RevisionStatus.PROPOSED:
                 continue
-            if proposals.tombstoned(conn, key, t.sensitivity.rank):
+            # RFC 5.4: the rule every writer of a key follows; the proposed fact itself is live,
+            # so only a tombstone binding its level blocks it
+            if records.lock_and_match_facts(conn, [key], [t.sensitivity.rank])[0].blocked:
                 raise errors.RevisionRefused(
                     f"the fact of proposal {d.proposal_id} was retracted since it was proposed; "
                     "re-assert it with a revision",
                     details=[{"field": "proposal_id", "message": "tombstoned", "type": "tombstoned"}],
                 )
-            found = proposals.conflicts(conn, {rid: key}, trust.max_sensitivity.rank)[rid]
+            found = conflicts.get(rid, [])
             if found and d.mode is None:
                 raise errors.InvalidInput(
                     f"an active fact has the subject and predicate of proposal {d.proposal_id}: "

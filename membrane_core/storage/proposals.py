@@ -59,11 +59,9 @@ class Book:
         """One corroboration of a pending proposal by ``actor``'s write at level ``rank``."""
         self.corroborations.append((proposal_id, actor, rank))
 
-    def raise_level(self, proposal_id: uuid.UUID, sensitivity: Sensitivity) -> None:
-        """A new proposal's level rises to that of a record that joins it (RFC 7.4)."""
-        for i, row in enumerate(self.new):
-            if row[0] == proposal_id and Sensitivity(row[2]).rank < sensitivity.rank:
-                self.new[i] = (*row[:2], sensitivity.value, *row[3:])
+    def drop(self, proposal_id: uuid.UUID) -> None:
+        """A new proposal not made after all: its write joined a pending one."""
+        self.new = [row for row in self.new if row[0] != proposal_id]
 
     def flush(self, conn: psycopg.Connection) -> None:
         """Write the proposals, then their records, then the corroborations."""
@@ -166,14 +164,6 @@ def sources(conn: psycopg.Connection, fact_ids: Sequence[uuid.UUID]) -> dict[uui
         for fid, rid in conn.execute(q("review_sources"), {"ids": list(fact_ids)}).fetchall():
             out[fid].append(rid)
     return out
-
-
-def tombstoned(conn: psycopg.Connection, key: tuple[str, str, str, str], rank: int) -> bool:
-    """Whether a tombstone binds ``key`` at level ``rank`` (RFC 5.4)."""
-    scope, subject, predicate, obj = key
-    params = {"scope": scope, "subject": subject, "predicate": predicate, "object": obj, "rank": rank}
-    row = conn.execute(q("review_tombstoned"), params).fetchone()
-    return bool(row and row[0])
 
 
 @dataclass(frozen=True)

@@ -268,7 +268,7 @@ def _corroborate(
     book.corroborate(proposal_id, plan.actor, primary.sensitivity.rank)
     own = proposal_of.get(i)
     if own is not None:  # the capture's own proposal is dropped; its records join this one
-        book.new = [row for row in book.new if row[0] != own]
+        book.drop(own)
         proposal_of[i] = proposal_id
 
 

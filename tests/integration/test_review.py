@@ -132,7 +132,9 @@ def test_no_self_approval_and_only_reviewers_decide(membrane: Membrane) -> None:
     assert own.error is not None and own.error.code == "forbidden"
     with pytest.raises(errors.Forbidden):
         decide(membrane, WRITER, proposed.proposal_id, "approve")
-    assert membrane.review.queue({}, TrustPolicy(actor="model", reviewer=True)).entries == []
+    other = observe(membrane, "Ann", "Oslo", TrustPolicy(actor="model-2", review_required=True))
+    mine = membrane.review.queue({}, TrustPolicy(actor="model", reviewer=True)).entries
+    assert [e.proposal_id for e in mine] == [other.proposal_id]  # its own is not there; another's is
     hidden = decide(
         membrane,
         TrustPolicy(actor="r", reviewer=True, read_scopes=frozenset({"b"})),
@@ -275,10 +277,17 @@ def test_a_reviewed_key_revises_nothing_and_a_proposal_is_settled_only_by_review
 
 def test_the_queue_holds_only_what_the_reviewer_may_decide(membrane: Membrane) -> None:
     proposed = observe(membrane, "Bob", "Rome", MODEL)
+    in_b = membrane.captures.capture_many(
+        [{"source_kind": "event", "scope": "b", "content": {"text": "deploy note"}}], MODEL
+    )[0]
     elsewhere = TrustPolicy(actor="r1", reviewer=True, write_scopes=frozenset({"b"}))
-    assert membrane.review.queue({}, elsewhere).entries == []
+    # reads every scope, writes only b: b's proposal, and not a's, in the same page
+    assert [e.proposal_id for e in membrane.review.queue({}, elsewhere).entries] == [in_b.proposal_id]
     here = TrustPolicy(actor="r2", reviewer=True, write_scopes=frozenset({"a", "b"}))
-    assert [e.proposal_id for e in membrane.review.queue({}, here).entries] == [proposed.proposal_id]
+    assert [e.proposal_id for e in membrane.review.queue({}, here).entries] == [
+        proposed.proposal_id,
+        in_b.proposal_id,
+    ]
 
 
 def test_a_rejected_entitys_identifier_passes_to_the_next_entity(

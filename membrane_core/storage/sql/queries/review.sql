@@ -59,12 +59,6 @@ UPDATE memory_records
        updated_at = %(now)s
  WHERE id = ANY(%(ids)s::uuid[])
 
--- name: review_tombstoned
--- Whether a fact key is tombstoned at a level (its own, or every level: RFC 5.4).
-SELECT EXISTS (SELECT 1 FROM fact_tombstones t
-                WHERE t.scope = %(scope)s AND t.subject = %(subject)s AND t.predicate = %(predicate)s
-                  AND t.object = %(object)s AND t.sensitivity_rank IN (-1, %(rank)s))
-
 -- name: review_queue_age
 -- A keyset page of pending proposals the caller may decide, oldest first: in its scopes, at most its level, proposed or corroborated by another actor (RFC 5.7).
 SELECT p.id, p.scope, p.sensitivity, p.source, p.proposed_by, p.actors, p.corroborations, p.status,
