@@ -328,6 +328,8 @@ def test_a_models_memory_is_recalled_only_after_a_reviewer_approves_it(
         page.keyboard.press("a")
         page.keyboard.press("Enter")
         expect(page.get_by_role("heading", name="Confirm approve")).to_be_visible()
+        # the page focuses its button once loaded; Enter before that submits nothing
+        expect(page.get_by_role("button", name="Confirm approve")).to_be_focused()
         page.keyboard.press("Enter")
         expect(page.locator("#decision-outcome")).to_have_text("approved")
         shot(page, "review-mcp-approved")
