@@ -104,6 +104,8 @@ class AuditAction(StrEnum):
     DECAY = "decay"  #: salience decayed or penalised
     REQUEUE = "requeue"  #: a buried work item of the record put back by an operator (RFC 10.7)
     REVIEW = "review"  #: a reviewer's decision on the record's proposal, or its expiry (RFC 5.7)
+    ERASE = "erase"  #: the record's content erased (RFC 15.4)
+    IMPORT = "import"  #: the record overwritten by an import (RFC 15.2)
 
 
 class ProvenanceKind(StrEnum):

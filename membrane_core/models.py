@@ -346,6 +346,8 @@ class AuditEntry(Frozen):
     timestamp: datetime
     rationale: str
     details: JSONDict = Field(default_factory=dict)
+    #: RFC 15.4: an erasure blanked the entry's rationale and details; the chain still verifies
+    erased: bool = False
 
 
 class AuditHistory(Frozen):

@@ -27,38 +27,47 @@ from membrane_core.trust import TrustPolicy
 _SEP = "\x1f"  # chr(31), the field separator of audit_entry_hash
 
 
+def content_digest(rationale: str, details_text: str) -> bytes:
+    """RFC 5.5: ``sha256(rationale US details)``, the part of an entry an erasure may blank."""
+    return hashlib.sha256(_SEP.join((rationale, details_text)).encode("utf-8")).digest()
+
+
 def entry_hash(
     prev: bytes | None,
     record_id: uuid.UUID,
     action: str,
     actor: str,
     ts: datetime,
-    rationale: str,
-    details_text: str,
+    digest: bytes,
 ) -> bytes:
-    """RFC 5.5: ``sha256(prev_hash || record_id, action, actor, ts, rationale, details)``.
+    """RFC 5.5: ``sha256(prev_hash || record_id, action, actor, ts, hex(content_digest))``.
 
-    ``ts`` is rendered in UTC with microseconds (``to_char(.., 'YYYY-MM-DD"T"HH24:MI:SS.US')``),
-    ``details_text`` is the ``jsonb`` text form as Postgres prints it.
+    ``ts`` is rendered in UTC with microseconds (``to_char(.., 'YYYY-MM-DD"T"HH24:MI:SS.US')``).
     """
     stamp = ts.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")
-    text = _SEP.join((str(record_id), action, actor, stamp, rationale, details_text))
+    text = _SEP.join((str(record_id), action, actor, stamp, digest.hex()))
     return hashlib.sha256((prev or b"") + text.encode("utf-8")).digest()
+
+
+def broken_link(rows: Sequence[audit.AuditRow]) -> int | None:
+    """RFC 5.5: the position of the first entry whose link, hash or content digest does not
+    verify; ``None`` when the whole chain does. An erased entry (RFC 15.4) verifies by its
+    stored digest: its text is gone, the chain through it is not."""
+    prev: bytes | None = None
+    for n, row in enumerate(rows):
+        if row.prev_hash != prev:
+            return n
+        if row.erased_by is None and row.content_digest != content_digest(row.rationale, row.details_text):
+            return n
+        if row.hash != entry_hash(prev, row.record_id, row.action, row.actor, row.ts, row.content_digest):
+            return n
+        prev = row.hash
+    return None
 
 
 def verify_chain(rows: Sequence[audit.AuditRow]) -> bool:
     """RFC 5.5: every entry links to its predecessor's hash and its own hash recomputes."""
-    prev: bytes | None = None
-    for row in rows:
-        if row.prev_hash != prev:
-            return False
-        expected = entry_hash(
-            prev, row.record_id, row.action, row.actor, row.ts, row.rationale, row.details_text
-        )
-        if row.hash != expected:
-            return False
-        prev = row.hash
-    return True
+    return broken_link(rows) is None
 
 
 #: RFC 5.5, 7.3: detail fields that name other records (one id, or a list of them).
@@ -147,6 +156,7 @@ def history(db: Database, record_id: uuid.UUID, trust: TrustPolicy, sealer: Seal
                 timestamp=r.ts,
                 rationale=rationale,
                 details=details if redacted else _with_shown_references(details, shown),
+                erased=r.erased_by is not None,
             )
         )
     return AuditHistory(record_id=record_id, entries=entries, chain_valid=verify_chain(rows))

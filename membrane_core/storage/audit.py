@@ -16,7 +16,8 @@ from membrane_core.storage.rows import fetch_all, fetch_one
 
 @dataclass(frozen=True)
 class AuditRow:
-    """One ``audit_log`` row, with ``details_text`` exactly as the chain hash saw it."""
+    """One ``audit_log`` row, with ``details_text`` exactly as its content digest saw it;
+    ``erased_by`` names the erasure that blanked its rationale and details (RFC 15.4)."""
 
     id: int
     record_id: uuid.UUID
@@ -30,15 +31,20 @@ class AuditRow:
     details_text: str
     prev_hash: bytes | None
     hash: bytes
+    content_digest: bytes
+    erased_by: uuid.UUID | None = None
 
     @classmethod
-    def from_row(cls, *, sensitivity: str, action: str, prev_hash: Any, hash: Any, **rest: Any) -> AuditRow:
+    def from_row(
+        cls, *, sensitivity: str, action: str, prev_hash: Any, hash: Any, content_digest: Any, **rest: Any
+    ) -> AuditRow:
         """The row with enums and the hashes as ``bytes``."""
         return cls(
             sensitivity=Sensitivity(sensitivity),
             action=AuditAction(action),
             prev_hash=bytes(prev_hash) if prev_hash is not None else None,
             hash=bytes(hash),
+            content_digest=bytes(content_digest),
             **rest,
         )
 

@@ -46,15 +46,23 @@ def test_python_hash_matches_the_trigger(membrane: Membrane, database_url: str) 
     with psycopg.connect(database_url) as conn:
         rows = audit.entries(conn, fact)
         for r in rows:
-            db_hash = conn.execute(
-                "SELECT audit_entry_hash(%s, %s, %s, %s, %s, %s, %s::jsonb)",
-                (r.prev_hash, r.record_id, r.action, r.actor, r.ts, r.rationale, r.details_text),
+            db = conn.execute(
+                "SELECT audit_content_digest(%s, %s::jsonb), audit_entry_hash(%s, %s, %s, %s, %s, %s)",
+                (
+                    r.rationale,
+                    r.details_text,
+                    r.prev_hash,
+                    r.record_id,
+                    r.action,
+                    r.actor,
+                    r.ts,
+                    r.content_digest,
+                ),
             ).fetchone()
-            assert db_hash is not None and bytes(db_hash[0]) == r.hash
+            assert db is not None and bytes(db[0]) == r.content_digest and bytes(db[1]) == r.hash
+            assert history.content_digest(r.rationale, r.details_text) == r.content_digest
             assert (
-                history.entry_hash(
-                    r.prev_hash, r.record_id, r.action, r.actor, r.ts, r.rationale, r.details_text
-                )
+                history.entry_hash(r.prev_hash, r.record_id, r.action, r.actor, r.ts, r.content_digest)
                 == r.hash
             )
     assert len(rows) == 3

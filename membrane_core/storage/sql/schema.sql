@@ -244,44 +244,79 @@ ALTER TABLE record_embeddings
 CREATE INDEX record_embeddings_hnsw ON record_embeddings USING hnsw (embedding vector_cosine_ops);
 CREATE INDEX record_embeddings_record ON record_embeddings (record_id);
 
--- Append-only, hash-chained per record, no foreign key: survives deletion (RFC 5.5).
+-- Erasures (RFC 15.4), recorded without content: who, when, why, the kind of target and
+-- its digest, and the rows erased by table.
+CREATE TABLE erasures (
+    id            uuid PRIMARY KEY,
+    actor         text NOT NULL,
+    reason        text NOT NULL,
+    target_kind   text NOT NULL CHECK (target_kind IN ('scope','entity','records')),
+    target_digest bytea NOT NULL,
+    counts        jsonb NOT NULL,
+    created_at    timestamptz NOT NULL DEFAULT now()
+);
+
+-- Append-only, hash-chained per record, no foreign key to the record: survives deletion
+-- (RFC 5.5). The chain covers a digest of each entry's rationale and details, which only an
+-- erasure may blank (RFC 15.4).
 CREATE TABLE audit_log (
     id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     record_id   uuid NOT NULL,
     scope       text NOT NULL,
     sensitivity text NOT NULL CHECK (sensitivity IN ('public','low','medium','high','hyper')),
-    action      text NOT NULL CHECK (action IN ('create','revise','fork','merge','delete','reinforce','decay','requeue','review')),
+    action      text NOT NULL CHECK (action IN ('create','revise','fork','merge','delete','reinforce','decay','requeue','review',
+                      'erase','import')),
     actor       text NOT NULL,
     ts          timestamptz NOT NULL DEFAULT clock_timestamp(),
     rationale   text NOT NULL,
     details     jsonb NOT NULL DEFAULT '{}'::jsonb,
     prev_hash   bytea,
-    hash        bytea NOT NULL
+    hash        bytea NOT NULL,
+    content_digest bytea NOT NULL,
+    erased_by   uuid REFERENCES erasures (id)
 );
 CREATE INDEX audit_log_record ON audit_log (record_id, id);
 
+CREATE FUNCTION audit_content_digest(why text, det jsonb) RETURNS bytea
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT sha256(convert_to(why || chr(31) || det::text, 'UTF8'))
+$$;
+
 CREATE FUNCTION audit_entry_hash(prev bytea, rec uuid, act text, who text, at timestamptz,
-                                 why text, det jsonb) RETURNS bytea
+                                 digest bytea) RETURNS bytea
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT sha256(coalesce(prev, ''::bytea) || convert_to(
         rec::text || chr(31) || act || chr(31) || who || chr(31) ||
         to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US') || chr(31) ||
-        why || chr(31) || det::text, 'UTF8'))
+        encode(digest, 'hex'), 'UTF8'))
 $$;
 
 CREATE FUNCTION audit_log_chain() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     SELECT a.hash INTO NEW.prev_hash FROM audit_log a
      WHERE a.record_id = NEW.record_id ORDER BY a.id DESC LIMIT 1;
+    NEW.content_digest := audit_content_digest(NEW.rationale, NEW.details);
+    NEW.erased_by := NULL;
     NEW.hash := audit_entry_hash(NEW.prev_hash, NEW.record_id, NEW.action, NEW.actor, NEW.ts,
-                                 NEW.rationale, NEW.details);
+                                 NEW.content_digest);
     RETURN NEW;
 END $$;
 CREATE TRIGGER audit_log_chain BEFORE INSERT ON audit_log
     FOR EACH ROW EXECUTE FUNCTION audit_log_chain();
 
+-- The one change an entry admits: an erasure blanks its rationale and details, once, and
+-- names itself (RFC 15.4); everything the chain covers stays as it was.
 CREATE FUNCTION audit_log_refuse_change() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
+    IF TG_OP = 'UPDATE' AND OLD.erased_by IS NULL AND NEW.erased_by IS NOT NULL
+       AND NEW.rationale = '' AND NEW.details = '{}'::jsonb
+       AND (NEW.id, NEW.record_id, NEW.scope, NEW.sensitivity, NEW.action, NEW.actor, NEW.ts,
+            NEW.content_digest, NEW.prev_hash, NEW.hash)
+           IS NOT DISTINCT FROM
+           (OLD.id, OLD.record_id, OLD.scope, OLD.sensitivity, OLD.action, OLD.actor, OLD.ts,
+            OLD.content_digest, OLD.prev_hash, OLD.hash) THEN
+        RETURN NEW;
+    END IF;
     RAISE EXCEPTION 'audit_log is append-only: % refused', TG_OP USING ERRCODE = 'insufficient_privilege';
 END $$;
 CREATE TRIGGER audit_log_append_only BEFORE UPDATE OR DELETE ON audit_log

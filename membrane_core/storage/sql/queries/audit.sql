@@ -1,7 +1,7 @@
 -- name: audit_entries
--- A record's audit entries in append order, with the exact text the chain hash covers (RFC 5.5).
+-- A record's audit entries in append order, with the exact text the content digest covers (RFC 5.5).
 SELECT id, record_id, scope, sensitivity, action, actor, ts, rationale, details,
-       details::text AS details_text, prev_hash, hash
+       details::text AS details_text, prev_hash, hash, content_digest, erased_by
   FROM audit_log
  WHERE record_id = %(id)s
  ORDER BY id

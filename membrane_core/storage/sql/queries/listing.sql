@@ -104,7 +104,7 @@ SELECT l.source_id, l.predicate, l.target_id, l.created_at
 -- name: lineage_audit
 -- The correction entries of a lineage's records (revise, fork, merge), written by as_of when the read has one (RFC 10.7, 5.5).
 SELECT id, record_id, scope, sensitivity, action, actor, ts, rationale, details,
-       details::text AS details_text, prev_hash, hash
+       details::text AS details_text, prev_hash, hash, content_digest, erased_by
   FROM audit_log
  WHERE record_id = ANY(%(ids)s::uuid[]) AND action IN ('create', 'revise', 'fork', 'merge')
    AND (%(as_of)s::timestamptz IS NULL OR ts <= %(as_of)s::timestamptz)
