@@ -14,7 +14,7 @@ from membrane_core.capture.service import CaptureService
 from membrane_core.clock import Clock, utcnow
 from membrane_core.inbox.submit import Inbox
 from membrane_core.inbox.worker import InboxWorker
-from membrane_core.jobs.embed import EmbeddingService
+from membrane_core.jobs.embed import EmbeddingService, model_id
 from membrane_core.jobs.extract import ExtractionService
 from membrane_core.jobs.maintenance import Maintenance
 from membrane_core.jobs.seal import Sealing
@@ -34,6 +34,7 @@ from membrane_core.sealing import Sealer
 from membrane_core.settings import Settings
 from membrane_core.storage import migrate, records
 from membrane_core.storage.db import Database, resolve_dsn
+from membrane_core.transfer.service import Transfer
 from membrane_core.trust import DEVELOPMENT_POLICY, TrustPolicy
 
 __all__ = ["Membrane"]
@@ -180,6 +181,8 @@ class Membrane:
         self.listing = Listing(self.db, clock=clock, sealer=sealer)
         #: RFC 7.6: rotation's side of the store (``membrane rotate-encryption-key``)
         self.sealing = Sealing(self.db, sealer, clock=clock)
+        #: RFC 15: export and import
+        self.transfer = Transfer(self.db, clock=clock, embedding_model=self._embedding_model)
 
     # -- capture (RFC 3) ------------------------------------------------------
 
@@ -270,6 +273,11 @@ class Membrane:
         """RFC 14.2: inbox depth, due work, its oldest item and the embedding lag (an operator's
         Prometheus figures: the caller checks who asks)."""
         return metrics.deployment(self.db, now=self.clock())
+
+    def _embedding_model(self) -> str | None:
+        """RFC 15.2: the model the store's vectors name (``None`` without a provider)."""
+        provider = self.embedding.provider
+        return model_id(provider) if provider is not None else None
 
     def close(self) -> None:
         """Release the connection pools."""

@@ -230,6 +230,21 @@ class Database:
         with self._connection(self._replica) as conn:
             yield conn
 
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator[psycopg.Connection]:
+        """RFC 15.1: a connection of its own on the read server, in one repeatable-read,
+        read-only transaction in UTC: a long read (an export) sees one snapshot and holds no
+        pooled connection while it streams."""
+        server = self._replica
+        server.circuit.admit()
+        with translate_errors(), psycopg.connect(server.dsn) as conn:
+            _configure(conn)
+            conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+            conn.read_only = True
+            with conn.transaction():
+                conn.execute("SET LOCAL TimeZone = 'UTC'")
+                yield conn
+
     def ping(self, timeout: float = 2.0) -> None:
         """RFC 10.5, 14.2: readiness over a fresh connection; its outcome feeds the circuit."""
         try:

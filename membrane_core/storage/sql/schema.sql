@@ -295,8 +295,13 @@ CREATE FUNCTION audit_log_chain() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     SELECT a.hash INTO NEW.prev_hash FROM audit_log a
      WHERE a.record_id = NEW.record_id ORDER BY a.id DESC LIMIT 1;
-    NEW.content_digest := audit_content_digest(NEW.rationale, NEW.details);
-    NEW.erased_by := NULL;
+    -- an erased entry comes only from an import (RFC 15.2), blank, with the digest it
+    -- was chained with and the erasure that blanked it; any other entry's digest is its own
+    IF NEW.erased_by IS NULL OR NEW.content_digest IS NULL OR NEW.rationale <> ''
+       OR NEW.details <> '{}'::jsonb THEN
+        NEW.content_digest := audit_content_digest(NEW.rationale, NEW.details);
+        NEW.erased_by := NULL;
+    END IF;
     NEW.hash := audit_entry_hash(NEW.prev_hash, NEW.record_id, NEW.action, NEW.actor, NEW.ts,
                                  NEW.content_digest);
     RETURN NEW;
