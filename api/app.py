@@ -25,7 +25,7 @@ from api.keyfile import key_ring, reload_on_sighup
 from api.limits import MAX_BATCH_BODY_BYTES, MAX_BODY_BYTES, BodyLimitMiddleware
 from api.metrics import MetricsMiddleware, Registry, process_exited
 from api.ratelimit import Limiter, RedisLimiter
-from api.routes import captures, lists, operators, reads, review, revisions
+from api.routes import captures, lists, operators, reads, review, revisions, transfer
 from membrane_core import Membrane, Settings
 from membrane_core.inbox.submit import Dispatcher
 
@@ -135,6 +135,7 @@ def create_app(
         reads.router,
         lists.router,
         review.router,
+        transfer.router,
         operators.router,
     ):
         app.include_router(router)

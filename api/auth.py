@@ -40,6 +40,7 @@ KEY_FIELDS = frozenset(
         "operator",
         "reviewer",
         "review",
+        "erase",
         "requests_per_second",
         "captures_per_second",
         "burst",
@@ -70,6 +71,9 @@ def policy_from_config(key: str, config: Mapping[str, Any]) -> TrustPolicy:
     reviewer = config.get("reviewer", False)
     if not isinstance(reviewer, bool):
         raise ValueError("MEMBRANE_API_KEYS: reviewer must be true or false")
+    erase = config.get("erase", False)
+    if not isinstance(erase, bool):
+        raise ValueError("MEMBRANE_API_KEYS: erase must be true or false")
     review = config.get("review", "none")
     if review not in ("none", "required"):
         raise ValueError('MEMBRANE_API_KEYS: review must be "required" or "none"')
@@ -77,6 +81,7 @@ def policy_from_config(key: str, config: Mapping[str, Any]) -> TrustPolicy:
         operator=operator,
         reviewer=reviewer,
         review_required=review == "required",
+        erase=erase,
         read_scopes=frozenset(config.get("read_scopes", [])),
         write_scopes=frozenset(config.get("write_scopes", [])),
         max_sensitivity=Sensitivity(config.get("max_sensitivity", Sensitivity.LOW.value)),

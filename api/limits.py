@@ -14,6 +14,8 @@ from membrane_core import errors
 MAX_BODY_BYTES = 1024 * 1024
 #: Largest body of ``POST /v1/captures:batch`` (1,000 captures).
 MAX_BATCH_BODY_BYTES = 32 * 1024 * 1024
+#: RFC 15.2: largest body of ``POST /v1/import`` (a bundle's tar).
+MAX_IMPORT_BODY_BYTES = 4 * 1024**3
 
 
 class BodyLimitMiddleware:
@@ -28,6 +30,8 @@ class BodyLimitMiddleware:
 
     def limit_for(self, path: str) -> int:
         """The byte budget of ``path``."""
+        if path == "/v1/import":
+            return MAX_IMPORT_BODY_BYTES
         return self.max_batch_bytes if path.endswith(":batch") else self.max_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

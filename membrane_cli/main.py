@@ -53,6 +53,7 @@ PLUGINS = (
     ("membrane_cli.review", app),
     ("membrane_cli.encryption", app),
     ("membrane_cli.reembed", app),
+    ("membrane_cli.transfer", app),
 )
 
 

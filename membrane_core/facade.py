@@ -34,6 +34,7 @@ from membrane_core.sealing import Sealer
 from membrane_core.settings import Settings
 from membrane_core.storage import migrate, records
 from membrane_core.storage.db import Database, resolve_dsn
+from membrane_core.transfer.erasure import Erasure
 from membrane_core.transfer.service import Transfer
 from membrane_core.trust import DEVELOPMENT_POLICY, TrustPolicy
 
@@ -183,6 +184,8 @@ class Membrane:
         self.sealing = Sealing(self.db, sealer, clock=clock)
         #: RFC 15: export and import
         self.transfer = Transfer(self.db, clock=clock, embedding_model=self._embedding_model)
+        #: RFC 15.4: erasure
+        self.erasure = Erasure(self.db, clock=clock)
 
     # -- capture (RFC 3) ------------------------------------------------------
 

@@ -29,6 +29,8 @@ class TrustPolicy(Frozen):
     reviewer: bool = False
     #: RFC 5.7: what this principal writes is proposed, for a reviewer to decide
     review_required: bool = False
+    #: RFC 15.4: may erase the content of records in scopes it reads and writes
+    erase: bool = False
 
     @property
     def reads_all(self) -> bool:
@@ -99,4 +101,4 @@ class TrustPolicy(Frozen):
 
 
 #: Development policy granted when no API keys are configured (RFC 7.5).
-DEVELOPMENT_POLICY = TrustPolicy(actor="development", operator=True, reviewer=True)
+DEVELOPMENT_POLICY = TrustPolicy(actor="development", operator=True, reviewer=True, erase=True)

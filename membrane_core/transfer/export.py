@@ -185,9 +185,12 @@ class Exporter:
 
     def stream(self, request: ExportRequest, trust: TrustPolicy) -> Iterator[tuple[str, bytes]]:
         """RFC 15.1: every file of an export, the manifest last, one at a time (``GET
-        /v1/export`` writes them as a tar)."""
+        /v1/export`` writes them as a tar). The policy is checked here, before the first file."""
         plan = self.plan(request, trust)
         _, withheld = self.counts(plan)
+        return self._files(plan, withheld)
+
+    def _files(self, plan: Plan, withheld: int) -> Iterator[tuple[str, bytes]]:
         files: list[FileEntry] = []
         for _, _, members in self.chunks(plan):
             for m in members:

@@ -399,6 +399,20 @@ CREATE TABLE fact_tombstones (
     PRIMARY KEY (scope, subject, predicate, object, sensitivity_rank)
 );
 
+-- RFC 15.4: the fact keys of erased records, as digests (fact_key_digest), refused by the
+-- guard and by every writer's fact match at every level.
+CREATE FUNCTION fact_key_digest(subject text, predicate text, object text) RETURNS bytea
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    SELECT sha256(convert_to(subject || chr(31) || predicate || chr(31) || object, 'UTF8'))
+$$;
+
+CREATE TABLE erased_facts (
+    scope      text NOT NULL,
+    key_digest bytea NOT NULL,
+    erasure_id uuid NOT NULL REFERENCES erasures (id),
+    PRIMARY KEY (scope, key_digest)
+);
+
 -- Tool-call signatures seen in episodes, per scope: competence and plan-graph mining (RFC 6.4.3).
 CREATE TABLE tool_signatures (
     scope            text NOT NULL,
@@ -436,6 +450,13 @@ BEGIN
                               ARRAY['public','low','medium','high','hyper'], NEW.sensitivity) - 1)) THEN
             RAISE EXCEPTION 'fact (%, %, %) is tombstoned in scope %', NEW.fact_subject,
                 NEW.fact_predicate, NEW.fact_object, NEW.scope USING ERRCODE = 'check_violation';
+        END IF;
+        -- RFC 15.4: an erased fact binds every level, and is named by nothing but its scope
+        IF EXISTS (SELECT 1 FROM erased_facts e
+                    WHERE e.scope = NEW.scope
+                      AND e.key_digest = fact_key_digest(NEW.fact_subject, NEW.fact_predicate, NEW.fact_object)) THEN
+            RAISE EXCEPTION 'a fact of scope % was erased and may not be written again', NEW.scope
+                USING ERRCODE = 'check_violation';
         END IF;
     END IF;
     RETURN NEW;

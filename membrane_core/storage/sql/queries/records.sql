@@ -47,11 +47,13 @@ SELECT pg_advisory_xact_lock(k) FROM (
     ORDER BY 1) keys
 
 -- name: match_facts
--- Per candidate key: blocked (tombstone, or a retracted fact with no live one) and the live fact, active first, then contested, then proposed (RFC 5.4, 5.7); a key with a level (rk, a capture's sensitivity rank) matches only live facts and retractions at that level, and tombstones of that level or of every level (RFC 3.4); without one (NULL), every level.
+-- Per candidate key: blocked (tombstone, erased key (RFC 15.4), or a retracted fact with no live one) and the live fact, active first, then contested, then proposed (RFC 5.4, 5.7); a key with a level (rk, a capture's sensitivity rank) matches only live facts and retractions at that level, and tombstones of that level or of every level (RFC 3.4); without one (NULL), every level.
 SELECT f.i,
        (EXISTS (SELECT 1 FROM fact_tombstones t
                  WHERE t.scope = f.s AND t.subject = f.su AND t.predicate = f.pr AND t.object = f.ob
                    AND (f.rk IS NULL OR t.sensitivity_rank IN (-1, f.rk)))
+        OR EXISTS (SELECT 1 FROM erased_facts e
+                    WHERE e.scope = f.s AND e.key_digest = fact_key_digest(f.su, f.pr, f.ob))
         OR (live.id IS NULL AND EXISTS (
                 SELECT 1 FROM memory_records r
                  WHERE r.type = 'semantic' AND r.scope = f.s AND r.fact_subject = f.su

@@ -244,7 +244,7 @@ SELECT (i.doc->>'id')::uuid AS id
  LIMIT %(limit)s
 
 -- name: import_records_skip
--- Insert an import's records the store does not hold (RFC 15.2, on conflict skip), noting each one written.
+-- Insert an import's records the store does not hold and never erased (RFC 15.2, 15.4; on conflict skip), noting each one written.
 WITH ins AS (
     INSERT INTO memory_records (id, type, scope, sensitivity, confidence, salience, status, decay_curve,
                                 half_life_seconds, min_salience, max_age_seconds, reinforcement_gain,
@@ -254,6 +254,7 @@ WITH ins AS (
                                 fact_object, projected_bytes, search_text, proposed_until)
     SELECT /*@import_record_columns*/
       FROM import_records i, jsonb_populate_record(NULL::memory_records, i.doc) r
+     WHERE NOT EXISTS (SELECT 1 FROM audit_log a WHERE a.record_id = r.id AND a.action = 'erase')
      ORDER BY i.n
     ON CONFLICT (id) DO NOTHING
     RETURNING id
@@ -261,7 +262,7 @@ WITH ins AS (
 INSERT INTO import_written (id, fresh) SELECT id, true FROM ins
 
 -- name: import_records_overwrite
--- Insert an import's records, and overwrite those the store holds that differ (RFC 15.2, on conflict overwrite), noting each one written and whether it is new.
+-- Insert an import's records the store never erased, and overwrite those it holds that differ (RFC 15.2, 15.4; on conflict overwrite), noting each one written and whether it is new.
 WITH ins AS (
     INSERT INTO memory_records AS m (id, type, scope, sensitivity, confidence, salience, status, decay_curve,
                                 half_life_seconds, min_salience, max_age_seconds, reinforcement_gain,
@@ -271,6 +272,7 @@ WITH ins AS (
                                 fact_object, projected_bytes, search_text, proposed_until)
     SELECT /*@import_record_columns*/
       FROM import_records i, jsonb_populate_record(NULL::memory_records, i.doc) r
+     WHERE NOT EXISTS (SELECT 1 FROM audit_log a WHERE a.record_id = r.id AND a.action = 'erase')
      ORDER BY i.n
     ON CONFLICT (id) DO UPDATE SET
         type = EXCLUDED.type, scope = EXCLUDED.scope, sensitivity = EXCLUDED.sensitivity,
@@ -444,13 +446,15 @@ WITH o AS (
 SELECT (SELECT count(*) FROM o) AS proposals, (SELECT count(*) FROM l) AS links
 
 -- name: import_tombstones
--- The fact tombstones of an import the store does not hold (RFC 15.2, 5.4).
+-- The fact tombstones of an import the store does not hold, but none of a fact it erased (RFC 15.2, 5.4, 15.4).
 WITH ins AS (
     INSERT INTO fact_tombstones (scope, subject, predicate, object, record_id, actor, rationale, created_at,
                                  sensitivity_rank)
     SELECT x.scope, x.subject, x.predicate, x.object, x.record_id, x.actor, x.rationale, x.created_at,
            x.sensitivity_rank
       FROM import_tombstones i, jsonb_populate_record(NULL::fact_tombstones, i.doc) x
+     WHERE NOT EXISTS (SELECT 1 FROM erased_facts e
+                        WHERE e.scope = x.scope AND e.key_digest = fact_key_digest(x.subject, x.predicate, x.object))
      ORDER BY i.n
     ON CONFLICT DO NOTHING
     RETURNING 1
