@@ -46,6 +46,7 @@ PLUGINS = (
     ("membrane_cli.bench.maintenance", bench_app),
     ("membrane_cli.bench.query", bench_app),
     ("membrane_cli.bench.listing", bench_app),
+    ("membrane_cli.bench.transfer", bench_app),
     ("membrane_cli.evaluate", eval_app),
     ("membrane_cli.db", db_app),
     ("membrane_cli.keys", app),
@@ -54,6 +55,7 @@ PLUGINS = (
     ("membrane_cli.encryption", app),
     ("membrane_cli.reembed", app),
     ("membrane_cli.transfer", app),
+    ("membrane_cli.erasure", app),
 )
 
 

@@ -1,4 +1,5 @@
-"""Export and import: a store's memories out as a bundle and back in (RFC 15.1, 15.2).
+"""Export, import and erasure: a store's memories out as a bundle, back in, and forgotten
+(RFC 15.1, 15.2, 15.4).
 
 ``GET /v1/export`` streams a tar of the bundle as its files are read, with the trust of the
 key; ``POST /v1/import`` takes a tar as its body, an operator's. Both turn their input into
@@ -22,6 +23,7 @@ from api.deps import Svc, Trust
 from membrane_core import errors
 from membrane_core.enums import MemoryType
 from membrane_core.transfer.bundle import tar_stream
+from membrane_core.transfer.erasure import ErasureRequest, ErasureResult
 from membrane_core.transfer.importer import ImportReport
 
 router = APIRouter(prefix="/v1", tags=["transfer"])
@@ -92,3 +94,14 @@ async def import_bundle(
         return await run_in_threadpool(
             svc.membrane.transfer.import_bundle, path, policy, on_conflict=on_conflict
         )
+
+
+@router.post(
+    "/erase", response_model=ErasureResult, responses=schemas.errors(400, 401, 403, 404, 409, 422, 429)
+)
+def erase(svc: Svc, policy: Trust, body: ErasureRequest) -> ErasureResult:
+    """Erase a scope, an entity and what names it, or records: a dry run (the default) counts
+    what would go by table and returns its confirmation, which the erasure repeats; keys with
+    ``erase`` only, in scopes they read and write (RFC 15.4)."""
+    svc.admit(policy)
+    return svc.membrane.erasure.erase(body, policy)

@@ -24,6 +24,7 @@ from tests.support.services import EMBEDDING_DIM
 KEYS: dict[str, dict[str, Any]] = {
     "reader-key": {"read_scopes": ["proj"], "write_scopes": ["proj"], "actor": "reader"},
     "ops-key": {"read_scopes": ["*"], "write_scopes": ["*"], "actor": "ops", "operator": True},
+    "eraser-key": {"read_scopes": ["proj"], "write_scopes": ["proj"], "actor": "dpo", "erase": True},
 }
 
 
@@ -119,3 +120,34 @@ def test_a_tar_streams_out_with_the_keys_trust_and_imports_elsewhere(
         "/v1/import", content=got.content, params={"on_conflict": "fail"}, headers=bearer("ops-key")
     )
     assert again.status_code == 409, again.text
+
+
+def test_an_erase_key_counts_then_erases_with_the_confirmation(serve: ServeFn) -> None:
+    client = serve(keys=KEYS)
+    tea = capture(client, "proj", "ann", "tea")[1]
+    kept = capture(client, "other", "bob", "rain")[1]
+    body = {"scope": "proj", "reason": "asked to be forgotten"}
+    assert client.post("/v1/erase", json=body, headers=bearer("ops-key")).status_code == 403  # no erase flag
+    assert (
+        client.post("/v1/erase", json={**body, "scope": "other"}, headers=bearer("eraser-key")).status_code
+        == 403
+    )
+    unconfirmed = client.post("/v1/erase", json={**body, "dry_run": False}, headers=bearer("eraser-key"))
+    assert unconfirmed.status_code == 422 and "confirm" in unconfirmed.text
+    dry = client.post("/v1/erase", json=body, headers=bearer("eraser-key"))
+    assert dry.status_code == 200, dry.text
+    assert dry.json()["dry_run"] is True and dry.json()["counts"]["memory_records"] >= 2
+    assert (
+        client.get(f"/v1/records/{tea}", headers=bearer("ops-key")).status_code == 200
+    )  # a dry run keeps it
+    done = client.post(
+        "/v1/erase",
+        json={**body, "dry_run": False, "confirm": dry.json()["confirm"]},
+        headers=bearer("eraser-key"),
+    )
+    assert done.status_code == 200, done.text
+    assert done.json()["erasure_id"] and done.json()["counts"] == dry.json()["counts"]
+    assert client.get(f"/v1/records/{tea}", headers=bearer("ops-key")).status_code == 404
+    assert (
+        client.get(f"/v1/records/{kept}", headers=bearer("ops-key")).status_code == 200
+    )  # other scope stays

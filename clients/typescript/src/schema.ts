@@ -428,6 +428,70 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/export": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Export
+         * @description The records the key sees in the scopes asked, with their history, corrections and
+         *     audit, as a tar of NDJSON files and a manifest, streamed (RFC 15.1).
+         */
+        get: operations["export"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/import": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Import Bundle
+         * @description Import a bundle (a tar as the body), checked whole before anything is written; an
+         *     operator key's (RFC 15.2).
+         */
+        post: operations["import_bundle"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/erase": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Erase
+         * @description Erase a scope, an entity and what names it, or records: a dry run (the default) counts
+         *     what would go by table and returns its confirmation, which the erasure repeats; keys with
+         *     ``erase`` only, in scopes they read and write (RFC 15.4).
+         */
+        post: operations["erase"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/maintenance/run": {
         parameters: {
             query?: never;
@@ -572,6 +636,11 @@ export interface components {
             details?: {
                 [key: string]: unknown;
             };
+            /**
+             * Erased
+             * @default false
+             */
+            erased?: boolean;
         };
         /**
          * AuditHistory
@@ -774,6 +843,55 @@ export interface components {
             target_id: string;
         };
         /**
+         * ErasureRequest
+         * @description RFC 15.4: ``POST /v1/erase``: one target, why, and a dry run unless confirmed.
+         */
+        ErasureRequest: {
+            /** Scope */
+            scope?: string | null;
+            /** Entity */
+            entity?: string | null;
+            /** Records */
+            records?: string[] | null;
+            /** Reason */
+            reason: string;
+            /**
+             * Dry Run
+             * @default true
+             */
+            dry_run?: boolean;
+            /** Confirm */
+            confirm?: string | null;
+        };
+        /**
+         * ErasureResult
+         * @description RFC 15.4: what an erasure removed (or, dry, would remove), by table.
+         */
+        ErasureResult: {
+            /** Dry Run */
+            dry_run: boolean;
+            /** Erasure Id */
+            erasure_id?: string | null;
+            /**
+             * Target
+             * @enum {string}
+             */
+            target: "scope" | "entity" | "records";
+            /** Counts */
+            counts: {
+                [key: string]: number;
+            };
+            /**
+             * Outside Scopes
+             * @default 0
+             */
+            outside_scopes?: number;
+            /** Confirm */
+            confirm: string;
+            /** Erased At */
+            erased_at?: string | null;
+        };
+        /**
          * ErrorBody
          * @description Every failure's answer: ``{"error": {...}}`` (RFC 10.2).
          */
@@ -880,6 +998,99 @@ export interface components {
              * @default ok
              */
             status?: string;
+        };
+        /**
+         * ImportReport
+         * @description RFC 15.2: what an import wrote and what it left.
+         */
+        ImportReport: {
+            /**
+             * Records Written
+             * @default 0
+             */
+            records_written?: number;
+            /**
+             * Records Overwritten
+             * @default 0
+             */
+            records_overwritten?: number;
+            /**
+             * Records Skipped
+             * @default 0
+             */
+            records_skipped?: number;
+            /**
+             * Tags
+             * @default 0
+             */
+            tags?: number;
+            /**
+             * Provenance
+             * @default 0
+             */
+            provenance?: number;
+            /**
+             * Relations
+             * @default 0
+             */
+            relations?: number;
+            /**
+             * Relations Dangling
+             * @default 0
+             */
+            relations_dangling?: number;
+            /**
+             * Entity Terms
+             * @default 0
+             */
+            entity_terms?: number;
+            /**
+             * Entity Identifiers
+             * @default 0
+             */
+            entity_identifiers?: number;
+            /**
+             * Entity Identifiers Skipped
+             * @default 0
+             */
+            entity_identifiers_skipped?: number;
+            /**
+             * Vectors
+             * @default 0
+             */
+            vectors?: number;
+            /**
+             * Embeddings Queued
+             * @default 0
+             */
+            embeddings_queued?: number;
+            /**
+             * Proposals
+             * @default 0
+             */
+            proposals?: number;
+            /**
+             * Tombstones
+             * @default 0
+             */
+            tombstones?: number;
+            /**
+             * Erasures
+             * @default 0
+             */
+            erasures?: number;
+            /**
+             * Audit Appended
+             * @default 0
+             */
+            audit_appended?: number;
+            /**
+             * Chains
+             * @default {}
+             */
+            chains?: {
+                [key: string]: number;
+            };
         };
         /**
          * InboxCount
@@ -3898,6 +4109,301 @@ export interface operations {
             };
             /** @description over a byte or nesting budget */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description invalid input, each field named by its path */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description over the API key's rate limit (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a bug: the message names no detail, the log has it */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Postgres or the broker is unavailable (Retry-After) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    export: {
+        parameters: {
+            query?: {
+                /** @description repeat for several scopes */
+                scope?: string[] | null;
+                type?: components["schemas"]["MemoryType"][] | null;
+                created_after?: string | null;
+                created_before?: string | null;
+                /** @description the embeddings too */
+                with_vectors?: boolean;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the bundle as a tar */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/x-tar": string;
+                };
+            };
+            /** @description no valid API key (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description beyond the caller's policy */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description invalid input, each field named by its path */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description over the API key's rate limit (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a bug: the message names no detail, the log has it */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Postgres or the broker is unavailable (Retry-After) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    import_bundle: {
+        parameters: {
+            query?: {
+                /** @description for record ids the store holds */
+                on_conflict?: "skip" | "overwrite" | "fail";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/x-tar": string;
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ImportReport"];
+                };
+            };
+            /** @description the body could not be read as JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no valid API key (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description beyond the caller's policy */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description conflicts with the current state (idempotency key, revision refused, tombstone) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description over a byte or nesting budget */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description invalid input, each field named by its path */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description over the API key's rate limit (Retry-After) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a bug: the message names no detail, the log has it */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Postgres or the broker is unavailable (Retry-After) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    erase: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ErasureRequest"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErasureResult"];
+                };
+            };
+            /** @description the body could not be read as JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no valid API key (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description beyond the caller's policy */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description no such record or operation visible to the caller */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description conflicts with the current state (idempotency key, revision refused, tombstone) */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };
