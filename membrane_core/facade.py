@@ -183,7 +183,9 @@ class Membrane:
         #: RFC 7.6: rotation's side of the store (``membrane rotate-encryption-key``)
         self.sealing = Sealing(self.db, sealer, clock=clock)
         #: RFC 15: export and import
-        self.transfer = Transfer(self.db, clock=clock, embedding_model=self._embedding_model)
+        self.transfer = Transfer(
+            self.db, clock=clock, embedding_model=self._embedding_model, sealer=self.work.sealer
+        )
         #: RFC 15.4: erasure
         self.erasure = Erasure(self.db, clock=clock)
 

@@ -47,6 +47,7 @@ def export(
     created_after: Annotated[AwareDatetime | None, Query()] = None,
     created_before: Annotated[AwareDatetime | None, Query()] = None,
     with_vectors: Annotated[bool, Query(description="the embeddings too")] = False,
+    open_sealed: Annotated[bool, Query(description="sealed records as plain ones (needs the keys)")] = False,
 ) -> StreamingResponse:
     """The records the key sees in the scopes asked, with their history, corrections and
     audit, as a tar of NDJSON files and a manifest, streamed (RFC 15.1)."""
@@ -57,6 +58,7 @@ def export(
         "created_after": created_after,
         "created_before": created_before,
         "with_vectors": with_vectors,
+        "open_sealed": open_sealed,
     }
     files = svc.membrane.transfer.stream({k: v for k, v in given.items() if v is not None}, policy)
     stamp = svc.membrane.clock().timestamp()

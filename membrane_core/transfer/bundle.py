@@ -62,6 +62,8 @@ class ExportRequest(ClientInput):
     created_before: AwareDatetime | None = None
     #: RFC 15.1: the embeddings too, with the model named in the manifest
     with_vectors: bool = False
+    #: RFC 15.1, 7.6: sealed records as plain ones (the deployment must hold their keys)
+    open_sealed: bool = False
 
 
 class FileEntry(BaseModel):

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from membrane_core import errors
+from membrane_core.sealing import NO_KEYS, Sealer
 from membrane_core.storage import transfer as store
 from membrane_core.storage.db import Database
 from membrane_core.transfer.bundle import (
@@ -29,6 +30,7 @@ from membrane_core.transfer.bundle import (
     Member,
     manifest_bytes,
 )
+from membrane_core.transfer.opening import open_chunk
 from membrane_core.trust import ALL_SCOPES, TrustPolicy
 
 
@@ -70,8 +72,10 @@ class Plan:
         return {
             "scopes": self.scopes,
             "types": [t.value for t in r.types] if r.types else None,
-            "created_after": r.created_after,
-            "created_before": r.created_before,
+            # in UTC: COPY binds its values into the text, where Postgres takes offsets up to
+            # 15:59 only (a bound timestamptz is sent as UTC anyway)
+            "created_after": r.created_after.astimezone(UTC) if r.created_after else None,
+            "created_before": r.created_before.astimezone(UTC) if r.created_before else None,
             "max_rank": self.max_rank,
         }
 
@@ -79,13 +83,18 @@ class Plan:
 class Exporter:
     """RFC 15.1: ``Membrane.transfer``'s export."""
 
-    def __init__(self, db: Database, *, clock: Any) -> None:
+    def __init__(self, db: Database, *, clock: Any, sealer: Sealer = NO_KEYS) -> None:
         self.db = db
         self.clock = clock
+        self.sealer = sealer
 
     def plan(self, request: ExportRequest, trust: TrustPolicy) -> Plan:
         """RFC 15.1, 7.2: the export's scopes and level under the caller's policy; naming a
         scope the caller does not read is ``Forbidden``."""
+        if request.open_sealed and not self.sealer.enabled:
+            raise errors.InvalidInput(
+                "open_sealed needs the deployment's encryption keys (MEMBRANE_ENCRYPTION_KEYS)"
+            )
         policy = trust.narrow(request.scopes, None)
         if ALL_SCOPES in policy.read_scopes:
             with self.db.reader() as conn:
@@ -139,6 +148,8 @@ class Exporter:
                     data = store.copy_out(conn, f"export_{kind}", bounds)
                     if data:
                         members.append(Member.of(kind, n, data))
+                if plan.request.open_sealed:
+                    members = open_chunk(self.sealer, members, n)
                 yield n, upto, members
                 after, n = upto, n + 1
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from membrane_core.clock import Clock
 from membrane_core.requests import parse
+from membrane_core.sealing import NO_KEYS, Sealer
 from membrane_core.storage.db import Database
 from membrane_core.transfer import files
 from membrane_core.transfer.bundle import ExportRequest, Manifest
@@ -20,9 +21,16 @@ class Transfer:
     """RFC 15: a store's records out as a bundle (with the caller's trust) and back in (an
     operator's)."""
 
-    def __init__(self, db: Database, *, clock: Clock, embedding_model: Callable[[], str | None]) -> None:
+    def __init__(
+        self,
+        db: Database,
+        *,
+        clock: Clock,
+        embedding_model: Callable[[], str | None],
+        sealer: Sealer = NO_KEYS,
+    ) -> None:
         self.db = db
-        self.exporter = Exporter(db, clock=clock)
+        self.exporter = Exporter(db, clock=clock, sealer=sealer)
         self._model = embedding_model
         self._clock = clock
 

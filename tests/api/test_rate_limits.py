@@ -124,6 +124,9 @@ CALLS: dict[tuple[str, str], tuple[str, dict[str, Any] | None]] = {
         {"decisions": [{"proposal_id": str(NOWHERE), "decision": "reject"}]},
     ),
     ("POST", "/v1/captures:batch"): ("/v1/captures:batch", batch(1)),
+    ("GET", "/v1/export"): ("/v1/export", None),
+    ("POST", "/v1/import"): ("/v1/import", None),
+    ("POST", "/v1/erase"): ("/v1/erase", {"scope": "s", "reason": "asked"}),
     ("POST", "/v1/records:merge"): (
         "/v1/records:merge",
         {"record_ids": [str(NOWHERE), str(uuid.UUID(int=2))], "rationale": "same"},

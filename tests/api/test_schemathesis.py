@@ -16,6 +16,7 @@ import httpx
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, seed, settings
+from hypothesis import strategies as st
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
@@ -57,6 +58,9 @@ def live(serve: ServeFn) -> httpx.Client:
 def test_the_served_schema_is_the_one_fuzzed(live: httpx.Client) -> None:
     assert live.get("/openapi.json").json() == SPEC
 
+
+#: RFC 15.2: ``POST /v1/import`` takes a tar; any bytes, an empty tar among them, must get a 4xx.
+schemathesis.openapi.media_type("application/x-tar", st.binary(max_size=4096) | st.just(b"\0" * 1024))
 
 #: The app's OpenAPI document, built without starting anything; the live server serves the same
 #: (checked above), and the cases are sent to it.

@@ -4,8 +4,10 @@ anything is written; importing twice changes nothing."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
+import os
 import shutil
 import uuid
 from collections.abc import Iterator
@@ -14,9 +16,11 @@ from typing import Any
 
 import psycopg
 import pytest
+from pydantic import SecretStr
 
 from membrane_core import Membrane, Settings, errors
 from membrane_core.enums import Sensitivity
+from membrane_core.storage.db import Database
 from membrane_core.testing import FakeClock
 from membrane_core.trust import TrustPolicy
 from tests.support import services
@@ -237,3 +241,66 @@ def test_an_export_takes_what_its_key_sees(
     assert all(json.loads(line)["sensitivity"] != "high" for line in lines)
     with pytest.raises(errors.Forbidden):
         membrane.transfer.export({"scopes": ["secret"]}, low, tmp_path / "no")
+
+
+def test_a_record_line_holds_every_stored_column(
+    membrane: Membrane, tmp_path: Path, database_url: str
+) -> None:
+    """RFC 15.1: an export lists the columns it writes; a column a migration adds must be
+    added there (and to the import's lists), or it would be lost in a move."""
+    observe(membrane, "user", "prefers", "tea")
+    membrane.transfer.export({}, OPERATOR, tmp_path / "b")
+    line = json.loads((tmp_path / "b" / "records-000001.ndjson").read_text().splitlines()[0])
+    with psycopg.connect(database_url) as conn:
+        stored = {
+            r[0]
+            for r in conn.execute(
+                "SELECT attname FROM pg_attribute WHERE attrelid = 'memory_records'::regclass"
+                " AND attnum > 0 AND NOT attisdropped AND attgenerated = ''"
+            )
+        }
+    assert set(line) - {"payload"} == stored
+
+
+def test_sealed_records_stay_sealed_unless_opened_with_their_keys(
+    settings: Settings, db: Database, target: Membrane, tmp_path: Path
+) -> None:
+    """RFC 15.1, 7.6: a sealed record is exported as its envelope naming its key; asked to
+    open, an export that holds the key writes the plain record, which imports as one."""
+    key = base64.b64encode(os.urandom(32)).decode()
+    sealed = settings.model_copy(
+        update={
+            "encryption_keys": SecretStr(json.dumps({"k1": key})),
+            "encryption_index_key": SecretStr(base64.b64encode(os.urandom(32)).decode()),
+        }
+    )
+    secret = "the vault code is 1234"
+    with Membrane(sealed, database=db) as m:
+        fact = m.captures.capture_many(
+            [
+                {
+                    "source_kind": "observation",
+                    "scope": "proj",
+                    "sensitivity": "high",
+                    "content": {"subject": "vault", "predicate": "has code", "object": secret},
+                    "tags": ["vault"],
+                }
+            ],
+            OPERATOR,
+        )[0].record_ids[1]
+        m.transfer.export({"scopes": ["proj"]}, OPERATOR, tmp_path / "envelopes")
+        m.transfer.export({"scopes": ["proj"], "open_sealed": True}, OPERATOR, tmp_path / "opened")
+    closed = (tmp_path / "envelopes" / "records-000001.ndjson").read_text()
+    assert secret not in closed and '"key_id":"k1"' in closed.replace(" ", "")
+    opened = (tmp_path / "opened" / "records-000001.ndjson").read_text()
+    assert secret in opened  # positive control: the same record, opened
+    tags = (tmp_path / "opened" / "tags-000001.ndjson").read_text()
+    assert '"vault"' in tags and "hmac:" not in tags
+
+    target.transfer.import_bundle(tmp_path / "opened", OPERATOR)
+    view = target.get(fact, OPERATOR)
+    assert view.payload is not None and view.payload["object"] == secret and view.tags == ["vault"]
+    found = target.retrieve({"query": "vault code", "scopes": ["proj"]}, OPERATOR).records
+    assert fact in {r.id for r in found}  # its indexed text and fact key are a plain record's
+    with Membrane(settings, database=db) as plain, pytest.raises(errors.InvalidInput, match="keys"):
+        plain.transfer.export({"scopes": ["proj"], "open_sealed": True}, OPERATOR, tmp_path / "no")

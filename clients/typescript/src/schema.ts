@@ -4164,6 +4164,8 @@ export interface operations {
                 created_before?: string | null;
                 /** @description the embeddings too */
                 with_vectors?: boolean;
+                /** @description sealed records as plain ones (needs the keys) */
+                open_sealed?: boolean;
             };
             header?: never;
             path?: never;
