@@ -19,7 +19,10 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
+from membrane_cli import from_mem0
 from membrane_core import Membrane, Settings, errors
+from membrane_core.transfer.mem0 import Entities
+from membrane_core.transfer.mem0_migration import ScopeMapping
 from membrane_core.trust import DEVELOPMENT_POLICY
 
 console = Console()
@@ -85,11 +88,51 @@ def export(
         console.print(f"{manifest.withheld} records above the exporter's sensitivity were left out")
 
 
+class Origin(StrEnum):
+    """What ``membrane import`` reads: a Membrane bundle (RFC 15.2) or a Mem0 store (RFC 15.3)."""
+
+    membrane = "membrane"
+    mem0 = "mem0"
+
+
 def import_(
-    source: Annotated[Path, typer.Argument(help="A bundle: a folder or a .tar.")],
+    source: Annotated[
+        Path | None,
+        typer.Argument(help="A bundle (a folder or a .tar); with --from mem0, a Mem0 JSON file."),
+    ] = None,
     on_conflict: Annotated[Conflict, typer.Option(help="For record ids the store holds.")] = Conflict.skip,
+    origin: Annotated[Origin, typer.Option("--from", help="What the source is.")] = Origin.membrane,
+    mem0_config: Annotated[
+        Path | None, typer.Option(help="Mem0: a JSON file of Memory.from_config's configuration.")
+    ] = None,
+    mem0_url: Annotated[str | None, typer.Option(help="Mem0: the address of its REST server.")] = None,
+    user: Annotated[list[str] | None, typer.Option(help="Mem0: a user id to read; repeat.")] = None,
+    agent: Annotated[list[str] | None, typer.Option(help="Mem0: an agent id to read; repeat.")] = None,
+    run: Annotated[list[str] | None, typer.Option(help="Mem0: a run id to read; repeat.")] = None,
+    scope: Annotated[
+        str | None, typer.Option(help="Mem0: one scope for every memory (default: user:<id>, ...).")
+    ] = None,
+    unowned_scope: Annotated[
+        str | None, typer.Option(help="Mem0: the scope of deleted memories whose owner Mem0 forgot.")
+    ] = None,
 ) -> None:
-    """RFC 15.2: import a bundle, checked whole before anything is written."""
+    """RFC 15.2: import a bundle, checked whole before anything is written. With --from mem0
+    (RFC 15.3): replay a Mem0 store's memories and their history at Mem0's times."""
+    if origin is Origin.mem0:
+        entities = Entities(users=tuple(user or ()), agents=tuple(agent or ()), runs=tuple(run or ()))
+        mapping = ScopeMapping(scope=scope, unowned=unowned_scope)
+        try:
+            mem0_report = from_mem0.run(from_mem0.read(source, mem0_config, mem0_url, entities), mapping)
+        except errors.MembraneError as exc:
+            raise _fail(exc) from exc
+        console.print(mem0_report.summary(), highlight=False, soft_wrap=True)
+        for memory_id, reason in mem0_report.failed.items():
+            console.print(f"[red]{memory_id}:[/red] {reason}", highlight=False, soft_wrap=True)
+        return
+    if any((mem0_config, mem0_url, user, agent, run, scope, unowned_scope)):
+        raise _fail(errors.InvalidInput("the Mem0 options go with --from mem0"))
+    if source is None:
+        raise _fail(errors.InvalidInput("name the bundle to import"))
     with Membrane(Settings()) as m:
         try:
             report = m.transfer.import_bundle(source, DEVELOPMENT_POLICY, on_conflict=on_conflict.value)

