@@ -13,6 +13,7 @@ from typing import Any
 
 import psycopg
 from pgvector.psycopg import register_vector
+from psycopg import sql
 from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout, TooManyRequests
 
 from membrane_core import errors
@@ -231,10 +232,12 @@ class Database:
             yield conn
 
     @contextlib.contextmanager
-    def snapshot(self) -> Iterator[psycopg.Connection]:
+    def snapshot(self, share: str | None = None) -> Iterator[psycopg.Connection]:
         """RFC 15.1: a connection of its own on the read server, in one repeatable-read,
         read-only transaction in UTC: a long read (an export) sees one snapshot and holds no
-        pooled connection while it streams."""
+        pooled connection while it streams. ``share``: the id of a snapshot another such
+        connection exported (:func:`membrane_core.storage.transfer.share_snapshot`), which
+        this one then reads too."""
         server = self._replica
         server.circuit.admit()
         with translate_errors(), psycopg.connect(server.dsn) as conn:
@@ -242,6 +245,8 @@ class Database:
             conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
             conn.read_only = True
             with conn.transaction():
+                if share is not None:
+                    conn.execute(sql.SQL("SET TRANSACTION SNAPSHOT {}").format(sql.Literal(share)))
                 conn.execute("SET LOCAL TimeZone = 'UTC'")
                 yield conn
 

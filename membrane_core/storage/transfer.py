@@ -19,6 +19,22 @@ def copy_out(conn: Connection, name: str, params: dict[str, Any]) -> bytes:
     return bytes(out).replace(b"\\\\", b"\\")
 
 
+def lines_of(conn: Connection, name: str, params: dict[str, Any]) -> bytes:
+    """RFC 15.1: the JSON lines of statement ``name``, which aggregates them into one value:
+    read whole, where ``COPY`` hands them over one message a row."""
+    row = conn.execute(q(name), params, binary=True).fetchone()
+    return bytes(row[0]) if row and row[0] is not None else b""
+
+
+def share_snapshot(conn: Connection) -> str:
+    """RFC 15.1: the id of the snapshot ``conn``'s transaction reads, for a second connection
+    to read the same (a standby exports its snapshots too)."""
+    row = conn.execute("SELECT pg_export_snapshot()").fetchone()
+    if row is None:
+        raise RuntimeError("pg_export_snapshot returned no row")
+    return str(row[0])
+
+
 def stage(conn: Connection, kind: LiteralString, data: bytes) -> None:
     """RFC 15.2: a file's JSON lines into ``import_<kind>``, in order (``COPY ... FROM STDIN``
     in its text format: each backslash doubled, and a JSON line holds no other character it

@@ -8,8 +8,10 @@ after a chunk resumes after that chunk's last key.
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -17,7 +19,7 @@ from typing import Any
 from membrane_core import errors
 from membrane_core.sealing import NO_KEYS, Sealer
 from membrane_core.storage import transfer as store
-from membrane_core.storage.db import Database
+from membrane_core.storage.db import Connection, Database
 from membrane_core.transfer.bundle import (
     CHUNK_BYTES,
     CHUNK_KINDS,
@@ -52,6 +54,9 @@ class Key:
         return cls(value[0], datetime.fromisoformat(value[1]), uuid.UUID(value[2]))
 
 
+#: RFC 15.1: the kinds a second connection reads, beside the records, audit and proposals.
+CHILD_KINDS = frozenset({"tags", "provenance", "relations", "entity_terms", "entity_identifiers", "vectors"})
+
 #: Before every record: no scope is empty (RFC 2.1).
 START = Key("", datetime(1, 1, 1, tzinfo=UTC), uuid.UUID(int=0))
 
@@ -78,6 +83,11 @@ class Plan:
             "created_before": r.created_before.astimezone(UTC) if r.created_before else None,
             "max_rank": self.max_rank,
         }
+
+
+def _read(conn: Connection, kinds: list[str], bounds: dict[str, Any]) -> dict[str, bytes]:
+    """Each kind's lines of one chunk."""
+    return {k: store.lines_of(conn, f"export_{k}", bounds) for k in kinds}
 
 
 class Exporter:
@@ -113,10 +123,16 @@ class Exporter:
         self, plan: Plan, *, after: Key = START, first: int = 1
     ) -> Iterator[tuple[int, Key, list[Member]]]:
         """RFC 15.1: each chunk after ``after`` (numbered from ``first``): its number, its
-        last key and its files, read in one snapshot."""
+        last key and its files, read in one snapshot: a second connection, on the snapshot the
+        first exports, reads the children's files while the first reads the records'."""
         base = plan.params()
         kinds = [k for k in CHUNK_KINDS if k != "vectors" or plan.request.with_vectors]
-        with self.db.snapshot() as conn:
+        with contextlib.ExitStack() as stack:
+            conn = stack.enter_context(self.db.snapshot())
+            share = store.share_snapshot(conn)
+            second = stack.enter_context(self.db.snapshot(share))
+            pool = stack.enter_context(ThreadPoolExecutor(1, thread_name_prefix="membrane-export"))
+            children = [k for k in kinds if k in CHILD_KINDS]
             n = first
             while True:
                 found = store.rows(
@@ -143,11 +159,10 @@ class Exporter:
                     "upto_created": upto.created_at,
                     "upto_id": upto.id,
                 }
-                members = []
-                for kind in kinds:
-                    data = store.copy_out(conn, f"export_{kind}", bounds)
-                    if data:
-                        members.append(Member.of(kind, n, data))
+                read = pool.submit(_read, second, children, bounds)
+                data = _read(conn, [k for k in kinds if k not in children], bounds)
+                data.update(read.result())
+                members = [Member.of(k, n, data[k]) for k in kinds if data[k]]
                 if plan.request.open_sealed:
                     members = open_chunk(self.sealer, members, n)
                 yield n, upto, members

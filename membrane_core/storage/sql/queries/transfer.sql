@@ -1,5 +1,5 @@
--- Moving memories (RFC 15): export in chunks of records, each chunk's rows as JSON lines by
--- COPY, and import through staging tables. A chunk is a range of the export order (scope,
+-- Moving memories (RFC 15): export in chunks of records, a chunk's rows of each kind as JSON
+-- lines in one value (nothing read row by row), and import through staging tables. A chunk is a range of the export order (scope,
 -- created_at, id) after one key and up to another; every statement of a chunk reads the
 -- same range with the same filters.
 
@@ -55,8 +55,8 @@ SELECT k.scope, k.created_at, k.id, k.n
 
 -- name: export_records
 -- A chunk's records as JSON lines (RFC 15.1): the stored columns (not the generated ones), and the payload (a sealed one as its envelope, base64). json, not jsonb: built in column order, at a third of jsonb's cost.
-COPY (
-SELECT row_to_json(x)::text
+SELECT convert_to(string_agg(row_to_json(x)::text, E'\n'
+                             ORDER BY x.scope, x.created_at, x.id) || E'\n', 'UTF8')
   FROM (SELECT r.id, r.type, r.scope, r.sensitivity, r.confidence, r.salience, r.status, r.decay_curve,
                r.half_life_seconds, r.min_salience, r.max_age_seconds, r.reinforcement_gain,
                r.base_salience, r.reinforced_at, r.pinned, r.deletion_policy, r.validity_mode,
@@ -66,71 +66,57 @@ SELECT row_to_json(x)::text
                json_build_object('kind', p.kind, 'body', p.body, 'key_id', p.key_id,
                                  'sealed', translate(encode(p.sealed, 'base64'), E'\n', '')) AS payload
           FROM memory_records r JOIN record_payloads p ON p.record_id = r.id
-         WHERE /*@export_range*/
-         ORDER BY r.scope, r.created_at, r.id) x
-) TO STDOUT
+         WHERE /*@export_range*/) x
 
 -- name: export_tags
 -- A chunk's tags as JSON lines (RFC 15.1).
-COPY (
-SELECT row_to_json(t)::text
+SELECT convert_to(string_agg(row_to_json(t)::text, E'\n'
+                             ORDER BY r.scope, r.created_at, r.id, t.tag) || E'\n', 'UTF8')
   FROM memory_records r JOIN record_tags t ON t.record_id = r.id
  WHERE /*@export_range*/
- ORDER BY r.scope, r.created_at, r.id, t.tag
-) TO STDOUT
 
 -- name: export_provenance
 -- A chunk's provenance sources as JSON lines, without their store-local ids, in the order they were added (RFC 15.1).
-COPY (
-SELECT json_build_object('record_id', s.record_id, 'kind', s.kind, 'ref', s.ref, 'hash', s.hash,
-                         'created_by', s.created_by, 'ts', s.ts, 'added_at', s.added_at)::text
+SELECT convert_to(string_agg(json_build_object('record_id', s.record_id, 'kind', s.kind, 'ref', s.ref, 'hash', s.hash,
+                         'created_by', s.created_by, 'ts', s.ts, 'added_at', s.added_at)::text, E'\n'
+                             ORDER BY r.scope, r.created_at, r.id, s.id) || E'\n', 'UTF8')
   FROM memory_records r JOIN provenance_sources s ON s.record_id = r.id
  WHERE /*@export_range*/
- ORDER BY r.scope, r.created_at, r.id, s.id
-) TO STDOUT
 
 -- name: export_relations
 -- The relations a chunk's records hold, as JSON lines (RFC 15.1); the target may lie outside the export.
-COPY (
-SELECT row_to_json(l)::text
+SELECT convert_to(string_agg(row_to_json(l)::text, E'\n'
+                             ORDER BY r.scope, r.created_at, r.id, l.predicate, l.target_id) || E'\n', 'UTF8')
   FROM memory_records r JOIN relations l ON l.source_id = r.id
  WHERE /*@export_range*/
- ORDER BY r.scope, r.created_at, r.id, l.predicate, l.target_id
-) TO STDOUT
 
 -- name: export_entity_terms
 -- A chunk's entity terms as JSON lines (RFC 15.1).
-COPY (
-SELECT row_to_json(e)::text
+SELECT convert_to(string_agg(row_to_json(e)::text, E'\n'
+                             ORDER BY r.scope, r.created_at, r.id, e.term) || E'\n', 'UTF8')
   FROM memory_records r JOIN entity_terms e ON e.record_id = r.id
  WHERE /*@export_range*/
- ORDER BY r.scope, r.created_at, r.id, e.term
-) TO STDOUT
 
 -- name: export_entity_identifiers
 -- A chunk's entity identifiers as JSON lines (RFC 15.1).
-COPY (
-SELECT row_to_json(i)::text
+SELECT convert_to(string_agg(row_to_json(i)::text, E'\n'
+                             ORDER BY r.scope, r.created_at, r.id, i.namespace, i.value) || E'\n', 'UTF8')
   FROM memory_records r JOIN entity_identifiers i ON i.record_id = r.id
  WHERE /*@export_range*/
- ORDER BY r.scope, r.created_at, r.id, i.namespace, i.value
-) TO STDOUT
 
 -- name: export_vectors
 -- A chunk's embeddings as JSON lines (RFC 15.1): the vector as an array of numbers, the token signs base64.
-COPY (
-SELECT json_build_object('record_id', e.record_id, 'scope', e.scope, 'model', e.model,
+SELECT convert_to(string_agg(json_build_object('record_id', e.record_id, 'scope', e.scope, 'model', e.model,
                          'embedding', e.embedding::text::json, 'created_at', e.created_at,
-                         'token_signs', translate(encode(e.token_signs, 'base64'), E'\n', ''))::text
+                         'token_signs', translate(encode(e.token_signs, 'base64'), E'\n', ''))::text, E'\n'
+                             ORDER BY r.scope, r.created_at, r.id) || E'\n', 'UTF8')
   FROM memory_records r JOIN record_embeddings e ON e.scope = r.scope AND e.record_id = r.id
  WHERE /*@export_range*/
- ORDER BY r.scope, r.created_at, r.id
-) TO STDOUT
 
 -- name: export_proposals
 -- The proposals of a chunk's proposed records, each once, and which records each holds, as JSON lines (RFC 15.1, 5.7).
-COPY (
-SELECT row_to_json(o)::text
+SELECT convert_to(string_agg(row_to_json(o)::text, E'\n'
+                             ORDER BY o.created_at, o.id) || E'\n', 'UTF8')
   FROM (SELECT p.id, p.scope, p.sensitivity, p.source, p.proposed_by, p.actors, p.corroborations, p.status,
                p.created_at, p.expires_at, p.decided_by, p.decided_at, p.rationale,
                (SELECT json_agg(x.record_id ORDER BY x.record_id) FROM proposal_records x
@@ -138,21 +124,17 @@ SELECT row_to_json(o)::text
           FROM proposals p
          WHERE p.id IN (SELECT x.proposal_id FROM memory_records r JOIN proposal_records x ON x.record_id = r.id
                          WHERE /*@export_range*/)) o
- ORDER BY o.created_at, o.id
-) TO STDOUT
 
 -- name: export_audit
 -- A chunk's audit entries as JSON lines, each record's in append order (RFC 15.1, 5.5): without store-local ids, the digests and hashes in hex.
-COPY (
-SELECT json_build_object('record_id', a.record_id, 'scope', a.scope, 'sensitivity', a.sensitivity,
+SELECT convert_to(string_agg(json_build_object('record_id', a.record_id, 'scope', a.scope, 'sensitivity', a.sensitivity,
                          'action', a.action, 'actor', a.actor, 'ts', a.ts, 'rationale', a.rationale,
                          'details', a.details, 'content_digest', encode(a.content_digest, 'hex'),
                          'prev_hash', encode(a.prev_hash, 'hex'), 'hash', encode(a.hash, 'hex'),
-                         'erased_by', a.erased_by)::text
+                         'erased_by', a.erased_by)::text, E'\n'
+                             ORDER BY r.scope, r.created_at, r.id, a.id) || E'\n', 'UTF8')
   FROM memory_records r JOIN audit_log a ON a.record_id = r.id
  WHERE /*@export_range*/
- ORDER BY r.scope, r.created_at, r.id, a.id
-) TO STDOUT
 
 -- name: export_gone_audit
 -- The audit entries of records deleted from the export's scopes (their history survives them, RFC 5.5), as export_audit writes them; an export without a type filter takes them, by the time of each record's first entry.
