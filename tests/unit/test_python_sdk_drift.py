@@ -58,6 +58,8 @@ PAIRS: list[tuple[type[BaseModel], str, Direction]] = [
     (models.PenalizeBody, "PenalizeBody", "request"),
     (models.MaintenanceRun, "MaintenanceRun", "request"),
     (models.RecordPage, "RecordPage", "answer"),
+    (models.ImportReport, "ImportReport", "answer"),
+    (models.Erasure, "ErasureResult", "answer"),
     (models.PageDiagnostics, "PageDiagnostics", "answer"),
     (models.Lineage, "Lineage", "answer"),
     (models.LineageEdge, "LineageEdge", "answer"),
@@ -106,6 +108,10 @@ ROUTES: dict[str, tuple[str | None, str]] = {
     "list_scopes": (None, "ScopeList"),
     "review_queue": (None, "ReviewPage"),
     "decide": ("DecideRequest", "DecideResult"),
+    # RFC 15.1, 15.2: a bundle travels as a tar, not as JSON
+    "export": (None, ""),
+    "import_bundle": (None, "ImportReport"),
+    "erase": ("ErasureRequest", "ErasureResult"),
 }
 
 #: list call -> the filters it takes, as query parameters of its route (RFC 10.7).
@@ -114,6 +120,7 @@ FILTERS: dict[str, type[Any]] = {
     "list_operations": models.OperationFilters,
     "work": models.WorkFilters,
     "review_queue": models.ReviewFilters,
+    "export": models.ExportFilters,
 }
 
 

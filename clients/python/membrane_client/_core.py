@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Literal, Protocol, TypeVar
 from urllib.parse import quote
 from uuid import UUID
 
@@ -31,8 +31,11 @@ from membrane_client.models import (
     DecideResult,
     Decision,
     DecisionResult,
+    Erasure,
     EvidenceRef,
     ExpandOptions,
+    ExportFilters,
+    ImportReport,
     Lineage,
     Metrics,
     Operation,
@@ -71,6 +74,9 @@ RETRY_EXCEPTIONS: tuple[type[Exception], ...] = (
     httpx.RemoteProtocolError,
 )
 
+#: RFC 15.1, 15.2: the media type of a bundle.
+TAR = "application/x-tar"
+
 #: (method, path template) of every endpoint the client calls, by client method.
 ENDPOINTS: dict[str, tuple[str, str]] = {
     "capture": ("POST", "/v1/captures"),
@@ -96,6 +102,9 @@ ENDPOINTS: dict[str, tuple[str, str]] = {
     "list_scopes": ("GET", "/v1/scopes"),
     "review_queue": ("GET", "/v1/review"),
     "decide": ("POST", "/v1/review:decide"),
+    "export": ("GET", "/v1/export"),
+    "import_bundle": ("POST", "/v1/import"),
+    "erase": ("POST", "/v1/erase"),
 }
 
 #: The query parameters of each list call, by client method (RFC 10.7). The server ignores
@@ -106,6 +115,7 @@ FILTERS: dict[str, frozenset[str]] = {
     "list_operations": OperationFilters.__optional_keys__,
     "work": WorkFilters.__optional_keys__,
     "review_queue": ReviewFilters.__optional_keys__,
+    "export": ExportFilters.__optional_keys__,
 }
 
 _JSON: TypeAdapter[Any] = TypeAdapter(Any)
@@ -197,14 +207,21 @@ class Call(Generic[T]):
     key: str | None = None
     #: the server-side ``?wait`` in seconds, which the read timeout must cover
     wait: float | None = None
+    #: a body sent as it is, not as JSON (a bundle's tar, RFC 15.2)
+    raw: bytes | None = None
 
     def content(self) -> bytes | None:
-        """The JSON body as bytes (datetimes, UUIDs and models included)."""
+        """The JSON body as bytes (datetimes, UUIDs and models included), or the raw body."""
+        if self.raw is not None:
+            return self.raw
         return None if self.body is None else _JSON.dump_json(jsonable(self.body))
 
     def headers(self) -> dict[str, str]:
         """Per-request headers: the content type and the idempotency key."""
-        headers = {"Content-Type": "application/json"} if self.body is not None else {}
+        if self.raw is not None:
+            headers = {"Content-Type": TAR}
+        else:
+            headers = {"Content-Type": "application/json"} if self.body is not None else {}
         if self.key is not None:
             headers["Idempotency-Key"] = self.key
         return headers
@@ -631,3 +648,49 @@ class Deadline:
 def poll_interval(attempt: int) -> float:
     """Pause between two polls of an operation: quick at first, then every half second."""
     return min(0.5, 0.02 * (2.0**attempt))
+
+
+# -- moving and forgetting (RFC 15) ------------------------------------------------------
+
+
+def export_params(filters: Mapping[str, Any]) -> dict[str, str | list[str]]:
+    """The query of ``GET /v1/export`` (RFC 15.1); booleans as ``true``/``false``."""
+    return query("export", {k: (str(v).lower() if isinstance(v, bool) else v) for k, v in filters.items()})
+
+
+def import_bundle(data: bytes, on_conflict: str) -> Call[ImportReport]:
+    """``POST /v1/import`` (operator keys): a bundle's tar, checked whole before anything is
+    written (RFC 15.2). No idempotency key: importing the same bundle again changes nothing."""
+    return Call(
+        "POST",
+        ENDPOINTS["import_bundle"][1],
+        ImportReport.model_validate_json,
+        params={"on_conflict": on_conflict},
+        raw=data,
+    )
+
+
+def erase(body: Mapping[str, Any]) -> Call[Erasure]:
+    """``POST /v1/erase`` (keys with ``erase``): a dry run unless ``dry_run`` is false and
+    ``confirm`` repeats the dry run's (RFC 15.4)."""
+    return Call("POST", ENDPOINTS["erase"][1], Erasure.model_validate_json, body=dict(body))
+
+
+#: RFC 15.2: what an import does with a record id the store holds.
+OnConflict = Literal["skip", "overwrite", "fail"]
+
+
+def erase_body(
+    reason: str, scope: str | None, entity: Id | None, records: Iterable[Id] | None, confirm: str | None
+) -> dict[str, Any]:
+    """The body of ``POST /v1/erase``: the target given, a dry run unless confirmed."""
+    body: dict[str, Any] = {"reason": reason, "dry_run": confirm is None}
+    if scope is not None:
+        body["scope"] = scope
+    if entity is not None:
+        body["entity"] = str(entity)
+    if records is not None:
+        body["records"] = [str(r) for r in records]
+    if confirm is not None:
+        body["confirm"] = confirm
+    return body

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import itertools
+import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
 from datetime import datetime
+from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar, Unpack
 
@@ -21,6 +23,7 @@ from membrane_client._core import (
     DecisionInput,
     Evidence,
     Id,
+    OnConflict,
     P,
     RetryPolicy,
     Revised,
@@ -44,7 +47,10 @@ from membrane_client.models import (
     AuditHistory,
     DecideResult,
     DecisionResult,
+    Erasure,
     ExpandOptions,
+    ExportFilters,
+    ImportReport,
     Lineage,
     Metrics,
     Operation,
@@ -501,3 +507,46 @@ class Client:
         (RFC 5.7)."""
         body = _core.decision(proposal_id, "amend", record=record, rationale=rationale, evidence=evidence)
         return _core.only(self.decide([body]))
+
+    # -- moving and forgetting (RFC 15) -------------------------------------------------
+
+    def export(self, target: str | os.PathLike[str], **filters: Unpack[ExportFilters]) -> Path:
+        """``GET /v1/export``: the records the key sees, with their history, corrections and
+        audit, streamed into the tar file ``target`` (RFC 15.1); returns its path. A refusal
+        raises the exception of its code before anything is written; a download cut short
+        leaves no file."""
+        path = Path(target)
+        params = _core.export_params(filters)
+        part = path.with_name(path.name + ".part")
+        with self._http.stream("GET", _core.ENDPOINTS["export"][1], params=params, timeout=None) as response:
+            if not response.is_success:
+                response.read()
+                _core.parse(_core.Call("GET", "/v1/export", bytes), response)
+            with part.open("wb") as out:
+                for block in response.iter_bytes():
+                    out.write(block)
+        part.replace(path)
+        return path
+
+    def import_bundle(
+        self, source: str | os.PathLike[str], *, on_conflict: OnConflict = "skip"
+    ) -> ImportReport:
+        """``POST /v1/import`` (operator keys): the bundle's tar at ``source``, checked whole
+        before anything is written; ids the store holds are skipped, overwritten where they
+        differ, or refuse the import (``on_conflict``, RFC 15.2)."""
+        call = _core.import_bundle(Path(source).read_bytes(), on_conflict)
+        return self._run(call)
+
+    def erase(
+        self,
+        *,
+        reason: str,
+        scope: str | None = None,
+        entity: Id | None = None,
+        records: Iterable[Id] | None = None,
+        confirm: str | None = None,
+    ) -> Erasure:
+        """``POST /v1/erase`` (keys with ``erase``): without ``confirm`` a dry run, counting what
+        would go by table; with the dry run's ``confirm``, the erasure itself, refused when the
+        store changed since (RFC 15.4). Name one of ``scope``, ``entity`` or ``records``."""
+        return self._run(_core.erase(_core.erase_body(reason, scope, entity, records, confirm)))

@@ -36,12 +36,15 @@ __all__ = [
     "Decision",
     "DecisionResult",
     "Edge",
+    "Erasure",
     "ErrorBody",
     "ErrorDetail",
     "ErrorInfo",
     "EvidenceRef",
     "ExpandOptions",
+    "ExportFilters",
     "ForkBody",
+    "ImportReport",
     "InboxCount",
     "JobBacklog",
     "Lineage",
@@ -803,3 +806,59 @@ class DecideBody(Body):
     own (RFC 5.7)."""
 
     decisions: list[Decision]
+
+
+# -- moving and forgetting (RFC 15) ------------------------------------------------------
+
+
+class ExportFilters(TypedDict, total=False):
+    """The filters of ``GET /v1/export``, by their query parameter names (RFC 15.1):
+    ``scope`` and ``type`` take one value or several; ``created_after`` and
+    ``created_before`` bound ``created_at``, half-open."""
+
+    scope: Many
+    type: MemoryTypeName | Sequence[MemoryTypeName]
+    created_after: When
+    created_before: When
+    #: the embeddings too, naming their model
+    with_vectors: bool
+    #: sealed records as plain ones (the deployment must hold their keys)
+    open_sealed: bool
+
+
+class ImportReport(Answer):
+    """``POST /v1/import`` (operator keys): what an import wrote and what it left (RFC 15.2)."""
+
+    records_written: int = 0
+    records_overwritten: int = 0
+    records_skipped: int = 0
+    tags: int = 0
+    provenance: int = 0
+    relations: int = 0
+    relations_dangling: int = 0
+    entity_terms: int = 0
+    entity_identifiers: int = 0
+    entity_identifiers_skipped: int = 0
+    vectors: int = 0
+    embeddings_queued: int = 0
+    proposals: int = 0
+    tombstones: int = 0
+    erasures: int = 0
+    audit_appended: int = 0
+    chains: dict[str, int] = Field(default_factory=dict)
+
+
+ErasureTarget = Literal["scope", "entity", "records"]
+
+
+class Erasure(Answer):
+    """``POST /v1/erase`` (keys with ``erase``): what an erasure removed, or a dry run would,
+    by table, and the dry run's confirmation (RFC 15.4)."""
+
+    dry_run: bool
+    erasure_id: UUID | None = None
+    target: ErasureTarget
+    counts: dict[str, int]
+    outside_scopes: int = 0
+    confirm: str
+    erased_at: datetime | None = None
