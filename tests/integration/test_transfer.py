@@ -304,3 +304,69 @@ def test_sealed_records_stay_sealed_unless_opened_with_their_keys(
     assert fact in {r.id for r in found}  # its indexed text and fact key are a plain record's
     with Membrane(settings, database=db) as plain, pytest.raises(errors.InvalidInput, match="keys"):
         plain.transfer.export({"scopes": ["proj"], "open_sealed": True}, OPERATOR, tmp_path / "no")
+
+
+def test_a_stopped_export_resumes_after_its_last_chunk(
+    membrane: Membrane, clock: FakeClock, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """RFC 15.1: a run stopped after a chunk resumes there; its files are those of a run that
+    was not stopped, its manifest says so."""
+    from membrane_core.transfer import export as exporting
+
+    build(membrane, clock)
+    monkeypatch.setattr(exporting, "CHUNK_ROWS", 3)
+    whole = membrane.transfer.export({"scopes": ["proj"]}, OPERATOR, tmp_path / "whole")
+    assert sum(1 for f in whole.files if f.kind == "records") >= 3  # several chunks
+
+    class Stop(Exception):
+        pass
+
+    def stop_after_two(done: int, total: int) -> None:
+        if done >= 6:
+            raise Stop
+
+    with pytest.raises(Stop):
+        membrane.transfer.export(
+            {"scopes": ["proj"]}, OPERATOR, tmp_path / "resumed", progress=stop_after_two
+        )
+    assert (tmp_path / "resumed" / ".export-state.json").exists()
+    assert not (tmp_path / "resumed" / "manifest.json").exists()
+    with pytest.raises(errors.InvalidInput, match="other filters"):
+        membrane.transfer.export({"scopes": ["proj"], "types": ["semantic"]}, OPERATOR, tmp_path / "resumed")
+    again = membrane.transfer.export({"scopes": ["proj"]}, OPERATOR, tmp_path / "resumed")
+    assert again.resumed is True and not (tmp_path / "resumed" / ".export-state.json").exists()
+    a, b = files(tmp_path / "whole"), files(tmp_path / "resumed")
+    assert {n: v for n, v in a.items() if n != "manifest.json"} == {
+        n: v for n, v in b.items() if n != "manifest.json"
+    }
+    assert data_of(a["manifest.json"]) == data_of(b["manifest.json"])
+
+
+def test_vectors_move_with_their_model_and_the_rest_are_queued(
+    settings: Settings, db: Database, pg_admin_url: str, clock: FakeClock, tmp_path: Path
+) -> None:
+    """RFC 15.2: a bundle's vectors are written where the store embeds with their model; a
+    record without one is queued for the embedding pool; without a provider, neither."""
+    hashing = settings.model_copy(update={"embedding_provider": "hashing"})
+    with Membrane(hashing, database=db, clock=clock) as m:
+        build(m, clock)
+        m.embedding.run_batch()
+        with_vectors = m.transfer.export({"scopes": ["proj"], "with_vectors": True}, OPERATOR, tmp_path / "v")
+        m.transfer.export({"scopes": ["proj"]}, OPERATOR, tmp_path / "plain")
+        model = m._embedding_model()
+    assert with_vectors.counts["vectors"] > 0 and with_vectors.vector_models == [model]
+    for source, expect_vectors in ((tmp_path / "v", True), (tmp_path / "plain", False)):
+        with services.fresh_database(pg_admin_url) as url:
+            other = hashing.model_copy(update={"database_url": SecretStr(url), "data_dir": tmp_path / "o"})
+            with Membrane(other) as t:
+                report = t.transfer.import_bundle(source, OPERATOR)
+        if expect_vectors:
+            assert report.vectors == with_vectors.counts["vectors"]
+            assert report.embeddings_queued == report.records_written - report.vectors
+        else:
+            assert report.vectors == 0 and report.embeddings_queued == report.records_written
+    with services.fresh_database(pg_admin_url) as url:
+        none = settings.model_copy(update={"database_url": SecretStr(url), "data_dir": tmp_path / "n"})
+        with Membrane(none) as t:
+            report = t.transfer.import_bundle(tmp_path / "v", OPERATOR)
+    assert report.vectors == 0 and report.embeddings_queued == 0 and report.records_written > 0
