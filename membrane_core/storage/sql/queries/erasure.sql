@@ -71,7 +71,7 @@ CREATE TEMP TABLE erase_operations ON COMMIT DROP AS
 SELECT o.id FROM operations o
  WHERE o.record_id IN (SELECT id FROM erase_targets)
     OR o.target_id IN (SELECT id FROM erase_targets)
-    OR o.record_ids && (SELECT coalesce(array_agg(id), '{}') FROM erase_targets)
+    OR EXISTS (SELECT 1 FROM unnest(o.record_ids) x JOIN erase_targets t ON t.id = x)
     OR (%(scope)s::text IS NOT NULL AND o.request->>'scope' = %(scope)s::text)
 
 -- name: erase_counts
@@ -102,7 +102,7 @@ SELECT (SELECT count(*) FROM erase_targets) AS memory_records,
                               AND x.record_id NOT IN (SELECT id FROM erase_targets))) AS proposals,
        (SELECT count(*) FROM tool_signatures s
          WHERE (%(scope)s::text IS NOT NULL AND s.scope = %(scope)s::text)
-            OR s.pending_sources && (SELECT coalesce(array_agg(id), '{}') FROM erase_targets)
+            OR EXISTS (SELECT 1 FROM unnest(s.pending_sources) x JOIN erase_targets t ON t.id = x)
             OR s.competence_id IN (SELECT id FROM erase_targets)
             OR s.plan_id IN (SELECT id FROM erase_targets)) AS tool_signatures
 
@@ -181,7 +181,7 @@ UPDATE tool_signatures s
                             ELSE s.competence_id END,
        plan_id = CASE WHEN s.plan_id IN (SELECT id FROM erase_targets) THEN NULL ELSE s.plan_id END
  WHERE (%(scope)s::text IS NULL OR s.scope <> %(scope)s::text)
-   AND (s.pending_sources && (SELECT coalesce(array_agg(id), '{}') FROM erase_targets)
+   AND (EXISTS (SELECT 1 FROM unnest(s.pending_sources) x JOIN erase_targets t ON t.id = x)
         OR s.competence_id IN (SELECT id FROM erase_targets)
         OR s.plan_id IN (SELECT id FROM erase_targets))
 
