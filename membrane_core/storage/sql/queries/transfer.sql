@@ -77,8 +77,9 @@ SELECT convert_to(string_agg(row_to_json(t)::text, E'\n'
 
 -- name: export_provenance
 -- A chunk's provenance sources as JSON lines, without their store-local ids, in the order they were added (RFC 15.1).
-SELECT convert_to(string_agg(json_build_object('record_id', s.record_id, 'kind', s.kind, 'ref', s.ref, 'hash', s.hash,
-                         'created_by', s.created_by, 'ts', s.ts, 'added_at', s.added_at)::text, E'\n'
+SELECT convert_to(string_agg(json_build_object('record_id', s.record_id, 'kind', s.kind, 'ref', s.ref,
+                                               'hash', s.hash, 'created_by', s.created_by, 'ts', s.ts,
+                                               'added_at', s.added_at)::text, E'\n'
                              ORDER BY r.scope, r.created_at, r.id, s.id) || E'\n', 'UTF8')
   FROM memory_records r JOIN provenance_sources s ON s.record_id = r.id
  WHERE /*@export_range*/
@@ -107,8 +108,9 @@ SELECT convert_to(string_agg(row_to_json(i)::text, E'\n'
 -- name: export_vectors
 -- A chunk's embeddings as JSON lines (RFC 15.1): the vector as an array of numbers, the token signs base64.
 SELECT convert_to(string_agg(json_build_object('record_id', e.record_id, 'scope', e.scope, 'model', e.model,
-                         'embedding', e.embedding::text::json, 'created_at', e.created_at,
-                         'token_signs', translate(encode(e.token_signs, 'base64'), E'\n', ''))::text, E'\n'
+                                               'embedding', e.embedding::text::json, 'created_at', e.created_at,
+                                               'token_signs', translate(encode(e.token_signs, 'base64'), E'\n', ''))::text,
+                             E'\n'
                              ORDER BY r.scope, r.created_at, r.id) || E'\n', 'UTF8')
   FROM memory_records r JOIN record_embeddings e ON e.scope = r.scope AND e.record_id = r.id
  WHERE /*@export_range*/
@@ -127,23 +129,23 @@ SELECT convert_to(string_agg(row_to_json(o)::text, E'\n'
 
 -- name: export_audit
 -- A chunk's audit entries as JSON lines, each record's in append order (RFC 15.1, 5.5): without store-local ids, the digests and hashes in hex.
-SELECT convert_to(string_agg(json_build_object('record_id', a.record_id, 'scope', a.scope, 'sensitivity', a.sensitivity,
-                         'action', a.action, 'actor', a.actor, 'ts', a.ts, 'rationale', a.rationale,
-                         'details', a.details, 'content_digest', encode(a.content_digest, 'hex'),
-                         'prev_hash', encode(a.prev_hash, 'hex'), 'hash', encode(a.hash, 'hex'),
-                         'erased_by', a.erased_by)::text, E'\n'
+SELECT convert_to(string_agg(/*@export_audit_line*/, E'\n'
                              ORDER BY r.scope, r.created_at, r.id, a.id) || E'\n', 'UTF8')
   FROM memory_records r JOIN audit_log a ON a.record_id = r.id
  WHERE /*@export_range*/
 
+-- name: export_audit_line
+-- One audit entry `a` as an export writes it (RFC 15.1, 5.5): without its store-local id, the digest and hashes in hex.
+json_build_object('record_id', a.record_id, 'scope', a.scope, 'sensitivity', a.sensitivity,
+                  'action', a.action, 'actor', a.actor, 'ts', a.ts, 'rationale', a.rationale,
+                  'details', a.details, 'content_digest', encode(a.content_digest, 'hex'),
+                  'prev_hash', encode(a.prev_hash, 'hex'), 'hash', encode(a.hash, 'hex'),
+                  'erased_by', a.erased_by)::text
+
 -- name: export_gone_audit
 -- The audit entries of records deleted from the export's scopes (their history survives them, RFC 5.5), as export_audit writes them; an export without a type filter takes them, by the time of each record's first entry.
 COPY (
-SELECT json_build_object('record_id', a.record_id, 'scope', a.scope, 'sensitivity', a.sensitivity,
-                         'action', a.action, 'actor', a.actor, 'ts', a.ts, 'rationale', a.rationale,
-                         'details', a.details, 'content_digest', encode(a.content_digest, 'hex'),
-                         'prev_hash', encode(a.prev_hash, 'hex'), 'hash', encode(a.hash, 'hex'),
-                         'erased_by', a.erased_by)::text
+SELECT /*@export_audit_line*/
   FROM (SELECT g.record_id FROM audit_log g
          WHERE g.scope = ANY(%(scopes)s::text[])
            AND NOT EXISTS (SELECT 1 FROM memory_records m WHERE m.id = g.record_id)
