@@ -108,7 +108,7 @@ class Exporter:
         policy = trust.narrow(request.scopes, None)
         if ALL_SCOPES in policy.read_scopes:
             with self.db.reader() as conn:
-                scopes = [r[0] for r in store.rows(conn, "export_scopes")]
+                scopes = sorted(r[0] for r in store.rows(conn, "export_scopes"))
         else:
             scopes = sorted(policy.read_scopes)
         return Plan(request, scopes, policy.max_sensitivity.rank, trust.actor)
@@ -134,39 +134,44 @@ class Exporter:
             pool = stack.enter_context(ThreadPoolExecutor(1, thread_name_prefix="membrane-export"))
             children = [k for k in kinds if k in CHILD_KINDS]
             n = first
-            while True:
-                found = store.rows(
-                    conn,
-                    "export_next_chunk",
-                    {
-                        **base,
-                        "after_scope": after.scope,
-                        "after_created": after.created_at,
-                        "after_id": after.id,
-                        "rows": CHUNK_ROWS,
-                        "max_bytes": CHUNK_BYTES,
-                    },
+            for scope in plan.scopes:
+                if scope < after.scope:
+                    continue
+                position = (
+                    (after.created_at, after.id) if scope == after.scope else (START.created_at, START.id)
                 )
-                if not found:
-                    return
-                upto = Key(found[0][0], found[0][1], found[0][2])
-                bounds = {
-                    **base,
-                    "after_scope": after.scope,
-                    "after_created": after.created_at,
-                    "after_id": after.id,
-                    "upto_scope": upto.scope,
-                    "upto_created": upto.created_at,
-                    "upto_id": upto.id,
-                }
-                read = pool.submit(_read, second, children, bounds)
-                data = _read(conn, [k for k in kinds if k not in children], bounds)
-                data.update(read.result())
-                members = [Member.of(k, n, data[k]) for k in kinds if data[k]]
-                if plan.request.open_sealed:
-                    members = open_chunk(self.sealer, members, n)
-                yield n, upto, members
-                after, n = upto, n + 1
+                while True:
+                    found = store.rows(
+                        conn,
+                        "export_next_chunk",
+                        {
+                            **base,
+                            "scope": scope,
+                            "after_created": position[0],
+                            "after_id": position[1],
+                            "rows": CHUNK_ROWS,
+                            "max_bytes": CHUNK_BYTES,
+                        },
+                    )
+                    if not found:
+                        break
+                    upto = Key(scope, found[0][0], found[0][1])
+                    bounds = {
+                        **base,
+                        "scope": scope,
+                        "after_created": position[0],
+                        "after_id": position[1],
+                        "upto_created": upto.created_at,
+                        "upto_id": upto.id,
+                    }
+                    read = pool.submit(_read, second, children, bounds)
+                    data = _read(conn, [k for k in kinds if k not in children], bounds)
+                    data.update(read.result())
+                    members = [Member.of(k, n, data[k]) for k in kinds if data[k]]
+                    if plan.request.open_sealed:
+                        members = open_chunk(self.sealer, members, n)
+                    yield n, upto, members
+                    position, n = (upto.created_at, upto.id), n + 1
 
     def tail(self, plan: Plan) -> list[Member]:
         """RFC 15.1: the files of the export's scopes as a whole: their tombstones, the

@@ -106,6 +106,7 @@ MUST_PASS = (
     "the review queue's query, its pages and the decisions' bodies (RFC 5.7)",
     "a reviewed capture is retrievable only once a reviewer approves it",
     "reject, amend, a batch of decisions and the queue over two pages",
+    "export a scope as a tar, import it back, and erase it after a dry run (RFC 15)",
 )
 
 #: The keys of the review server (test/review.test.mjs): a model's, whose writes are

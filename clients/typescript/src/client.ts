@@ -16,7 +16,8 @@ import type {
   Lineage, MaintenanceRun, MergeBody, Metrics, OperationBatch, OperationFilters, OperationPage,
   OperationSummary, OperationView, PenalizeBody, RecordFilters, RecordPage, RecordView, ReinforceBody,
   RequeueRequest, RequeueResult, RetractBody, RetrieveRequest, RetrieveResult, ReviewEntry, ReviewFilters,
-  ReviewPage, RevisedRecord, ScopeList, SupersedeBody, WorkFilters, WorkOverview,
+  ReviewPage, RevisedRecord, ScopeList, SupersedeBody, WorkFilters, WorkOverview, ExportFilters,
+  ImportReport, ErasureRequest, ErasureResult,
 } from "./types.js";
 
 export interface ClientOptions {
@@ -77,6 +78,11 @@ export interface ApproveOptions extends ReadOptions {
   rationale?: string;
 }
 
+export interface ImportOptions extends ReadOptions {
+  /** RFC 15.2: what to do with a record id the store holds (default `skip`) */
+  onConflict?: "skip" | "overwrite" | "fail";
+}
+
 export interface RejectOptions extends ReadOptions {
   rationale?: string;
 }
@@ -106,7 +112,7 @@ export function parseRetryAfter(value: string | null, now: number = Date.now()):
 }
 
 /** A query parameter's value; a list repeats the parameter (`?scope=a&scope=b`). */
-type QueryValue = string | number | readonly (string | number)[] | null | undefined;
+type QueryValue = string | number | boolean | readonly (string | number)[] | null | undefined;
 type Query = Record<string, QueryValue>;
 
 interface Call {
@@ -114,6 +120,10 @@ interface Call {
   path: string;
   query?: Query;
   body?: unknown;
+  /** a body sent as it is, not as JSON (a bundle's tar, RFC 15.2) */
+  raw?: Uint8Array;
+  /** the answer is bytes (a bundle's tar, RFC 15.1), not JSON */
+  binary?: boolean;
   idempotencyKey?: string;
   signal?: AbortSignal | undefined;
   timeoutMs?: number;
@@ -124,6 +134,7 @@ interface Answer {
   ok: boolean;
   headers: Headers;
   text: string;
+  bytes?: Uint8Array;
 }
 
 function sleep(ms: number, signal?: AbortSignal): Promise<void> {
@@ -437,6 +448,41 @@ export class MembraneClient {
     return this.decideOne(decision, options);
   }
 
+  // -- moving and forgetting (RFC 15) --
+
+  /**
+   * The records the key sees in the scopes asked, with their history, corrections and audit,
+   * as the bytes of a tar of NDJSON files and a manifest (RFC 15.1); a refusal is thrown
+   * before any byte.
+   */
+  export(filters: ExportFilters = {}, options: ReadOptions = {}): Promise<Uint8Array> {
+    return this.request<Uint8Array>({
+      method: "GET", path: "/v1/export", query: filters, binary: true, signal: options.signal,
+      timeoutMs: Math.max(this.timeoutMs, 600_000),
+    });
+  }
+
+  /**
+   * Import a bundle's tar (operator keys), checked whole before anything is written; ids the
+   * store holds are skipped, overwritten where they differ, or refuse it (`onConflict`, RFC 15.2).
+   * Importing the same bundle again changes nothing, so a retry is safe.
+   */
+  importBundle(bundle: Uint8Array, options: ImportOptions = {}): Promise<ImportReport> {
+    return this.request<ImportReport>({
+      method: "POST", path: "/v1/import", raw: bundle, query: { on_conflict: options.onConflict },
+      signal: options.signal, timeoutMs: Math.max(this.timeoutMs, 600_000),
+    });
+  }
+
+  /**
+   * Erase a scope, an entity and what names it, or records (keys with `erase`): without
+   * `dry_run: false` a dry run counting what would go by table; with it and the dry run's
+   * `confirm`, the erasure, refused when the store changed since (RFC 15.4).
+   */
+  erase(request: ErasureRequest, options: ReadOptions = {}): Promise<ErasureResult> {
+    return this.request<ErasureResult>({ method: "POST", path: "/v1/erase", body: request, signal: options.signal });
+  }
+
   private async decideOne(decision: DecisionRequest, options: ReadOptions): Promise<DecisionResult> {
     const { results } = await this.decide([decision], options);  // unset fields are not sent
     const [result] = results;
@@ -507,8 +553,13 @@ export class MembraneClient {
     const headers: Record<string, string> = { accept: "application/json" };
     if (this.apiKey) headers.authorization = `Bearer ${this.apiKey}`;
     if (call.idempotencyKey !== undefined) headers["idempotency-key"] = call.idempotencyKey;
-    const body = call.body === undefined ? undefined : JSON.stringify(call.body);
+    let body: BodyInit | undefined = call.body === undefined ? undefined : JSON.stringify(call.body);
     if (body !== undefined) headers["content-type"] = "application/json";
+    if (call.raw !== undefined) {
+      body = new Blob([call.raw as Uint8Array<ArrayBuffer>]);
+      headers["content-type"] = "application/x-tar";
+    }
+    if (call.binary) headers.accept = "application/x-tar, application/json";
 
     for (let attempt = 0; ; attempt++) {
       const retry = attempt < this.maxRetries;
@@ -524,6 +575,7 @@ export class MembraneClient {
         await sleep(this.delay(attempt), call.signal);
         continue;
       }
+      if (answer.ok && answer.bytes !== undefined) return answer.bytes as T;
       const parsed = parseBody(answer.text);
       if (answer.ok) {
         if (typeof parsed === "string") {
@@ -551,6 +603,10 @@ export class MembraneClient {
     call.signal?.addEventListener("abort", onAbort, { once: true });
     try {
       const response = await this.fetchImpl(url, { ...init, signal: controller.signal });
+      if (call.binary && response.ok) {
+        const bytes = new Uint8Array(await response.arrayBuffer());
+        return { status: response.status, ok: true, headers: response.headers, text: "", bytes };
+      }
       const text = await response.text();
       return { status: response.status, ok: response.ok, headers: response.headers, text };
     } finally {

@@ -1,6 +1,6 @@
 export { MembraneClient, MAX_BATCH, chunkKey, parseRetryAfter } from "./client.js";
 export type {
-  AmendOptions, ApproveOptions, BatchOptions, ClientOptions, GetOptions, LineageOptions, ReadOptions,
+  AmendOptions, ApproveOptions, BatchOptions, ClientOptions, GetOptions, ImportOptions, LineageOptions, ReadOptions,
   RejectOptions, WaitOptions, WriteOptions,
 } from "./client.js";
 export * from "./errors.js";

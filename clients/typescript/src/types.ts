@@ -86,3 +86,14 @@ export type DecisionResult = Schemas["DecisionResult"];
 export type DecisionError = Schemas["DecisionError"];
 /** Every decision's result, in input order. */
 export type DecideResult = Schemas["DecideResult"];
+
+// -- moving and forgetting (RFC 15) --
+
+/** The query of `GET /v1/export`: `scope` and `type` (lists), `created_after`, `created_before`, `with_vectors`, `open_sealed`. */
+export type ExportFilters = Query<"export">;
+/** What an import wrote and what it left (RFC 15.2). */
+export type ImportReport = Schemas["ImportReport"];
+/** `POST /v1/erase`: one target (`scope`, `entity` or `records`), `reason`, and `dry_run: false` with the dry run's `confirm` to erase. */
+export type ErasureRequest = Schemas["ErasureRequest"];
+/** What an erasure removed, or its dry run would, by table, and the dry run's confirmation (RFC 15.4). */
+export type ErasureResult = Schemas["ErasureResult"];

@@ -202,3 +202,25 @@ live("operations, scopes and the work queue", async () => {
   const requeued = await client.requeueWork([1_000_000_000]);
   assert.deepEqual(requeued, { requeued: [], unchanged: [1_000_000_000] });
 });
+
+live("export a scope as a tar, import it back, and erase it after a dry run (RFC 15)", async () => {
+  const scope = "ts-transfer";
+  const op = await client.capture({ source_kind: "event", scope, content: { text: "moved and forgotten" } }, { wait: 10 });
+  assert.equal(op.status, "succeeded", JSON.stringify(op.error));
+  const tar = await client.export({ scope: [scope] });
+  assert.ok(tar instanceof Uint8Array && tar.length > 1024);
+  assert.ok(new TextDecoder().decode(tar).includes("manifest.json"));
+
+  const again = await client.importBundle(tar);  // the same store: every record is held
+  assert.equal(again.records_written, 0);
+  assert.equal(again.records_skipped, 1);
+  await assert.rejects(client.importBundle(tar, { onConflict: "fail" }), (err) => err.status === 409);
+  await assert.rejects(client.importBundle(new TextEncoder().encode("not a tar")), InvalidInputError);
+
+  const dry = await client.erase({ scope, reason: "asked" });
+  assert.equal(dry.dry_run, true);
+  assert.equal(dry.counts.memory_records, 1);
+  const done = await client.erase({ scope, reason: "asked", dry_run: false, confirm: dry.confirm });
+  assert.equal(done.dry_run, false);
+  await assert.rejects(client.get(op.record_ids[0]), NotFoundError);
+});

@@ -4,10 +4,10 @@
 -- same range with the same filters.
 
 -- name: export_range
--- The records `r` of an export chunk (RFC 15.1): in the listed scopes, within the range, of the asked types and creation window, up to the exporter's sensitivity rank.
-r.scope = ANY(%(scopes)s::text[])
-   AND (r.scope, r.created_at, r.id) > (%(after_scope)s::text, %(after_created)s::timestamptz, %(after_id)s::uuid)
-   AND (r.scope, r.created_at, r.id) <= (%(upto_scope)s::text, %(upto_created)s::timestamptz, %(upto_id)s::uuid)
+-- The records `r` of an export chunk (RFC 15.1): of one scope, within the range, of the asked types and creation window, up to the exporter's sensitivity rank. One scope at a time, so the listing index reads the range in order and nothing is sorted.
+r.scope = %(scope)s
+   AND (r.created_at, r.id) > (%(after_created)s::timestamptz, %(after_id)s::uuid)
+   AND (r.created_at, r.id) <= (%(upto_created)s::timestamptz, %(upto_id)s::uuid)
    AND /*@export_filters*/
 
 -- name: export_filters
@@ -38,16 +38,16 @@ SELECT count(*) FILTER (WHERE r.sensitivity_rank <= %(max_rank)s) AS taken,
    AND r.created_at < coalesce(%(created_before)s::timestamptz, 'infinity')
 
 -- name: export_next_chunk
--- The last key of the next chunk after a key (RFC 15.1): at most `rows` records and, past the first, at most `max_bytes` of their projected size; no row when the export is done.
-SELECT k.scope, k.created_at, k.id, k.n
-  FROM (SELECT r.scope, r.created_at, r.id,
+-- The last key of a scope's next chunk after a key (RFC 15.1): at most `rows` records and, past the first, at most `max_bytes` of their projected size; no row when the scope is done.
+SELECT k.created_at, k.id, k.n
+  FROM (SELECT r.created_at, r.id,
                row_number() OVER w AS n, sum(r.projected_bytes) OVER w AS running
           FROM memory_records r
-         WHERE r.scope = ANY(%(scopes)s::text[])
-           AND (r.scope, r.created_at, r.id) > (%(after_scope)s::text, %(after_created)s::timestamptz, %(after_id)s::uuid)
+         WHERE r.scope = %(scope)s
+           AND (r.created_at, r.id) > (%(after_created)s::timestamptz, %(after_id)s::uuid)
            AND /*@export_filters*/
-        WINDOW w AS (ORDER BY r.scope, r.created_at, r.id)
-         ORDER BY r.scope, r.created_at, r.id
+        WINDOW w AS (ORDER BY r.created_at, r.id)
+         ORDER BY r.created_at, r.id
          LIMIT %(rows)s) k
  WHERE k.n = 1 OR k.running <= %(max_bytes)s
  ORDER BY k.n DESC
