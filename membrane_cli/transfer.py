@@ -60,6 +60,9 @@ def export(
     with_vectors: Annotated[
         bool, typer.Option("--with-vectors", help="Write the embeddings, naming their model.")
     ] = False,
+    open_sealed: Annotated[
+        bool, typer.Option("--open-sealed", help="Write sealed records as plain ones (needs the keys).")
+    ] = False,
 ) -> None:
     """RFC 15.1: write records with their history, corrections and audit as NDJSON files and a
     manifest; an export stopped part-way resumes when run again with the same target."""
@@ -69,6 +72,7 @@ def export(
         "created_after": _aware(created_after),
         "created_before": _aware(created_before),
         "with_vectors": with_vectors,
+        "open_sealed": open_sealed,
     }
     tar = target.suffix == ".tar"
     with Membrane(Settings()) as m, _progress("exporting records") as (progress, task):
