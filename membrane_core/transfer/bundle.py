@@ -144,13 +144,3 @@ def tar_stream(members: Iterator[tuple[str, bytes]], mtime: float) -> Iterator[b
 def manifest_bytes(manifest: Manifest) -> bytes:
     """``manifest.json`` as written: indented, keys in model order, a final newline."""
     return manifest.model_dump_json(indent=2).encode() + b"\n"
-
-
-def read_tar_member(tar: tarfile.TarFile, name: str) -> bytes | None:
-    """A member's bytes, ``None`` when the tar has none of that name."""
-    try:
-        member = tar.getmember(name)
-    except KeyError:
-        return None
-    f = tar.extractfile(member)
-    return f.read() if f is not None else None

@@ -104,12 +104,10 @@ class ErasureResult(Frozen):
 
 def _scopes(trust: TrustPolicy) -> list[str] | None:
     """The scopes the caller may erase in: those it reads and writes (``None``: every one)."""
-    if trust.reads_all and ALL_SCOPES in trust.write_scopes:
+    if trust.reads_all and trust.can_write_scope(ALL_SCOPES):
         return None
-    readable = {s for s in trust.write_scopes if s != ALL_SCOPES and trust.can_read_scope(s)}
-    if ALL_SCOPES in trust.write_scopes:
-        readable |= {s for s in trust.read_scopes if s != ALL_SCOPES}
-    return sorted(readable)
+    named = (trust.read_scopes | trust.write_scopes) - {ALL_SCOPES}
+    return sorted(s for s in named if trust.can_read_scope(s) and trust.can_write_scope(s))
 
 
 class Erasure:

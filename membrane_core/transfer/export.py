@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from membrane_core import errors
+from membrane_core.clock import Clock
 from membrane_core.sealing import NO_KEYS, Sealer
 from membrane_core.storage import transfer as store
 from membrane_core.storage.db import Connection, Database
@@ -93,7 +94,7 @@ def _read(conn: Connection, kinds: list[str], bounds: dict[str, Any]) -> dict[st
 class Exporter:
     """RFC 15.1: ``Membrane.transfer``'s export."""
 
-    def __init__(self, db: Database, *, clock: Any, sealer: Sealer = NO_KEYS) -> None:
+    def __init__(self, db: Database, *, clock: Clock, sealer: Sealer = NO_KEYS) -> None:
         self.db = db
         self.clock = clock
         self.sealer = sealer
@@ -141,29 +142,14 @@ class Exporter:
                     (after.created_at, after.id) if scope == after.scope else (START.created_at, START.id)
                 )
                 while True:
+                    at = {**base, "scope": scope, "after_created": position[0], "after_id": position[1]}
                     found = store.rows(
-                        conn,
-                        "export_next_chunk",
-                        {
-                            **base,
-                            "scope": scope,
-                            "after_created": position[0],
-                            "after_id": position[1],
-                            "rows": CHUNK_ROWS,
-                            "max_bytes": CHUNK_BYTES,
-                        },
+                        conn, "export_next_chunk", {**at, "rows": CHUNK_ROWS, "max_bytes": CHUNK_BYTES}
                     )
                     if not found:
                         break
                     upto = Key(scope, found[0][0], found[0][1])
-                    bounds = {
-                        **base,
-                        "scope": scope,
-                        "after_created": position[0],
-                        "after_id": position[1],
-                        "upto_created": upto.created_at,
-                        "upto_id": upto.id,
-                    }
+                    bounds = {**at, "upto_created": upto.created_at, "upto_id": upto.id}
                     read = pool.submit(_read, second, children, bounds)
                     data = _read(conn, [k for k in kinds if k not in children], bounds)
                     data.update(read.result())

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import tarfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, LiteralString
@@ -84,8 +82,10 @@ class Bundle:
             raise errors.InvalidInput(f"the bundle has no {name}")
         return member.read()
 
-    def close(self) -> None:
-        """Close the tar, if it is one."""
+    def __enter__(self) -> Bundle:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
         if self._tar is not None:
             self._tar.close()
 
@@ -156,7 +156,7 @@ class Importer:
             raise errors.Forbidden("an import needs an operator key")
         if on_conflict not in ("skip", "overwrite", "fail"):
             raise errors.InvalidInput(f"on_conflict must be skip, overwrite or fail, not {on_conflict!r}")
-        with _opened(path) as bundle, self.db.transaction() as conn:
+        with Bundle(path) as bundle, self.db.transaction() as conn:
             version = int(store.one(conn, "schema_version")[0])
             manifest = read_manifest(bundle, version)
             store.run(conn, "import_staging")
@@ -228,12 +228,3 @@ class Importer:
                 },
             )
         return report
-
-
-@contextmanager
-def _opened(path: Path) -> Iterator[Bundle]:
-    bundle = Bundle(path)
-    try:
-        yield bundle
-    finally:
-        bundle.close()

@@ -33,14 +33,18 @@ SELECT m.id FROM memory_records m
  WHERE m.id = ANY(%(ids)s::uuid[]) AND (%(scopes)s::text[] IS NULL OR m.scope = ANY(%(scopes)s::text[]))
 ON CONFLICT DO NOTHING
 
--- name: erase_spread
--- One step of an erasure's closure (RFC 15.4): the other versions of a taken record (supersedes, superseded_by) and the records derived from it, in the scopes the eraser may erase; returns how many it added.
-WITH near AS (
-    SELECT l.target_id AS id FROM relations l JOIN erase_targets t ON t.id = l.source_id
+-- name: erase_near
+-- The records next to an erasure's (RFC 15.4): the other versions of each (supersedes, superseded_by) and the records derived from it.
+SELECT l.target_id AS id FROM relations l JOIN erase_targets t ON t.id = l.source_id
      WHERE l.predicate IN ('supersedes', 'superseded_by')
     UNION
     SELECT l.source_id FROM relations l JOIN erase_targets t ON t.id = l.target_id
      WHERE l.predicate IN ('supersedes', 'superseded_by', 'derived_from')
+
+-- name: erase_spread
+-- One step of an erasure's closure (RFC 15.4): the other versions of a taken record (supersedes, superseded_by) and the records derived from it, in the scopes the eraser may erase; returns how many it added.
+WITH near AS (
+    /*@erase_near*/
 ), added AS (
     INSERT INTO erase_targets (id)
     SELECT m.id FROM near n JOIN memory_records m ON m.id = n.id
@@ -53,11 +57,7 @@ SELECT count(*) FROM added
 -- name: erase_outside
 -- Records an erasure's closure reaches in scopes the eraser may not erase, left as they are (RFC 15.4).
 SELECT count(DISTINCT m.id)
-  FROM (SELECT l.target_id AS id FROM relations l JOIN erase_targets t ON t.id = l.source_id
-         WHERE l.predicate IN ('supersedes', 'superseded_by')
-        UNION
-        SELECT l.source_id FROM relations l JOIN erase_targets t ON t.id = l.target_id
-         WHERE l.predicate IN ('supersedes', 'superseded_by', 'derived_from')) n
+  FROM (/*@erase_near*/) n
   JOIN memory_records m ON m.id = n.id
  WHERE NOT EXISTS (SELECT 1 FROM erase_targets t WHERE t.id = m.id)
 
