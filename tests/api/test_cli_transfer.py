@@ -23,6 +23,8 @@ def env_of(url: str, folder: Path) -> dict[str, str]:
         "MEMBRANE_DATABASE_URL": url,
         "MEMBRANE_EMBEDDING_DIM": str(EMBEDDING_DIM),
         "MEMBRANE_DATA_DIR": str(folder),
+        # a store on a fresh database waits for its first connection (RFC 10.5 allows 0.5 s)
+        "MEMBRANE_REQUEST_POOL_TIMEOUT_SECONDS": "30",
         "COLUMNS": "250",
     }
 
@@ -36,7 +38,12 @@ def run(env: dict[str, str], *args: str, code: int = 0, input: str | None = None
 def test_two_commands_move_a_scope_and_lose_no_correction(
     database_url: str, pg_admin_url: str, tmp_path: Path
 ) -> None:
-    source = Settings(database_url=database_url, data_dir=tmp_path / "a", embedding_dim=EMBEDDING_DIM)
+    source = Settings(
+        database_url=database_url,
+        data_dir=tmp_path / "a",
+        embedding_dim=EMBEDDING_DIM,
+        request_pool_timeout_seconds=30.0,
+    )
     with Membrane(source) as m:
         tea = m.captures.capture_many(
             [
@@ -58,7 +65,12 @@ def test_two_commands_move_a_scope_and_lose_no_correction(
         out = run(env_of(other, tmp_path / "b"), "import", str(bundle))
         assert "records written" in out
         with Membrane(
-            Settings(database_url=other, data_dir=tmp_path / "b", embedding_dim=EMBEDDING_DIM)
+            Settings(
+                database_url=other,
+                data_dir=tmp_path / "b",
+                embedding_dim=EMBEDDING_DIM,
+                request_pool_timeout_seconds=30.0,
+            )
         ) as t:
             assert t.get(coffee, DEVELOPMENT_POLICY).status.value == "active"
             assert t.get(tea, DEVELOPMENT_POLICY).status.value == "retracted"  # the correction moved
@@ -76,13 +88,23 @@ def test_two_commands_move_a_scope_and_lose_no_correction(
             code=1,
         )
         with Membrane(
-            Settings(database_url=other, data_dir=tmp_path / "b", embedding_dim=EMBEDDING_DIM)
+            Settings(
+                database_url=other,
+                data_dir=tmp_path / "b",
+                embedding_dim=EMBEDDING_DIM,
+                request_pool_timeout_seconds=30.0,
+            )
         ) as t:
             assert t.get(coffee, DEVELOPMENT_POLICY).id == coffee  # a no keeps everything
         out = run(env_of(other, tmp_path / "b"), "erase", "--scope", "proj", "--reason", "asked", "--yes")
         assert "memory_records" in out and "erased" in out
         with Membrane(
-            Settings(database_url=other, data_dir=tmp_path / "b", embedding_dim=EMBEDDING_DIM)
+            Settings(
+                database_url=other,
+                data_dir=tmp_path / "b",
+                embedding_dim=EMBEDDING_DIM,
+                request_pool_timeout_seconds=30.0,
+            )
         ) as t:
             assert t.listing.records({"scopes": ["proj"]}, DEVELOPMENT_POLICY).records == []
             assert t.audit(coffee, DEVELOPMENT_POLICY).entries[-1].action == "erase"

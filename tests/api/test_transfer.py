@@ -53,7 +53,11 @@ def target(pg_admin_url: str, tmp_path: Path) -> Iterator[httpx.Client]:
     """A second deployment on its own database."""
     with services.fresh_database(pg_admin_url) as url:
         settings = Settings(
-            database_url=url, data_dir=tmp_path / "target", embedding_dim=EMBEDDING_DIM, api_keys=KEYS
+            database_url=url,
+            data_dir=tmp_path / "target",
+            embedding_dim=EMBEDDING_DIM,
+            api_keys=KEYS,
+            request_pool_timeout_seconds=30.0,
         )
         with Membrane(settings) as m:
             app = create_app(settings, membrane=m, dispatcher=RecordingDispatcher(), rate_limiter=Unlimited())

@@ -30,6 +30,9 @@ OPERATOR = TrustPolicy(actor="ops", operator=True)
 WRITER = TrustPolicy(actor="writer")
 MODEL = TrustPolicy(actor="model", review_required=True)
 EVIDENCE = [{"kind": "observation", "ref": "user said so"}]
+#: a store opened on a fresh database waits for its first connection as the fixtures' do,
+#: not the 0.5 s a request waits (RFC 10.5), which a loaded test host can pass
+WAIT_FOR_POOL = {"request_pool_timeout_seconds": 30.0}
 #: the manifest's fields that name the run, not the data (RFC 15.2)
 RUN_FIELDS = ("exported_at", "exported_by", "resumed")
 
@@ -52,7 +55,9 @@ def observe(m: Membrane, s: str, p: str, o: str, scope: str = "proj", trust: Tru
 def target(pg_admin_url: str, tmp_path: Path) -> Iterator[Membrane]:
     """A second store, empty, on its own database."""
     with services.fresh_database(pg_admin_url) as url:
-        settings = Settings(database_url=url, data_dir=tmp_path / "target", embedding_dim=EMBEDDING_DIM)
+        settings = Settings(
+            database_url=url, data_dir=tmp_path / "target", embedding_dim=EMBEDDING_DIM, **WAIT_FOR_POOL
+        )
         with Membrane(settings, clock=FakeClock()) as m:
             yield m
 
@@ -357,7 +362,9 @@ def test_vectors_move_with_their_model_and_the_rest_are_queued(
     assert with_vectors.counts["vectors"] > 0 and with_vectors.vector_models == [model]
     for source, expect_vectors in ((tmp_path / "v", True), (tmp_path / "plain", False)):
         with services.fresh_database(pg_admin_url) as url:
-            other = hashing.model_copy(update={"database_url": SecretStr(url), "data_dir": tmp_path / "o"})
+            other = hashing.model_copy(
+                update={"database_url": SecretStr(url), "data_dir": tmp_path / "o", **WAIT_FOR_POOL}
+            )
             with Membrane(other) as t:
                 report = t.transfer.import_bundle(source, OPERATOR)
         if expect_vectors:
@@ -366,7 +373,9 @@ def test_vectors_move_with_their_model_and_the_rest_are_queued(
         else:
             assert report.vectors == 0 and report.embeddings_queued == report.records_written
     with services.fresh_database(pg_admin_url) as url:
-        none = settings.model_copy(update={"database_url": SecretStr(url), "data_dir": tmp_path / "n"})
+        none = settings.model_copy(
+            update={"database_url": SecretStr(url), "data_dir": tmp_path / "n", **WAIT_FOR_POOL}
+        )
         with Membrane(none) as t:
             report = t.transfer.import_bundle(tmp_path / "v", OPERATOR)
     assert report.vectors == 0 and report.embeddings_queued == 0 and report.records_written > 0
