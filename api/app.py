@@ -9,6 +9,7 @@ refuses a non-loopback host without API keys, RFC 7.5).
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import os
 from collections.abc import AsyncIterator, Sequence
@@ -70,6 +71,15 @@ class CeleryBroker:
         self.celery.close()
 
 
+def freeze_heap() -> None:
+    """RFC 13.1: move everything the process built to start (modules, schemas, the app, the
+    pools) out of the collector's reach before the first request. A full collection otherwise
+    walks all of it, and took 88 ms in the middle of a request that allocated the one object
+    too many; after the freeze it walks only what requests keep, about 2 ms."""
+    gc.collect()
+    gc.freeze()
+
+
 def create_app(
     settings: Settings | None = None,
     *,
@@ -99,6 +109,7 @@ def create_app(
                 membrane=m, dispatcher=d, keys=keys, registry=registry, limiter=limiter
             )
             unhook = reload_on_sighup(keys)
+            freeze_heap()
             try:
                 log.info("api ready", extra={"api_keys": keys.enabled})
                 yield

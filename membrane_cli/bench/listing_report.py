@@ -14,8 +14,8 @@ from membrane_cli import bench
 from membrane_cli.bench.ingest import hardware
 from membrane_cli.bench.retrieve import _pct as pct
 
-#: RFC 14.1: a page of records within 3x of the bare read of its rows (p99), a record's
-#: console page within 3x of its JSON read (p50).
+#: RFC 14.1: a page of records through the API within 3x of the bare read of its rows (p99),
+#: a record's console page within 3x of its JSON read (p50).
 TARGET_RATIO = 3.0
 MARK_START, MARK_END = "<!-- bench-list:start -->", "<!-- bench-list:end -->"
 LABELS = {
@@ -67,8 +67,8 @@ def rows(f: Figures) -> tuple[list[Row], list[Row]]:
             p99 = pct(values, 99)
             targets = {
                 "rows": "baseline",
-                "list": f"p99 ≤ {TARGET_RATIO:g}x bare rows",
-                "http": "information",
+                "list": "information",
+                "http": f"p99 ≤ {TARGET_RATIO:g}x bare rows",
             }
             lists.append(
                 Row(

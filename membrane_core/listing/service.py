@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from pydantic_core import to_json
+
 from membrane_core import errors, metrics
 from membrane_core.capture.mentions import normalise_predicate
 from membrane_core.clock import Clock
@@ -34,7 +36,6 @@ from membrane_core.listing.results import (
     WorkOverview,
 )
 from membrane_core.requests import parse
-from membrane_core.results import RecordView
 from membrane_core.sealing import NO_KEYS, Sealer
 from membrane_core.storage import listing as store
 from membrane_core.storage.db import Database
@@ -131,7 +132,13 @@ class Listing:
 
     def records(self, request: RecordListRequest | Mapping[str, Any], trust: TrustPolicy) -> RecordPage:
         """RFC 10.7: one page of records, newest first, each checked again in Python as
-        retrieval checks its rows (RFC 7.3): hidden ones dropped, redacted ones without content."""
+        retrieval checks its rows (RFC 7.3): hidden ones dropped, redacted ones without content.
+        The page is :meth:`records_json`'s answer, parsed: the API sends the same bytes."""
+        return RecordPage.model_validate_json(self.records_json(request, trust))
+
+    def records_json(self, request: RecordListRequest | Mapping[str, Any], trust: TrustPolicy) -> bytes:
+        """RFC 10.7: :meth:`records` as the JSON of a :class:`RecordPage`, made from each view's
+        JSON, the bytes its budget measured (RFC 8.3), without building a model of the page."""
         req = parse(RecordListRequest, request)
         policy = trust.narrow(req.scopes, req.max_sensitivity)
         fp = cursor.fingerprint(
@@ -145,29 +152,41 @@ class Listing:
             rows = store.records_page(conn, query, _full(policy))
         views, used, last, cut = self._views(rows, policy, req, now)
         more = cut or len(rows) > req.limit or any(not r.fits for r in rows)
-        return RecordPage(
-            records=views,
-            next_cursor=cursor.encode({"c": last.created_at.isoformat(), "i": str(last.id)}, fp)
+        next_cursor = (
+            cursor.encode({"c": last.created_at.isoformat(), "i": str(last.id)}, fp)
             if more and last is not None
-            else None,
-            diagnostics=PageDiagnostics(
-                returned=len(views),
-                bytes=used,
-                row_limit=req.limit,
-                max_bytes=req.max_bytes,
-                row_limit_applied=len(rows) > req.limit,
-                byte_limit_applied=cut or any(not r.fits and r.ord <= req.limit for r in rows),
-            ),
+            else None
+        )
+        diagnostics = PageDiagnostics(
+            returned=len(views),
+            bytes=used,
+            row_limit=req.limit,
+            max_bytes=req.max_bytes,
+            row_limit_applied=len(rows) > req.limit,
+            byte_limit_applied=cut or any(not r.fits and r.ord <= req.limit for r in rows),
+        )
+        # RecordPage's fields in order: records, next_cursor, diagnostics
+        return b"".join(
+            (
+                b'{"records":[',
+                b",".join(views),
+                b'],"next_cursor":',
+                to_json(next_cursor),
+                b',"diagnostics":',
+                diagnostics.__pydantic_serializer__.to_json(diagnostics),
+                b"}",
+            )
         )
 
     def _views(
         self, rows: list[store.Listed], policy: TrustPolicy, req: RecordListRequest, now: datetime
-    ) -> tuple[list[RecordView], int, store.Listed | None, bool]:
-        """RFC 7.3, 8.3: the caller's views of the rows that fit, their bytes measured again;
-        the last row read (the next page starts after it) and whether the budget cut it."""
+    ) -> tuple[list[bytes], int, store.Listed | None, bool]:
+        """RFC 7.3, 8.3: the JSON of the caller's views of the rows that fit, their bytes
+        measured again; the last row read (the next page starts after it) and whether the
+        budget cut it."""
         if rows and not rows[0].fits:  # the first record alone is over the budget
             raise _too_large(rows[0].bytes, req.max_bytes)
-        views: list[RecordView] = []
+        views: list[bytes] = []
         used, last = 0, None
         for row in rows:
             rec = row.record
@@ -177,8 +196,8 @@ class Listing:
             if visibility != "hidden":
                 redacted = visibility == "redacted"
                 shown = rec if redacted else rec.opened(self.sealer)
-                v = shown.view(salience=shown.salience_at(now), status=row.status, redacted=redacted)
-                size = len(v.model_dump_json())
+                v = shown.view_json(salience=shown.salience_at(now), status=row.status, redacted=redacted)
+                size = len(v)
                 if used + size > req.max_bytes:
                     if not views:
                         raise _too_large(size, req.max_bytes)

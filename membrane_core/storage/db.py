@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import threading
 import time
@@ -15,6 +14,7 @@ import psycopg
 from pgvector.psycopg import register_vector
 from psycopg import sql
 from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout, TooManyRequests
+from pydantic_core import from_json
 
 from membrane_core import errors
 from membrane_core.storage import embedded, health, migrate
@@ -40,13 +40,11 @@ def resolve_dsn(database_url: str | None, data_dir: Path) -> str:
     return database_url or embedded.dsn(data_dir)
 
 
-_DECODE = json.JSONDecoder().decode
-
-
 def _loads(data: bytes | str) -> Any:
-    """``json.loads`` without sniffing the encoding: the server sends UTF-8 (RFC 11.1).
-    A retrieval parses four JSON columns a record; the sniffing was a third of each."""
-    return _DECODE(data.decode() if isinstance(data, bytes) else data)
+    """A ``json``/``jsonb`` value by pydantic's Rust parser, on the server's UTF-8 bytes as they
+    come (RFC 11.1). A list or retrieval parses four JSON columns a record: the standard
+    library's decoder, even without its encoding sniffing, took 2 to 9 times as long."""
+    return from_json(data)
 
 
 def _configure(conn: psycopg.Connection) -> None:

@@ -14,6 +14,7 @@ import psycopg
 from pgvector import Vector
 from psycopg.rows import dict_row
 from pydantic import TypeAdapter
+from pydantic_core import to_json
 
 from membrane_core import decay
 from membrane_core.enums import RevisionStatus, Sensitivity
@@ -118,52 +119,82 @@ class Stored:
     def view(self, *, salience: float, status: str, redacted: bool, score: float | None = None) -> RecordView:
         """RFC 7.3: the caller's view (metadata only when ``redacted``), as
         :func:`membrane_core.results.view` makes it from the full record."""
-        row = self.row
-        common: dict[str, Any] = {
-            "id": row["id"],
-            "type": row["type"],
-            "scope": row["scope"],
-            "sensitivity": row["sensitivity"],
-            "confidence": row["confidence"],
-            "salience": salience,
-            "status": status,
-            "created_at": row["created_at"],
-            "updated_at": row["updated_at"],
-            "recorded_at": row["recorded_at"],
-            "retracted_at": row["retracted_at"],
-            "occurred_at": row["occurred_at"],
-            "redacted": redacted,
-            "score": score,
-        }
-        if redacted:
-            return RecordView.model_validate({**common, "payload": None})
-        prov = row["provenance"]
         return RecordView.model_validate(
-            {
-                # the payload through its model: maintenance writes some of its fields in SQL
-                # (timestamps, rates), and a field a later model adds takes its default; its
-                # references only with their relations (RFC 2.5)
-                **common,
-                "payload": shown_references(
-                    _PAYLOAD.dump_python(_PAYLOAD.validate_python(row["payload"]), mode="json"),
-                    ((rel["predicate"], rel["target_id"]) for rel in row["relations"]),
-                ),
-                "summary": row["summary"],
-                "tags": row["tags"],
-                "metadata": row["metadata"],
-                "relations": row["relations"],
-                "provenance": _PROVENANCE.dump_python(_PROVENANCE.validate_python(prov), mode="json")
-                if prov
-                else [],
-                "validity": {
+            self.view_fields(salience=salience, status=status, redacted=redacted, score=score)
+        )
+
+    def view_json(self, *, salience: float, status: str, redacted: bool, score: float | None = None) -> bytes:
+        """RFC 10.7: the view's JSON, byte for byte :meth:`view`'s ``model_dump_json()``, without
+        building the model: a page of records is answered as these (RFC 8.3 measures them)."""
+        return to_json(self.view_fields(salience=salience, status=status, redacted=redacted, score=score))
+
+    def view_fields(
+        self, *, salience: float, status: str, redacted: bool, score: float | None = None
+    ) -> dict[str, Any]:
+        """Every field of :class:`RecordView`, in its order, as its JSON holds them: the payload
+        and provenance through their models, the rest as stored (their types are the view's)."""
+        row = self.row
+        payload: dict[str, Any] | None = None
+        summary: str | None = None
+        tags: list[str] = []
+        metadata: dict[str, Any] = {}
+        relations: list[dict[str, Any]] = []
+        provenance: list[Any] = []
+        validity: dict[str, Any] | None = None
+        if not redacted:
+            # the payload through its model: maintenance writes some of its fields in SQL
+            # (timestamps, rates), and a field a later model adds takes its default; its
+            # references only with their relations (RFC 2.5)
+            relations = [
+                {
+                    "predicate": rel["predicate"],
+                    "target_id": rel["target_id"],
+                    "weight": None if rel["weight"] is None else float(rel["weight"]),
+                }
+                for rel in row["relations"]
+            ]
+            payload = shown_references(
+                _PAYLOAD.dump_python(_PAYLOAD.validate_python(row["payload"]), mode="json"),
+                ((rel["predicate"], rel["target_id"]) for rel in relations),
+            )
+            summary, tags, metadata = row["summary"], row["tags"], row["metadata"]
+            prov = row["provenance"]
+            provenance = (
+                _PROVENANCE.dump_python(_PROVENANCE.validate_python(prov), mode="json") if prov else []
+            )
+            validity = (
+                {
                     "mode": row["validity_mode"],
+                    "conditions": {},
                     "valid_from": row["valid_from"],
                     "valid_to": row["valid_to"],
                 }
                 if row["validity_mode"]
-                else None,
-            }
-        )
+                else None
+            )
+        return {
+            "id": row["id"],
+            "type": row["type"],
+            "scope": row["scope"],
+            "sensitivity": row["sensitivity"],
+            "confidence": float(row["confidence"]),
+            "salience": float(salience),
+            "status": status,
+            "payload": payload,
+            "summary": summary,
+            "tags": tags,
+            "metadata": metadata,
+            "relations": relations,
+            "provenance": provenance,
+            "validity": validity,
+            "occurred_at": row["occurred_at"],
+            "created_at": row["created_at"],
+            "updated_at": row["updated_at"],
+            "recorded_at": row["recorded_at"],
+            "retracted_at": row["retracted_at"],
+            "redacted": redacted,
+            "score": None if score is None else float(score),
+        }
 
     def opened(self, sealer: Sealer) -> Stored:
         """RFC 7.6: the record with its sealed part opened (a plain one as it is); only a view in

@@ -11,6 +11,7 @@ import pytest
 
 from membrane_core import Membrane, errors
 from membrane_core.enums import Sensitivity
+from membrane_core.listing.results import RecordPage
 from membrane_core.testing import FakeClock
 from membrane_core.trust import DEVELOPMENT_POLICY, TrustPolicy
 from tests.support.records import bury
@@ -368,3 +369,51 @@ def test_a_page_runs_its_prepared_generic_plan(membrane: Membrane, clock: FakeCl
         conn.execute("RESET enable_seqscan")
     assert "memory_records_listing" in plan
     assert "Index Cond: ((scope = " in plan and "ROW(created_at, id) < ROW($" in plan, plan
+
+
+def test_a_pages_json_is_its_views_own(membrane: Membrane, clock: FakeClock) -> None:
+    """RFC 10.7: a page is answered as each view's JSON, built without the model: it must be
+    byte for byte what the page's model writes, and each record as a read by id shows it."""
+    plain = event(
+        membrane,
+        "café at 9 — naïve ☕",
+        tags=["x", "y"],
+        metadata={"n": 1, "f": 1.5, "deep": {"a": [1, None]}},
+    )
+    boxed = {"valid_from": "2020-01-01T00:00:00Z", "valid_to": "2030-01-01T00:00:00Z"}
+    old = membrane.capture(
+        {
+            "source_kind": "observation",
+            "scope": "a",
+            "content": {"subject": "ann", "predicate": "lives in", "object": "paris", **boxed},
+        }
+    ).record_ids[1]
+    clock.advance(minutes=1)
+    new = membrane.revisions.supersede(
+        old, {"record": {"object": "berlin"}, "rationale": "she moved", "evidence": EVIDENCE}, FULL
+    )
+    variant = membrane.revisions.fork(
+        new, {"rationale": "in winter", "condition": "winter", "evidence": EVIDENCE}, FULL
+    )
+    rival = fact(membrane, "ann", "rome")
+    membrane.revisions.contest(
+        new, {"rationale": "rome says otherwise", "contesting_record_id": str(rival)}, FULL
+    )
+    hidden_medium = event(membrane, "secret plan", sensitivity="medium")
+    for trust, request in [
+        (FULL, {"statuses": ["active", "contested", "retracted"]}),
+        (LOW, {"statuses": ["active", "contested", "retracted"]}),
+    ]:
+        raw = membrane.listing.records_json(request, trust)
+        page = RecordPage.model_validate_json(raw)
+        assert page.model_dump_json().encode() == raw
+        shown = {r.id: r for r in page.records}
+        # positive control: the page holds every kind of view the check is about
+        assert {plain, old, new, variant, rival, hidden_medium} <= set(shown)
+        assert shown[old].validity is not None and shown[new].relations and shown[plain].tags
+        assert shown[hidden_medium].redacted is (trust is LOW)
+        for rid, view in shown.items():
+            by_id = membrane.get(rid, trust)
+            assert view.model_dump(exclude={"salience", "score"}) == by_id.model_dump(
+                exclude={"salience", "score"}
+            )
