@@ -5,13 +5,15 @@ from __future__ import annotations
 import collections
 import logging
 from collections.abc import Sequence
-from typing import Any
+from typing import Annotated, Any
 
+from fastapi import Header
 from fastapi.responses import JSONResponse, Response
 from pydantic import TypeAdapter
 
 from api import access
 from api.deps import Services
+from membrane_core import errors
 from membrane_core.inbox.submit import OperationView
 from membrane_core.trust import TrustPolicy
 
@@ -81,6 +83,32 @@ def settle(
     return current, all(_status(v) in _FINISHED for v in current)
 
 
+#: RFC 13.2: the header of a consistency token, on a write's answer and an operation's status,
+#: and on a read that must see the writes before it.
+CONSISTENCY_HEADER = "Membrane-Consistency"
+
+
+#: RFC 13.2: a read's consistency token, as the header the SDKs send after their own writes.
+Consistency = Annotated[
+    str | None,
+    Header(
+        alias=CONSISTENCY_HEADER,
+        description="a write's consistency token: the read sees that write",
+        pattern=r"^[0-9A-Fa-f]{1,8}/[0-9A-Fa-f]{1,8}$",
+    ),
+]
+
+
+def consistency(svc: Services) -> dict[str, str]:
+    """RFC 13.2: the consistency token header of an answer, read after what it answers was
+    committed (or seen finished); none when the primary does not answer, which never fails
+    a write already accepted."""
+    try:
+        return {CONSISTENCY_HEADER: svc.membrane.consistency()}
+    except errors.Unavailable:
+        return {}
+
+
 def answer_one(
     svc: Services,
     kind: Any,
@@ -94,7 +122,7 @@ def answer_one(
     return JSONResponse(
         as_json(final),
         status_code=200 if finished else 202,
-        headers={"Location": f"/v1/operations/{final.operation_id}"},
+        headers={"Location": f"/v1/operations/{final.operation_id}", **consistency(svc)},
     )
 
 
@@ -106,4 +134,6 @@ def answer_many(
     final, finished = settle(svc, views, wait, trust)
     # Serialised by pydantic-core in one pass: a 1,000-item answer is on the hot path.
     body = b'{"operations":' + _VIEWS.dump_json(final) + b"}"
-    return Response(body, status_code=200 if finished else 202, media_type="application/json")
+    return Response(
+        body, status_code=200 if finished else 202, media_type="application/json", headers=consistency(svc)
+    )

@@ -34,6 +34,7 @@ from membrane_core.sealing import Sealer
 from membrane_core.settings import Settings
 from membrane_core.storage import migrate, records
 from membrane_core.storage.db import Database, resolve_dsn
+from membrane_core.storage.replica import format_lsn
 from membrane_core.transfer.erasure import Erasure
 from membrane_core.transfer.service import Transfer
 from membrane_core.trust import DEVELOPMENT_POLICY, TrustPolicy
@@ -109,6 +110,9 @@ class Membrane:
                 max_size=s.pool_max_size,
                 timeout=s.request_pool_timeout_seconds,
                 outage_retry_seconds=s.outage_retry_seconds,
+                role=s.database_role,
+                replica_wait_seconds=s.replica_wait_seconds,
+                replica_max_lag_seconds=s.replica_max_lag_seconds,
             )
         self.db = database
         self.policy = policy or policy_from_settings(self.settings)
@@ -244,6 +248,11 @@ class Membrane:
     ) -> RetrieveResult:
         """RFC 8: bounded, trust-aware retrieval."""
         return self.retriever.retrieve(parse(RetrieveRequest, request), trust)
+
+    def consistency(self) -> str:
+        """RFC 13.2: a consistency token covering every write committed before this call (the
+        primary's WAL position): a read given it sees those writes, on a replica or not."""
+        return format_lsn(self.db.position())
 
     def ping(self, timeout: float = 2.0) -> None:
         """RFC 14.2: raise ``errors.Unavailable`` unless the primary answers (readiness).

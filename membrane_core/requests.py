@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 from pydantic import (
     AwareDatetime,
     Field,
+    StringConstraints,
     ValidationError,
     ValidationInfo,
     field_validator,
@@ -84,6 +85,10 @@ class ExpandOptions(Frozen):
     max_edges: int = Field(default=100, ge=1, le=2000)
 
 
+#: RFC 13.2: a consistency token, the WAL position a write's answer gave (``16/B374D848``).
+ConsistencyToken = Annotated[str, StringConstraints(pattern=r"^[0-9A-Fa-f]{1,8}/[0-9A-Fa-f]{1,8}$")]
+
+
 class RetrieveRequest(ClientInput):
     """A bounded, trust-aware retrieval (RFC 8)."""
 
@@ -102,6 +107,8 @@ class RetrieveRequest(ClientInput):
     as_of: AwareDatetime | None = None
     valid_at: AwareDatetime | None = None
     expand: ExpandOptions | None = None
+    #: RFC 13.2: a write's consistency token: the read sees that write (and every earlier one)
+    min_lsn: ConsistencyToken | None = None
 
 
 M = TypeVar("M", bound=ClientInput)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 from uuid import UUID
 
 from pydantic import Field
@@ -175,6 +175,8 @@ class RetrieveDiagnostics(Frozen):
     row_limit_applied: bool
     byte_limit_applied: bool
     filtered_in_python: int  # hydrated rows the re-check in Python dropped (RFC 7.3)
+    #: RFC 13.2: the server that answered: the replica, or the primary
+    served_by: Literal["primary", "replica"] = "primary"
     #: only with expansion: an answer without one has no such key
     expansion: ExpansionDiagnostics | None = Field(default=None, exclude_if=_absent)
 

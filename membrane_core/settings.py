@@ -44,6 +44,14 @@ class Settings(BaseSettings):
     #: While Postgres is down, requests fail at once for this long after a failure
     #: before one is let through to try again (RFC 10.5).
     outage_retry_seconds: float = Field(default=1.0, gt=0, le=60)
+    #: What this process is to Postgres (RFC 10.5): its statement, lock and idle-transaction
+    #: timeouts. ``membrane run`` sets it for each child; the API's is the default.
+    database_role: Literal["api", "pool", "sweep", "cli"] = "api"
+    #: RFC 13.2: a read with a consistency token waits this long for the replica to replay it,
+    #: then reads the primary.
+    replica_wait_seconds: float = Field(default=0.5, ge=0, le=10)
+    #: RFC 13.2: a replica further behind than this serves nothing; reads go to the primary.
+    replica_max_lag_seconds: float = Field(default=30.0, gt=0, le=3600)
 
     redis_url: str | None = None
     api_keys: dict[str, dict[str, Any]] = Field(default_factory=dict)

@@ -14,6 +14,7 @@ from pydantic import AwareDatetime
 
 from api import schemas
 from api.deps import Svc, Trust
+from api.writes import Consistency
 from membrane_core.enums import (
     MemoryType,
     OperationKind,
@@ -66,9 +67,14 @@ def list_records(
     limit: Annotated[int | None, Query()] = None,
     max_bytes: Annotated[int | None, Query()] = None,
     cursor: Cursor = None,
+    min_lsn: Annotated[
+        str | None,
+        Query(description="a write's consistency token: the page sees that write (RFC 13.2)"),
+    ] = None,
+    consistency: Consistency = None,
 ) -> Response:
     """Records newest first, filtered, trust-checked and redacted as retrieval is; keyset pages
-    (RFC 10.7)."""
+    (RFC 10.7); with a consistency token it sees those writes (RFC 13.2)."""
     svc.admit(policy)
     page = svc.membrane.listing.records_json(
         _given(
@@ -91,6 +97,7 @@ def list_records(
             limit=limit,
             max_bytes=max_bytes,
             cursor=cursor,
+            min_lsn=min_lsn or consistency,
         ),
         policy,
     )

@@ -11,6 +11,7 @@ from pydantic import AwareDatetime
 
 from api import schemas, writes
 from api.deps import Svc, Trust
+from api.writes import Consistency
 from membrane_core.inbox.submit import OperationView
 from membrane_core.models import AuditHistory
 from membrane_core.requests import RetrieveRequest
@@ -23,7 +24,8 @@ router = APIRouter(prefix="/v1", tags=["reads"])
 def get_operation(svc: Svc, policy: Trust, operation_id: UUID) -> JSONResponse:
     """An operation's status and the records it wrote (RFC 9.1)."""
     svc.admit(policy)
-    return JSONResponse(writes.as_json(svc.membrane.inbox.get(operation_id, policy)))
+    view = svc.membrane.inbox.get(operation_id, policy)
+    return JSONResponse(writes.as_json(view), headers=writes.consistency(svc))
 
 
 @router.get("/records/{record_id}", response_model=RecordView, responses=schemas.READ_ERRORS)
@@ -49,7 +51,13 @@ def get_audit(svc: Svc, policy: Trust, record_id: UUID) -> AuditHistory:
 @router.post(
     "/retrieve", response_model=RetrieveResult, responses=schemas.errors(400, 401, 403, 413, 422, 429)
 )
-def retrieve(svc: Svc, policy: Trust, body: RetrieveRequest) -> RetrieveResult:
-    """Bounded, trust-aware retrieval (RFC 8)."""
+def retrieve(
+    svc: Svc, policy: Trust, body: RetrieveRequest, consistency: Consistency = None
+) -> RetrieveResult:
+    """Bounded, trust-aware retrieval (RFC 8); with a consistency token (``min_lsn``, or the
+    ``Membrane-Consistency`` header the SDKs send after their writes) it sees those writes
+    (RFC 13.2)."""
     svc.admit(policy)
+    if consistency and body.min_lsn is None:
+        body = body.model_copy(update={"min_lsn": consistency})
     return svc.membrane.retrieve(body, policy)

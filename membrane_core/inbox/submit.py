@@ -409,7 +409,7 @@ class Inbox:
             ids += [as_uuid(v, "record_ids") for v in raw]
         elif target is None:
             raise errors.InvalidInput(f"{kind.value} needs a target record id")
-        with self._db.reader() as conn:
+        with self._db.transaction() as conn:  # RFC 13.2: a just-written target is there
             found = retrieval.access(conn, ids)
         for rid in ids:  # RFC 5.2: as the revision will answer when it runs
             got = found.get(rid)
@@ -543,7 +543,7 @@ class Inbox:
 
     def pending(self) -> list[dict[str, Any]]:
         """Queued and running operations by kind with the oldest's age (RFC 9.1)."""
-        with self._db.reader() as conn:
+        with self._db.transaction() as conn:  # RFC 13.2: operation status reads the primary
             return inbox.counts(conn, now=self._clock())
 
 

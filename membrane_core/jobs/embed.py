@@ -264,7 +264,7 @@ class EmbeddingService:
         provider = self.provider
         model = model_id(provider) if provider is not None else ""
         tokens = provider is not None and token_embedder(provider) is not None
-        with self._db.reader() as conn:
+        with self._db.transaction() as conn:
             out = derived.embedding_progress(
                 conn, model=model, tokens=tokens, inline=derived.vector_fits_in_row(self._db.embedding_dim)
             )

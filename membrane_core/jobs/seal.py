@@ -69,7 +69,7 @@ class Sealing:
 
     def progress(self) -> dict[str, Any]:
         """RFC 7.6: sealed records by key, plain ones at or above the level, seal items left."""
-        with self._db.reader() as conn:
+        with self._db.transaction() as conn:
             return sealed.progress(conn, self.sealer)
 
     def done(self, progress: dict[str, Any] | None = None) -> bool:

@@ -15,6 +15,7 @@ from membrane_core.enums import (
     WorkKind,
 )
 from membrane_core.models import ClientInput, Scope, Tag
+from membrane_core.requests import ConsistencyToken
 
 #: RFC 10.7: rows a page holds by default and at most.
 DEFAULT_PAGE = 50
@@ -54,6 +55,8 @@ class RecordListRequest(ClientInput):
     valid_after: AwareDatetime | None = None
     valid_before: AwareDatetime | None = None
     as_of: AwareDatetime | None = None
+    #: RFC 13.2: a write's consistency token: the page sees that write
+    min_lsn: ConsistencyToken | None = None
     limit: int = Field(default=DEFAULT_PAGE, ge=1, le=MAX_PAGE)
     max_bytes: int = Field(default=DEFAULT_PAGE_BYTES, ge=1024, le=MAX_PAGE_BYTES)
     cursor: Cursor | None = None

@@ -25,6 +25,8 @@ class PageDiagnostics(Frozen):
     row_limit_applied: bool
     #: the page stopped early at ``max_bytes``
     byte_limit_applied: bool
+    #: RFC 13.2: the server that answered: the replica, or the primary
+    served_by: Literal["primary", "replica"] = "primary"
 
 
 class RecordPage(Frozen):

@@ -39,6 +39,7 @@ from membrane_core.requests import parse
 from membrane_core.sealing import NO_KEYS, Sealer
 from membrane_core.storage import listing as store
 from membrane_core.storage.db import Database
+from membrane_core.storage.replica import parse_lsn
 from membrane_core.storage.retrieval import ReadFilter
 from membrane_core.storage.rowbatch import SEALED_RATIONALE, norm_term
 from membrane_core.trust import ALL_SCOPES, TrustPolicy
@@ -142,13 +143,14 @@ class Listing:
         req = parse(RecordListRequest, request)
         policy = trust.narrow(req.scopes, req.max_sensitivity)
         fp = cursor.fingerprint(
-            trust.actor, req.model_dump(mode="json", exclude={"cursor", "limit", "max_bytes"})
+            trust.actor, req.model_dump(mode="json", exclude={"cursor", "limit", "max_bytes", "min_lsn"})
         )
         now = self.clock()
         query = self.query(req, policy, now)
         if req.cursor is not None:
             query = dataclasses.replace(query, after=_position(req.cursor, fp))
-        with self.db.reader() as conn:
+        token = parse_lsn(req.min_lsn) if req.min_lsn else None
+        with self.db.read(token) as (conn, served_by):
             rows = store.records_page(conn, query, _full(policy))
         views, used, last, cut = self._views(rows, policy, req, now)
         more = cut or len(rows) > req.limit or any(not r.fits for r in rows)
@@ -164,6 +166,7 @@ class Listing:
             max_bytes=req.max_bytes,
             row_limit_applied=len(rows) > req.limit,
             byte_limit_applied=cut or any(not r.fits and r.ord <= req.limit for r in rows),
+            served_by=served_by,
         )
         # RecordPage's fields in order: records, next_cursor, diagnostics
         return b"".join(
@@ -227,7 +230,7 @@ class Listing:
         req = parse(OperationListRequest, request)
         fp = cursor.fingerprint(trust.actor, req.model_dump(mode="json", exclude={"cursor", "limit"}))
         after = _position(req.cursor, fp) if req.cursor is not None else None
-        with self.db.reader() as conn:
+        with self.db.transaction() as conn:  # RFC 13.2: operation status reads the primary
             rows = store.operations_page(
                 conn,
                 principal=None if trust.operator else trust.actor,
@@ -266,7 +269,7 @@ class Listing:
                 raise cursor.bad("is not a cursor this server made")
             after = pos["a"]
         now = self.clock()
-        with self.db.reader() as conn:
+        with self.db.transaction() as conn:  # RFC 13.2: operation status reads the primary
             jobs = {j.kind: j for j in store.jobs(conn, now)}
             inbox = store.inbox_counts(conn)
             buried = store.buried(conn, kinds, after, req.limit + 1)

@@ -37,6 +37,7 @@ from membrane_core.sealing import NO_KEYS, Sealer
 from membrane_core.settings import Settings
 from membrane_core.storage import records, retrieval, rowbatch
 from membrane_core.storage.db import Connection, Database
+from membrane_core.storage.replica import parse_lsn
 from membrane_core.trust import TrustPolicy, Visibility
 
 log = logging.getLogger(__name__)
@@ -380,22 +381,25 @@ class Retriever:
     def retrieve(self, req: RetrieveRequest, trust: TrustPolicy) -> RetrieveResult:
         """RFC 8.1-8.6: hybrid candidates filtered in SQL, fused, bounded, re-checked, expanded."""
         plan = self._plan(req, trust)
+        token = parse_lsn(req.min_lsn) if req.min_lsn else None
         with contextlib.ExitStack() as held:
-            conn = held.enter_context(self.db.reader())
+            conn, served_by = held.enter_context(self.db.read(token))
             found = self._run(conn, plan)
             reranked = self._rerank(plan, found, held)
             checked = self._check(plan, reranked.ranked)
             expanded: Expanded | None = None
             if plan.expand is not None and checked.roots:
                 if reranked.released:  # RFC 8.2.4: the expansion reads in a new transaction
-                    conn = held.enter_context(self.db.reader())
+                    conn, again = held.enter_context(self.db.read(token))
+                    served_by = served_by if again == served_by else "primary"
                 expanded = self._expand(conn, plan, plan.expand, found, checked)
         selection = self._select(plan, checked, reranked.ranked)
+        diagnostics = self._diagnostics(plan, found, reranked, checked, expanded)
         return RetrieveResult(
             records=[v for v, _ in checked.roots],
             neighbors=expanded.neighbors if expanded else [],
             edges=expanded.edges if expanded else [],
-            diagnostics=self._diagnostics(plan, found, reranked, checked, expanded),
+            diagnostics=diagnostics.model_copy(update={"served_by": served_by}),
             selection=selection,
         )
 

@@ -55,7 +55,7 @@ class Review:
         policy = trust.narrow(req.scopes)
         fp = cursor.fingerprint(trust.actor, req.model_dump(mode="json", exclude={"cursor", "limit"}))
         after = pages.position(req.cursor, fp) if req.cursor is not None else None
-        with self.db.reader() as conn:
+        with self.db.transaction() as conn:  # RFC 13.2: a reviewer reads what was just proposed
             rows = proposals.queue(
                 conn,
                 order=req.order,

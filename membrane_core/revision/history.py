@@ -136,7 +136,7 @@ def history(db: Database, record_id: uuid.UUID, trust: TrustPolicy, sealer: Seal
     entries with rationale and details blanked (RFC 7.3). A sealed rationale is opened after
     that check, for entries shown in full (RFC 7.6); the chain is verified over what is stored.
     """
-    with db.reader() as conn:
+    with db.transaction() as conn:  # RFC 13.2: a record's history reads the primary
         rows = audit.entries(conn, record_id)
         if not rows:
             raise errors.NotFound(f"record {record_id} not found")

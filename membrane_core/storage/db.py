@@ -13,11 +13,12 @@ from typing import Any
 import psycopg
 from pgvector.psycopg import register_vector
 from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout, TooManyRequests
 from pydantic_core import from_json
 
 from membrane_core import errors
-from membrane_core.storage import embedded, health, migrate
+from membrane_core.storage import embedded, hangs, health, migrate, replica
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +34,48 @@ VERIFY_TIMEOUT_SECONDS = 2.0
 #: SQLSTATEs that mean the server ended or refused the connection, not the statement (RFC 10.5):
 #: admin, crash and startup/shutdown; class 08 is matched by prefix.
 _CONNECTION_LOST = frozenset({"57P01", "57P02", "57P03"})
+
+
+#: RFC 10.5: each role's server-side bounds, in milliseconds: a statement, a lock wait, and a
+#: transaction left idle. The API answers people; pools and sweeps work through batches; the
+#: command line runs migrations, imports and exports, bounded by whoever runs it.
+ROLE_TIMEOUTS_MS: dict[str, dict[str, int]] = {
+    "api": {
+        "statement_timeout": 60_000,
+        "lock_timeout": 10_000,
+        "idle_in_transaction_session_timeout": 60_000,
+    },
+    "pool": {
+        "statement_timeout": 300_000,
+        "lock_timeout": 30_000,
+        "idle_in_transaction_session_timeout": 300_000,
+    },
+    "sweep": {
+        "statement_timeout": 900_000,
+        "lock_timeout": 60_000,
+        "idle_in_transaction_session_timeout": 900_000,
+    },
+    "cli": {"statement_timeout": 0, "lock_timeout": 0, "idle_in_transaction_session_timeout": 0},
+}
+
+#: RFC 10.5: TCP keepalives and a bound on unacknowledged data, so a connection over a network
+#: that silently drops packets fails in seconds instead of the system's two hours (libpq
+#: applies them to TCP connections only).
+TCP_OPTIONS: dict[str, int] = {
+    "keepalives": 1,
+    "keepalives_idle": 10,
+    "keepalives_interval": 3,
+    "keepalives_count": 3,
+    "tcp_user_timeout": 20_000,
+}
+
+
+def role_options(dsn: str, role: str) -> dict[str, Any]:
+    """RFC 10.5: the connection parameters of ``role``: its timeouts (after any ``options`` the
+    URL gives) and the TCP options."""
+    given = str(conninfo_to_dict(dsn).get("options") or "")
+    timeouts = " ".join(f"-c {name}={ms}" for name, ms in ROLE_TIMEOUTS_MS[role].items())
+    return {"options": f"{given} {timeouts}".strip(), **TCP_OPTIONS}
 
 
 def resolve_dsn(database_url: str | None, data_dir: Path) -> str:
@@ -96,6 +139,8 @@ class _Server:
         self.dsn = dsn
         self.pool = pool
         self.circuit = health.Circuit(retry_seconds)
+        #: RFC 10.5: a server that stops answering opens the circuit within a second
+        self.watch = hangs.Watch(dsn, self.circuit.failed)
         self._lock = threading.Lock()
         self._checking = False
         self._quiet_until = 0.0
@@ -176,10 +221,17 @@ class Database:
         run_migrations: bool = False,
         timeout: float | None = None,
         outage_retry_seconds: float = 1.0,
+        role: str = "api",
+        replica_wait_seconds: float = 0.5,
+        replica_max_lag_seconds: float = 30.0,
     ) -> None:
         self.dsn = dsn
         self.embedding_dim = embedding_dim
         self.timeout = timeout
+        self.replica_wait_seconds = replica_wait_seconds
+        self.replica_max_lag_seconds = replica_max_lag_seconds
+        #: RFC 13.2: reads sent to the primary although a replica is configured, by reason
+        self.fallbacks: dict[str, int] = {"lagging": 0, "down": 0, "token": 0}
         opts: dict[str, Any] = {
             "min_size": min_size,
             "max_size": max_size,
@@ -192,10 +244,18 @@ class Database:
         with translate_errors():
             if run_migrations:
                 migrate.migrate(dsn, embedding_dim)
-            self.pool = ConnectionPool(dsn, kwargs={"autocommit": False}, name="membrane-primary", **opts)
-            self.read_pool = ConnectionPool(read_dsn, name="membrane-read", **opts) if read_dsn else self.pool
+            self.pool = ConnectionPool(
+                dsn, kwargs={"autocommit": False, **role_options(dsn, role)}, name="membrane-primary", **opts
+            )
+            self.read_pool = (
+                ConnectionPool(read_dsn, kwargs=role_options(read_dsn, role), name="membrane-read", **opts)
+                if read_dsn
+                else self.pool
+            )
         self._primary = _Server(dsn, self.pool, outage_retry_seconds)
         self._replica = _Server(read_dsn, self.read_pool, outage_retry_seconds) if read_dsn else self._primary
+        #: RFC 13.2: the replica's replay and lag, sampled in the background
+        self.monitor = replica.Monitor(dsn, read_dsn) if read_dsn else None
         #: The primary's circuit (RFC 10.5): open while the primary is believed down.
         self.health = self._primary.circuit
 
@@ -205,7 +265,12 @@ class Database:
         server.circuit.admit()  # raises health.Outage while the server is believed down
         conn: psycopg.Connection | None = None
         try:
-            with translate_errors(), server.pool.connection() as conn, conn.transaction():
+            with (
+                translate_errors(),
+                server.pool.connection() as conn,
+                server.watch.using(conn),
+                conn.transaction(),
+            ):
                 if server.circuit.is_open:
                     server.circuit.succeeded()  # the server answered BEGIN: it is back
                 yield conn
@@ -225,9 +290,82 @@ class Database:
 
     @contextlib.contextmanager
     def reader(self) -> Iterator[psycopg.Connection]:
-        """A connection for reads (the replica where configured, RFC 13.2)."""
-        with self._connection(self._replica) as conn:
+        """A connection for reads that may lag (the replica where configured and in step,
+        RFC 13.2)."""
+        with self.read() as (conn, _):
             yield conn
+
+    @contextlib.contextmanager
+    def read(self, token: int | None = None) -> Iterator[tuple[psycopg.Connection, str]]:
+        """RFC 13.2: a connection for a read and which server serves it (``replica`` or
+        ``primary``). With ``token`` (a write's consistency token) the replica serves only
+        once it has replayed the token, waiting at most ``replica_wait_seconds``; a replica
+        that is down, hung or further behind than ``replica_max_lag_seconds`` serves nothing.
+        Every such read goes to the primary at once."""
+        if self.monitor is None:
+            with self._connection(self._primary) as conn:
+                yield conn, "primary"
+            return
+        reason = self._replica_refuses(token)
+        if reason is None:
+            with contextlib.ExitStack() as stack:
+                try:
+                    conn = stack.enter_context(self._connection(self._replica))
+                    reason = None if token is None or self._caught_up(conn, token) else "token"
+                except errors.Unavailable:
+                    reason = "down"
+                if reason is None:
+                    yield conn, "replica"
+                    return
+        self.fallbacks[reason] += 1
+        with self._connection(self._primary) as conn:
+            yield conn, "primary"
+
+    def _replica_refuses(self, token: int | None) -> str | None:
+        """Why the replica may not serve a read, from the last sample alone (no round trip)."""
+        assert self.monitor is not None
+        seen = self.monitor.sample
+        if self._replica.circuit.is_open or seen.replayed is None:
+            return "down"
+        if time.monotonic() - seen.at > 4 * replica.SAMPLE_SECONDS + 1.0:
+            return "down"  # no sample for a while: the replica (or the monitor's link) hangs
+        if seen.lag_seconds is not None and seen.lag_seconds > self.replica_max_lag_seconds:
+            return "lagging"
+        return None
+
+    def _caught_up(self, conn: psycopg.Connection, token: int) -> bool:
+        """RFC 13.2: whether the replica behind ``conn`` replays ``token`` within
+        ``replica_wait_seconds``: the last sample first, then the replica itself."""
+        assert self.monitor is not None
+        seen = self.monitor.sample.replayed
+        if seen is not None and seen >= token:
+            return True
+        deadline = time.monotonic() + self.replica_wait_seconds
+        while True:
+            if replica.replayed(conn, token):
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(replica.POLL_SECONDS)
+
+    def position(self) -> int:
+        """RFC 13.2: a consistency token covering every write committed before this call:
+        the primary's WAL insert position."""
+        with self._connection(self._primary) as conn:
+            return replica.position(conn)
+
+    def replica_state(self) -> dict[str, Any] | None:
+        """RFC 13.2, 14.2: the replica's last sample and the reads sent to the primary, for
+        readiness and the metrics; None without a replica."""
+        if self.monitor is None:
+            return None
+        seen = self.monitor.sample
+        return {
+            "replayed": replica.format_lsn(seen.replayed) if seen.replayed is not None else None,
+            "lag_seconds": seen.lag_seconds,
+            "sampled_seconds_ago": round(time.monotonic() - seen.at, 3) if seen.at else None,
+            "fallbacks": dict(self.fallbacks),
+        }
 
     @contextlib.contextmanager
     def snapshot(self, share: str | None = None) -> Iterator[psycopg.Connection]:
@@ -258,7 +396,11 @@ class Database:
         self._primary.circuit.succeeded()
 
     def close(self) -> None:
-        """Close every pool."""
+        """Close every pool, and stop the watches and the replica's monitor."""
+        if self.monitor is not None:
+            self.monitor.close()
+        self._primary.watch.close()
+        self._replica.watch.close()
         if self.read_pool is not self.pool:
             self.read_pool.close()
         self.pool.close()

@@ -207,6 +207,8 @@ class Call(Generic[T]):
     key: str | None = None
     #: the server-side ``?wait`` in seconds, which the read timeout must cover
     wait: float | None = None
+    #: a read that must see the client's own writes: it carries the client's latest token
+    consistent: bool = False
     #: a body sent as it is, not as JSON (a bundle's tar, RFC 15.2)
     raw: bytes | None = None
 
@@ -224,6 +226,41 @@ class Call(Generic[T]):
             headers = {"Content-Type": "application/json"} if self.body is not None else {}
         if self.key is not None:
             headers["Idempotency-Key"] = self.key
+        return headers
+
+
+#: RFC 13.2: the header of a consistency token, on write answers and on reads.
+CONSISTENCY = "Membrane-Consistency"
+
+
+def _lsn(token: str) -> int:
+    hi, lo = token.split("/")
+    return (int(hi, 16) << 32) | int(lo, 16)
+
+
+class Tokens:
+    """RFC 13.2: the latest consistency token of this client's writes, sent with its reads so
+    that a replica serves them only once it holds those writes."""
+
+    def __init__(self) -> None:
+        self.latest: str | None = None
+
+    def seen(self, response: httpx.Response) -> None:
+        """Keep the answer's token if it is later than the one kept."""
+        token = response.headers.get(CONSISTENCY)
+        if not token:
+            return
+        try:
+            if self.latest is None or _lsn(token) > _lsn(self.latest):
+                self.latest = token
+        except ValueError:
+            return  # not a token this client reads: ignored, as an unknown header is
+
+    def headers(self, call: Call[Any]) -> dict[str, str]:
+        """``call``'s headers, with the token when it is a read that must see the writes."""
+        headers = call.headers()
+        if call.consistent and self.latest is not None:
+            headers[CONSISTENCY] = self.latest
         return headers
 
 
@@ -320,7 +357,7 @@ def retrieve(
             **filters,
         }
     )
-    return Call("POST", ENDPOINTS["retrieve"][1], _retrieve, body=body)
+    return Call("POST", ENDPOINTS["retrieve"][1], _retrieve, body=body, consistent=True)
 
 
 def revision(
@@ -452,6 +489,7 @@ def list_records(filters: Mapping[str, Any]) -> Call[RecordPage]:
         ENDPOINTS["list_records"][1],
         RecordPage.model_validate_json,
         params=query("list_records", filters),
+        consistent=True,
     )
 
 

@@ -102,6 +102,8 @@ class AsyncClient:
     ) -> None:
         self.timeout = timeout
         self.retry = RetryPolicy(max_retries=max_retries, backoff=backoff)
+        #: RFC 13.2: the latest consistency token of this client's writes
+        self.tokens = _core.Tokens()
         self._http = httpx.AsyncClient(
             base_url=base_url, headers=_core.client_headers(api_key), timeout=timeout, transport=transport
         )
@@ -124,7 +126,7 @@ class AsyncClient:
 
     async def _run(self, call: Call[T]) -> T:
         """Send ``call``, retrying what may be retried, and parse its answer."""
-        content, headers = call.content(), call.headers()
+        content, headers = call.content(), self.tokens.headers(call)
         # a server-side ?wait holds the answer back: the read timeout has to cover it
         timeout = self.timeout + (call.wait or 0.0)
         attempt = 0
@@ -143,6 +145,7 @@ class AsyncClient:
                     raise _core.connection_error(exc, call) from exc
                 delay = self.retry.delay(attempt, None)
             else:
+                self.tokens.seen(response)
                 if not _core.retryable(response) or attempt >= self.retry.max_retries:
                     return _core.parse(call, response)
                 delay = self.retry.delay(attempt, _core.retry_after(response))

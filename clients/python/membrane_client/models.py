@@ -349,6 +349,8 @@ class PageDiagnostics(Answer):
     row_limit_applied: bool = False
     #: the page stopped early at ``max_bytes``
     byte_limit_applied: bool = False
+    #: RFC 13.2: the server that answered: ``replica`` or ``primary``
+    served_by: str = "primary"
 
 
 class RecordPage(Answer):
@@ -592,6 +594,9 @@ class RecordFilters(TypedDict, total=False):
     max_bytes: int
     #: ``next_cursor`` of the previous page
     cursor: str
+    #: a write's consistency token: the page sees that write (the client sends the latest
+    #: token of its own writes without being asked)
+    min_lsn: str
 
 
 class OperationFilters(TypedDict, total=False):

@@ -127,6 +127,14 @@ interface Call {
   idempotencyKey?: string;
   signal?: AbortSignal | undefined;
   timeoutMs?: number;
+  /** a read that must see this client's own writes: it carries their latest token (RFC 13.2) */
+  consistent?: boolean;
+}
+
+/** RFC 13.2: a consistency token (`16/B374D848`) as the pair it orders by, or undefined. */
+function lsn(token: string): [number, number] | undefined {
+  const m = /^([0-9A-Fa-f]{1,8})\/([0-9A-Fa-f]{1,8})$/.exec(token);
+  return m ? [parseInt(m[1]!, 16), parseInt(m[2]!, 16)] : undefined;
 }
 
 interface Answer {
@@ -177,6 +185,8 @@ const segment = encodeURIComponent;
 export class MembraneClient {
   readonly baseUrl: string;
   private readonly apiKey: string | undefined;
+  /** RFC 13.2: the latest consistency token of this client's writes */
+  private token: string | undefined;
   private readonly timeoutMs: number;
   private readonly maxRetries: number;
   private readonly backoffMs: number;
@@ -242,7 +252,7 @@ export class MembraneClient {
   /** Bounded, trust-aware retrieval; `expand` adds graph neighbours (RFC 8, 8.4). */
   retrieve(request: RetrieveRequest = {}, options: ReadOptions = {}): Promise<RetrieveResult> {
     return this.request<RetrieveResult>({
-      method: "POST", path: "/v1/retrieve", body: request, signal: options.signal,
+      method: "POST", path: "/v1/retrieve", body: request, signal: options.signal, consistent: true,
     });
   }
 
@@ -285,7 +295,7 @@ export class MembraneClient {
    */
   listRecords(filters: RecordFilters = {}, options: ReadOptions = {}): Promise<RecordPage> {
     return this.request<RecordPage>({
-      method: "GET", path: "/v1/records", query: filters, signal: options.signal,
+      method: "GET", path: "/v1/records", query: filters, signal: options.signal, consistent: true,
     });
   }
 
@@ -504,6 +514,7 @@ export class MembraneClient {
     for (;;) {
       const page = await this.request<P>({
         method: "GET", path, query: { ...query, cursor }, signal: options.signal,
+        consistent: path === "/v1/records",
       });
       yield page;
       const next = page.next_cursor;
@@ -548,6 +559,21 @@ export class MembraneClient {
     return Math.min(this.maxBackoffMs, Math.max(jittered, retryAfterMs ?? 0));
   }
 
+  /** The latest consistency token of this client's writes, sent with its reads (RFC 13.2). */
+  get consistencyToken(): string | undefined {
+    return this.token;
+  }
+
+  /** Keep `token` if it is later than the one kept. */
+  private keep(token: string | null): void {
+    const next = token ? lsn(token) : undefined;
+    if (next === undefined) return;
+    const kept = this.token === undefined ? undefined : lsn(this.token);
+    if (kept === undefined || next[0] > kept[0] || (next[0] === kept[0] && next[1] > kept[1])) {
+      this.token = token!;
+    }
+  }
+
   private async request<T>(call: Call): Promise<T> {
     const url = this.url(call.path, call.query);
     const headers: Record<string, string> = { accept: "application/json" };
@@ -560,6 +586,7 @@ export class MembraneClient {
       headers["content-type"] = "application/x-tar";
     }
     if (call.binary) headers.accept = "application/x-tar, application/json";
+    if (call.consistent && this.token !== undefined) headers["membrane-consistency"] = this.token;
 
     for (let attempt = 0; ; attempt++) {
       const retry = attempt < this.maxRetries;
@@ -575,6 +602,7 @@ export class MembraneClient {
         await sleep(this.delay(attempt), call.signal);
         continue;
       }
+      this.keep(answer.headers.get("membrane-consistency"));
       if (answer.ok && answer.bytes !== undefined) return answer.bytes as T;
       const parsed = parseBody(answer.text);
       if (answer.ok) {
