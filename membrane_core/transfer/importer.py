@@ -175,6 +175,12 @@ class Importer:
         self, conn: Connection, manifest: Manifest, trust: TrustPolicy, on_conflict: OnConflict
     ) -> ImportReport:
         report = ImportReport()
+        moved = store.rows(conn, "import_scope_moves", {"limit": NAMED})
+        if moved:  # RFC 13.2: a record's scope never changes, whatever the conflict mode
+            raise errors.Conflict(
+                "the store holds these records in another scope, and a record's scope never changes: "
+                + ", ".join(f"{rid} ({held}, not {offered})" for rid, held, offered in moved)
+            )
         if on_conflict == "fail":
             held = [str(r[0]) for r in store.rows(conn, "import_conflicts", {"limit": NAMED})]
             diverged = [r[0] for r in store.rows(conn, "import_diverged", {"limit": NAMED})]

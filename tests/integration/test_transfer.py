@@ -224,6 +224,25 @@ def test_conflicts_skip_fail_or_overwrite(
     assert target.get(ids["coffee"], OPERATOR).salience == membrane.get(ids["coffee"], OPERATOR).salience
 
 
+def test_an_import_never_moves_a_record_to_another_scope(
+    membrane: Membrane, target: Membrane, clock: FakeClock, tmp_path: Path
+) -> None:
+    """RFC 13.2, 15.2: a record's scope never changes: an import that would move one is
+    refused in every conflict mode, and nothing of it is written."""
+    ids = build(membrane, clock)
+    bundle = tmp_path / "bundle"
+    membrane.transfer.export({"scopes": ["proj"]}, OPERATOR, bundle)
+    # positive control: the same import goes through while the scopes agree
+    assert target.transfer.import_bundle(bundle, OPERATOR).records_written > 0
+    with psycopg.connect(target.db.dsn) as conn:
+        conn.execute("UPDATE memory_records SET scope = 'elsewhere' WHERE id = %s", (ids["tea"],))
+    before = target.audit(ids["tea"], OPERATOR).entries
+    for mode in ("skip", "overwrite", "fail"):
+        with pytest.raises(errors.Conflict, match=rf"{ids['tea']} \(elsewhere, not proj\)"):
+            target.transfer.import_bundle(bundle, OPERATOR, on_conflict=mode)  # type: ignore[arg-type]
+    assert target.audit(ids["tea"], OPERATOR).entries == before
+
+
 def test_an_import_needs_an_operator(
     membrane: Membrane, target: Membrane, clock: FakeClock, tmp_path: Path
 ) -> None:

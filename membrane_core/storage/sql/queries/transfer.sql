@@ -237,6 +237,14 @@ SELECT (i.doc->>'id')::uuid AS id
  ORDER BY i.n
  LIMIT %(limit)s
 
+-- name: import_scope_moves
+-- Records of an import whose ids the store holds in another scope (RFC 15.2, 13.2: a record's scope never changes), the first few, with both scopes.
+SELECT m.id, m.scope AS held, i.doc->>'scope' AS offered
+  FROM import_records i JOIN memory_records m ON m.id = (i.doc->>'id')::uuid
+ WHERE m.scope IS DISTINCT FROM i.doc->>'scope'
+ ORDER BY i.n
+ LIMIT %(limit)s
+
 -- name: import_records_skip
 -- Insert an import's records the store does not hold and never erased (RFC 15.2, 15.4; on conflict skip), noting each one written.
 WITH ins AS (
