@@ -173,7 +173,27 @@ class GaugeCollector:
             "Age of the oldest record still waiting for its embedding (0 when none waits).",
             value=g.embedding_lag_seconds,
         )
-        yield from (inbox, due, oldest, lag, *review_families(g))
+        yield from (inbox, due, oldest, lag, *review_families(g), *replica_families(g))
+
+
+def replica_families(g: DeploymentGauges) -> tuple[Metric, ...]:
+    """RFC 13.2, 14.2: the replica's replay lag and the reads sent to the primary instead;
+    none without a replica."""
+    if not g.replica_fallbacks:
+        return ()
+    lag = GaugeMetricFamily(
+        "membrane_replica_lag_seconds",
+        "Replay lag of the read replica at its last sample (-1 when it is not reachable).",
+        value=-1.0 if g.replica_lag_seconds is None else g.replica_lag_seconds,
+    )
+    fell = CounterMetricFamily(
+        "membrane_replica_fallbacks",
+        "Reads this API process sent to the primary although a replica is configured, by reason.",
+        labels=("reason",),
+    )
+    for reason, n in sorted(g.replica_fallbacks.items()):
+        fell.add_metric((reason,), n)
+    return (lag, fell)
 
 
 def review_families(g: DeploymentGauges) -> tuple[Metric, ...]:

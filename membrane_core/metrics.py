@@ -105,6 +105,11 @@ class DeploymentGauges:
     review_oldest_seconds: dict[str, float] = field(default_factory=dict)
     #: RFC 5.7: decided proposals by outcome (approved, rejected, amended, expired)
     review_decisions: dict[str, int] = field(default_factory=dict)
+    #: RFC 13.2: the replica's replay lag in seconds at its last sample (None without a
+    #: replica, or when it is not reachable), and this process's reads sent to the primary
+    #: instead, by reason (lagging, down, token)
+    replica_lag_seconds: float | None = None
+    replica_fallbacks: dict[str, int] = field(default_factory=dict)
 
 
 def deployment(db: Database, *, now: datetime) -> DeploymentGauges:
@@ -133,4 +138,13 @@ def deployment(db: Database, *, now: datetime) -> DeploymentGauges:
         review_depth={g.scope: g.depth for g in queue},
         review_oldest_seconds={g.scope: max(0.0, (now - g.oldest).total_seconds()) for g in queue},
         review_decisions={o: decided.get(o, 0) for o in ("approved", "rejected", "amended", "expired")},
+        **_replica(db),
     )
+
+
+def _replica(db: Database) -> dict[str, Any]:
+    """RFC 13.2, 14.2: the replica's gauges, from its monitor's last sample (no round trip)."""
+    state = db.replica_state()
+    if state is None:
+        return {}
+    return {"replica_lag_seconds": state["lag_seconds"], "replica_fallbacks": dict(state["fallbacks"])}

@@ -9,6 +9,7 @@ read without it, inside the delay, does: the lag is real.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -165,6 +166,10 @@ def test_a_stopped_standby_gives_primary_answers_at_once(stack: Stack) -> None:
     assert max(times) < 1.0, times
     state = stack.membrane.db.replica_state()
     assert state is not None and state["fallbacks"]["down"] >= 5, state
+    scraped = stack.client.get("/metrics").text
+    fell = re.search(r'^membrane_replica_fallbacks_total\{reason="down"\} (\S+)$', scraped, re.M)
+    assert fell is not None and float(fell[1]) >= 5, scraped[-2000:]
+    assert re.search(r"^membrane_replica_lag_seconds ", scraped, re.M)
 
 
 def test_the_sdk_sends_its_writes_token_with_its_reads(stack: Stack) -> None:
