@@ -19,6 +19,7 @@ from pydantic_core import from_json
 
 from membrane_core import errors
 from membrane_core.storage import embedded, hangs, health, migrate, replica
+from membrane_core.storage.queries import q
 
 log = logging.getLogger(__name__)
 
@@ -283,9 +284,12 @@ class Database:
             raise
 
     @contextlib.contextmanager
-    def transaction(self) -> Iterator[psycopg.Connection]:
-        """A primary connection inside one transaction, committed on success."""
+    def transaction(self, *, unbounded: bool = False) -> Iterator[psycopg.Connection]:
+        """A primary connection inside one transaction, committed on success. ``unbounded``
+        lifts the role's statement timeout for it (RFC 10.5: an import, an erasure)."""
         with self._connection(self._primary) as conn:
+            if unbounded:
+                conn.execute(q("transaction_unbounded"))
             yield conn
 
     @contextlib.contextmanager

@@ -125,7 +125,7 @@ class Erasure:
         scopes = _scopes(trust)
         if req.scope is not None and scopes is not None and req.scope not in scopes:
             raise errors.Forbidden(f"the key may not erase in scope {req.scope}")
-        with self.db.transaction() as conn:
+        with self.db.transaction(unbounded=True) as conn:
             store.run(conn, "erase_start")
             self._gather(conn, req, scopes)
             outside = int(store.one(conn, "erase_outside")[0])

@@ -156,7 +156,7 @@ class Importer:
             raise errors.Forbidden("an import needs an operator key")
         if on_conflict not in ("skip", "overwrite", "fail"):
             raise errors.InvalidInput(f"on_conflict must be skip, overwrite or fail, not {on_conflict!r}")
-        with Bundle(path) as bundle, self.db.transaction() as conn:
+        with Bundle(path) as bundle, self.db.transaction(unbounded=True) as conn:
             version = int(store.one(conn, "schema_version")[0])
             manifest = read_manifest(bundle, version)
             store.run(conn, "import_staging")

@@ -21,3 +21,7 @@ SELECT active FROM pg_replication_slots WHERE slot_name = %(slot)s
 -- name: standby_drop_slot
 -- Remove the named replication slot of a standby that is gone, so the primary recycles its WAL again (RFC 13.2).
 SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = %(slot)s
+
+-- name: transaction_unbounded
+-- Lift the role's statement timeout for this transaction alone (RFC 10.5): an import or an erasure runs statements as long as its data.
+SET LOCAL statement_timeout = 0
