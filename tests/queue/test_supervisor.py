@@ -11,14 +11,23 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 import redis
 
-from membrane_cli.stack import Stack, StackOptions, Watch, exit_status, pid_alive, port_open
+from membrane_cli.stack import (
+    Stack,
+    StackOptions,
+    Watch,
+    exit_status,
+    pid_alive,
+    port_open,
+    spend_restart,
+)
 from membrane_core import Settings
 from membrane_core.storage import embedded
 from tests.support import services
@@ -36,7 +45,7 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MEMBRANE_EMBEDDING_DIM", str(EMBEDDING_DIM))
 
 
-def _options(data_dir: Path, restart_limit: int = 5) -> StackOptions:
+def _options(data_dir: Path, restart_limit: int = 5, **postgres: Any) -> StackOptions:
     return StackOptions(
         data_dir=data_dir,
         api_port=services.free_port(),
@@ -45,6 +54,7 @@ def _options(data_dir: Path, restart_limit: int = 5) -> StackOptions:
         flower=False,
         restart_limit=restart_limit,
         restart_window=60.0,
+        **postgres,
     )
 
 
@@ -136,8 +146,8 @@ def test_the_restart_budget_stops_the_stack(clean_env: None, tmp_path: Path) -> 
 
 
 @pytest.mark.integration  # starts an embedded Postgres of its own
-@pytest.mark.parametrize("how", ["stopped", "killed"])
-def test_the_embedded_postgres_going_away_stops_the_stack(clean_env: None, tmp_path: Path, how: str) -> None:
+def test_a_clean_shutdown_of_the_embedded_postgres_stops_the_stack(clean_env: None, tmp_path: Path) -> None:
+    """``membrane db stop`` is an operator's: not restarted (a crash is, test_supervisor_postgres.py)."""
     st = Stack(
         Settings(database_url=None, redis_url=None, data_dir=tmp_path, embedding_dim=EMBEDDING_DIM),
         _options(tmp_path),
@@ -146,22 +156,120 @@ def test_the_embedded_postgres_going_away_stops_the_stack(clean_env: None, tmp_p
     try:
         assert st.embedded and st.watch() == Watch()  # a running server is not reported
         pidfile = st.pgdata / "postmaster.pid"
-        if how == "stopped":
-            embedded.stop(tmp_path)  # pg_ctl stop: the pid file goes
-            why = f"{pidfile} is gone"
-        else:
-            postmaster = int(pidfile.read_text().split()[0])
-            os.kill(postmaster, signal.SIGKILL)  # the pid file stays, its process does not
-            why = f"its postmaster, pid {postmaster}, is not running"
+        embedded.stop(tmp_path)  # pg_ctl stop -m fast: the pid file goes
         look = _look_until(st)
         assert look.stop == (
-            f"the embedded Postgres stopped ({why}); stopping the stack. "
+            f"the embedded Postgres was shut down ({pidfile} is gone); stopping the stack. "
             f"Postgres log: {tmp_path / 'pg' / 'log'}"
         ), look
+        assert look.events == []
         assert look.stop in st.supervisor_log.read_text()
+        assert not pidfile.exists()  # not started again
     finally:
         st.stop()
     assert not port_open("127.0.0.1", st.opts.api_port)
+
+
+def _ready(stack: Stack) -> int:
+    return httpx.get(f"http://127.0.0.1:{stack.opts.api_port}/readyz", timeout=5).status_code
+
+
+def _ready_again(stack: Stack, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while _ready(stack) != 200:
+        assert time.monotonic() < deadline, "the API did not get ready again"
+        time.sleep(0.2)
+
+
+@pytest.mark.integration  # starts an embedded Postgres of its own
+def test_a_crashed_embedded_postgres_is_restarted_on_its_socket_until_its_budget_is_spent(
+    clean_env: None, tmp_path: Path, pg_ctl: Callable[..., None]
+) -> None:
+    st = Stack(
+        Settings(database_url=None, redis_url=None, data_dir=tmp_path, embedding_dim=EMBEDDING_DIM),
+        _options(tmp_path, postgres_restart_limit=2, postgres_restart_window=300.0),
+    )
+    st.start(wait_ready=60)
+    try:
+        first = embedded.postmaster(tmp_path)
+        assert first is not None and first.socket_dir is not None and st.postmaster == first
+        api_pid = st.pids()["api"]
+        pidfile, log = st.pgdata / "postmaster.pid", tmp_path / "pg" / "log"
+        socket = f"socket {first.socket_dir} (port {first.port})"
+        seen = [first.pid]
+        for n, how in ((1, "immediate"), (2, "killed")):
+            if how == "immediate":
+                pg_ctl(st.pgdata, "-m", "immediate", "stop")  # every backend dies at once: a crash
+                why = f"{pidfile} is gone"
+            else:
+                os.kill(seen[-1], signal.SIGKILL)  # the pid file stays, its process does not
+                why = f"its postmaster, pid {seen[-1]}, is not running"
+            look = _look_until(st)
+            assert look.stop is None, look.stop
+            again = embedded.postmaster(tmp_path)
+            assert again is not None and again.pid not in seen
+            assert (again.socket_dir, again.port) == (first.socket_dir, first.port)  # every URL holds
+            seen.append(again.pid)
+            assert look.events[0] == f"the embedded Postgres stopped ({why}); starting it again on {socket}"
+            assert look.events[1].startswith(
+                f"the embedded Postgres restarted on {socket} as pid {again.pid}, accepting connections after"
+            ), look.events
+            assert look.events[1].endswith(f"(restart {n} of at most 2 within 300 s). Postgres log: {log}")
+            assert all(event in st.supervisor_log.read_text() for event in look.events)
+            assert log.read_text().count("automatic recovery in progress") == n  # crash recovery ran
+            _ready_again(st)  # the API's pool reconnected, without restarting the API
+            assert st.pids()["api"] == api_pid
+
+        pg_ctl(st.pgdata, "-m", "immediate", "stop")
+        look = _look_until(st)
+        assert look.stop == (
+            f"the embedded Postgres stopped ({pidfile} is gone) after 2 restarts within 300 s "
+            f"(at most 2); stopping the stack. Postgres log: {log}"
+        ), look
+        assert look.stop in st.supervisor_log.read_text()
+        assert not pidfile.exists() and _ready(st) == 503  # not started a third time
+    finally:
+        st.stop()
+
+
+@pytest.mark.integration  # starts an embedded Postgres of its own
+def test_an_embedded_postgres_that_does_not_come_back_in_time_stops_the_stack(
+    clean_env: None, tmp_path: Path, pg_ctl: Callable[..., None]
+) -> None:
+    st = Stack(
+        Settings(database_url=None, redis_url=None, data_dir=tmp_path, embedding_dim=EMBEDDING_DIM),
+        _options(tmp_path, postgres_start_timeout=3.0),
+    )
+    st.start(wait_ready=60)
+    try:
+        # read at the next start only: the server refuses to start
+        with (st.pgdata / "postgresql.auto.conf").open("a") as conf:
+            conf.write("shared_buffers = 'not a size'\n")
+        pg_ctl(st.pgdata, "-m", "immediate", "stop")
+        started = time.monotonic()
+        look = _look_until(st, timeout=20)
+        assert 3.0 <= time.monotonic() - started < 15  # tried until the start timeout, no longer
+        assert look.stop == (
+            f"the embedded Postgres stopped ({st.pgdata / 'postmaster.pid'} is gone) and did not accept "
+            "connections within 3 s of a restart (pg_ctl start: exit status 1); stopping the stack. "
+            f"Postgres log: {st.pgdata / 'log'}"
+        ), look
+        assert "shared_buffers" in st.postgres_log.read_text()  # its log says why
+        assert look.stop in st.supervisor_log.read_text()
+    finally:
+        st.stop()
+
+
+def test_restarts_are_counted_within_a_sliding_window() -> None:
+    times: list[float] = []
+    assert [spend_restart(times, now, 3, 300.0) for now in (0.0, 10.0, 20.0)] == [True, True, True]
+    assert not spend_restart(times, 299.0, 3, 300.0)  # a fourth within 300 s of the first
+    assert times == [0.0, 10.0, 20.0]  # a refused restart is not counted
+    assert spend_restart(times, 300.0, 3, 300.0)  # the first has left the window
+    assert times == [10.0, 20.0, 300.0]
+    assert not spend_restart(times, 309.0, 3, 300.0)
+    assert spend_restart(times, 320.0, 3, 300.0) and times == [300.0, 320.0]
+    assert not spend_restart([], 0.0, 0, 60.0)  # no budget: never restarted
 
 
 def test_liveness_and_exit_status_words() -> None:
