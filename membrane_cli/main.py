@@ -106,6 +106,8 @@ def print_stack(stack: Stack) -> None:
     if stack.embedded:
         t.add_row("Postgres", postgres_banner(stack))
     t.add_row("" if stack.embedded else "Postgres", _redact(stack.dsn))
+    if stack.read_dsn is not None:  # RFC 13.2: --replica
+        t.add_row("Replica", f"{_redact(stack.read_dsn)}   (streaming; retrieval and lists read it)")
     t.add_row("Redis", _redact(stack.redis_url))
     t.add_row(
         "Workers", ", ".join(o.queues) + (" + beat" if o.beat else "") + "   (one Celery pool per queue)"
@@ -155,6 +157,13 @@ def run(
     flower_open: Annotated[bool, typer.Option(help="Serve Flower without basic auth.")] = False,
     keep_db: Annotated[bool, typer.Option(help="Leave the embedded Postgres running on exit.")] = False,
     exit_after_demo: Annotated[bool, typer.Option(help="Stop the stack after --demo.")] = False,
+    replica: Annotated[
+        bool,
+        typer.Option(
+            "--replica",
+            help="Also run a streaming replica of the embedded Postgres and read from it (RFC 13.2).",
+        ),
+    ] = False,
 ) -> None:
     """Run the whole stack: Postgres, Redis, API, one worker per queue, beat, Flower (RFC 13.1)."""
     settings = Settings()
@@ -166,6 +175,7 @@ def run(
         flower=flower,
         flower_open=flower_open,
         stop_database=not keep_db,
+        replica=replica,
     )
     stack = Stack(settings, opts)
     try:

@@ -35,7 +35,7 @@ import httpx
 from api.auth import Listen, check_credentials, plan_listen, tls_files
 from api.keyfile import configured_keys
 from membrane_core import Settings
-from membrane_core.storage import embedded, migrate
+from membrane_core.storage import embedded, migrate, standby
 
 #: The Celery queues, one worker pool each (RFC 9.5).
 QUEUES = ("ingest", "revision", "embedding", "llm", "maintenance")
@@ -196,6 +196,9 @@ class StackOptions:
     postgres_restart_limit: int = 3
     postgres_restart_window: float = 300.0
     postgres_start_timeout: float = 60.0
+    #: RFC 13.2: also run a streaming replica of the embedded Postgres (in ``data_dir/standby``)
+    #: and point the children's reads at it
+    replica: bool = False
 
 
 class Stack:
@@ -213,6 +216,9 @@ class Stack:
         self.postmaster: embedded.Postmaster | None = None
         #: Monotonic times of the embedded Postgres's restarts inside the budget window.
         self.postgres_restarts: list[float] = []
+        #: RFC 13.2: the replica of ``--replica``, and the URL the children read from
+        self.standby: standby.Standby | None = None
+        self.read_dsn: str | None = None
         self.logs = options.data_dir / "logs"
         self.listen = Listen()
         #: Warnings of the listen rules (RFC 7.5), to print at start.
@@ -276,6 +282,14 @@ class Stack:
         if self.embedded:
             self.postmaster = embedded.postmaster(self.opts.data_dir)
         migrate.migrate(self.dsn, self.settings.embedding_dim)
+        if self.opts.replica:
+            if not self.embedded:
+                raise StackError(
+                    "--replica makes a replica of the embedded Postgres; MEMBRANE_DATABASE_URL is set"
+                )
+            # RFC 13.2: a hot standby beside the data, made once and started with the stack
+            self.standby = standby.running(self.opts.data_dir / "standby", self.opts.data_dir)
+            self.read_dsn = self.standby.dsn
         return self.dsn
 
     def start_redis(self) -> str:
@@ -343,7 +357,9 @@ class Stack:
         env["MEMBRANE_DATABASE_URL"] = self.dsn
         env["MEMBRANE_REDIS_URL"] = self.redis_url
         env["MEMBRANE_DATA_DIR"] = str(self.opts.data_dir)
-        if self.settings.read_database_url is None:  # RFC 13.2: reads go where the stack's do
+        if self.read_dsn is not None:  # RFC 13.2: --replica
+            env["MEMBRANE_READ_DATABASE_URL"] = self.read_dsn
+        elif self.settings.read_database_url is None:  # RFC 13.2: reads go where the stack's do
             env.pop("MEMBRANE_READ_DATABASE_URL", None)
         env.setdefault("PYTHONUNBUFFERED", "1")
         # RFC 14.2: a multiprocess directory is one process tree's; each pool gets its own
@@ -650,6 +666,9 @@ class Stack:
                 p.wait(5)
             _signal_group(p, signal.SIGKILL)  # stragglers left in the group (pool children)
         self.children.clear()
+        if self.standby is not None and self.opts.stop_database:
+            self.standby.stop()
+            self.standby = None
         if self.embedded and self.opts.stop_database:
             with contextlib.suppress(Exception):
                 embedded.stop(self.opts.data_dir)

@@ -108,6 +108,20 @@ def make(
     return standby
 
 
+def running(folder: Path, primary_dir: Path, slot: str = "membrane_standby") -> Standby:
+    """RFC 13.1, 13.2: the standby in ``folder``, started if it is stopped, or made there if
+    the folder holds none: ``membrane run --replica`` keeps one beside its data."""
+    pgdata = folder / "pg"
+    if not (pgdata / "standby.signal").exists():
+        return make(primary_dir, folder, slot=slot)
+    at = embedded.postmaster(primary_dir)
+    port = at.port if at is not None and at.port else 5432
+    found = Standby(pgdata, f"postgresql://postgres:@/postgres?host={pgdata}&port={port}", slot)
+    if not (pgdata / "postmaster.pid").exists():
+        found.start()
+    return found
+
+
 def _pg(command: str, *args: str) -> None:
     """Run one of the wheel's Postgres programs, as the user the wheel runs the server as."""
     with warnings.catch_warnings():

@@ -6,6 +6,7 @@ killed and :meth:`Stack.watch` is asked what it saw.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import subprocess
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psycopg
 import pytest
 import redis
 
@@ -287,3 +289,26 @@ def test_liveness_and_exit_status_words() -> None:
     assert not pid_alive(proc.pid)
     assert exit_status(3) == "exit status 3"
     assert exit_status(-9) == "killed by signal 9 (SIGKILL)"
+
+
+@pytest.mark.integration  # starts an embedded Postgres of its own and a replica of it
+def test_replica_runs_a_streaming_standby_the_api_reads(clean_env: None, tmp_path: Path) -> None:
+    """RFC 13.1, 13.2: ``membrane run --replica`` makes a hot standby beside the data, gives
+    the children its URL for reads, and the API's retrieval is served by it."""
+    st = Stack(
+        Settings(database_url=None, redis_url=None, data_dir=tmp_path, embedding_dim=EMBEDDING_DIM),
+        dataclasses.replace(_options(tmp_path), replica=True),
+    )
+    st.start(wait_ready=60)
+    try:
+        assert st.read_dsn is not None and "standby" in st.read_dsn
+        assert (tmp_path / "standby" / "pg" / "standby.signal").exists()
+        with psycopg.connect(st.read_dsn) as conn:
+            assert conn.execute("SELECT pg_is_in_recovery()").fetchone() == (True,)
+        got = httpx.post(
+            f"http://127.0.0.1:{st.opts.api_port}/v1/retrieve", json={"query": "anything"}, timeout=10
+        )
+        assert got.status_code == 200 and got.json()["diagnostics"]["served_by"] == "replica", got.text
+    finally:
+        st.stop()
+    assert not (tmp_path / "standby" / "pg" / "postmaster.pid").exists()  # stopped with the stack
