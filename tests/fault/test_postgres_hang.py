@@ -69,6 +69,7 @@ def test_a_hung_postgres_gets_a_503_within_a_second_and_recovers(
     finally:
         _signal_all(frozen, signal.SIGCONT)
         membrane.close()
+    print("answers (status, seconds):", answers)
     assert [s for s, _ in answers] == [503, 503, 503], answers
     assert max(t for _, t in answers) < 1.0, answers
     assert back is not None and back.status_code == 200  # positive control: it recovers
