@@ -17,9 +17,9 @@ import uvicorn
 
 from api import metrics
 from api.app import create_app
-from api.auth import plan_listen
 from api.keyfile import configured_keys
 from membrane_core import Settings, errors, logs
+from membrane_core.listen import plan_listen
 
 log = logging.getLogger(__name__)
 

@@ -323,6 +323,10 @@ class Stack:
                 "",
                 "--appendonly",
                 "no",
+                # RFC 9.5: a full Redis refuses a publish (the operation waits in Postgres for
+                # re-dispatch) rather than drop a message it holds
+                "--maxmemory-policy",
+                "noeviction",
                 "--dir",
                 str(workdir),
                 "--loglevel",
@@ -393,7 +397,11 @@ class Stack:
                     f"worker-{q}",
                     celery_app.worker_argv(q, concurrency=o.concurrency.get(q)),
                     self.logs / f"worker-{q}.log",
-                    env=self._metrics_env(f"worker-{q}", metrics[q]) if q in metrics else {},
+                    # RFC 9.5: SIGTERM is the pool's soft shutdown
+                    env={
+                        **celery_app.WORKER_ENV,
+                        **(self._metrics_env(f"worker-{q}", metrics[q]) if q in metrics else {}),
+                    },
                 )
             )
         if o.beat:

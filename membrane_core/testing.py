@@ -127,6 +127,14 @@ class MemoryWorkQueue:
                 item.dead, item.last_error = True, error
                 item.claimed_by = item.claim_expires_at = None
 
+    def release(self, ids: Sequence[int], *, owner: str) -> int:
+        """Give back what ``owner`` still holds of ``ids``, the claim's attempt not counted."""
+        held = [self.items[i] for i in ids if i in self.items and self.items[i].claimed_by == owner]
+        for item in held:
+            item.attempts = max(0, item.attempts - 1)
+            item.claimed_by = item.claim_expires_at = None
+        return len(held)
+
 
 class DownDispatcher:
     """A :class:`~membrane_core.inbox.submit.Dispatcher` whose broker is down (RFC 9.5).

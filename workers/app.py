@@ -19,6 +19,7 @@ from kombu.entity import Queue
 import beat_schedule
 import workers.logs  # noqa: F401  (connects the logging signals of every Celery process, RFC 14.3)
 from membrane_core import Membrane, Settings
+from workers import config
 from workers import metrics as _metrics  # noqa: F401  (connects a pool's task metrics, RFC 14.2)
 from workers import tracing as _tracing  # noqa: F401  (connects the tracing signals, RFC 14.4)
 
@@ -48,6 +49,32 @@ DEFAULT_CONCURRENCY = {"ingest": 2, "revision": 1, "embedding": 1, "llm": 1, "ma
 #: with the local model is exempt (RFC 13.1).
 MAX_MEMORY_PER_CHILD_KIB = 256 * 1024
 
+#: RFC 9.5: Redis hands a message no worker acknowledged within this long to another worker,
+#: so no task may run this long: its time limit stays well below.
+VISIBILITY_TIMEOUT_SECONDS = 3600
+
+#: RFC 9.5: a task is interrupted (``SoftTimeLimitExceeded``) after this long, then its pool
+#: process is replaced at the hard limit. A batch is bounded (an ingest message, a batch of
+#: ``batch_size``, a 20 s maintenance drain); ten minutes is a provider that hangs.
+TASK_SOFT_TIME_LIMIT_SECONDS = 540
+TASK_TIME_LIMIT_SECONDS = 600
+
+#: RFC 9.5: a stopped pool (SIGTERM, remapped to Celery's cold shutdown) waits this long for
+#: its running tasks, then gives their messages back to the broker and exits. Below the 15 s
+#: of ``membrane run``'s stop and compose's ``stop_grace_period``.
+SOFT_SHUTDOWN_SECONDS = 10.0
+
+#: RFC 9.5: the environment of every pool: SIGTERM (a deploy's stop) starts the soft shutdown
+#: above instead of a warm shutdown that waits for tasks without a bound. billiard reads it
+#: when it is imported, so it is set for the process, not in the app.
+WORKER_ENV = {"REMAP_SIGTERM": "SIGQUIT"}
+
+#: RFC 9.5: what a pool leaves off. Gossip (each worker consuming every other worker's
+#: events) and mingle (a start-up round trip to every worker for revoked ids and clocks) serve
+#: revokes, elections and clock sync, none of which a stateless queue consumer uses; their cost
+#: grows with the fleet. Heartbeats stay on: Flower's ``worker_online`` comes from them.
+WORKER_FLAGS = ("--without-gossip", "--without-mingle")
+
 
 def broker_url(settings: Settings) -> str:
     """The broker: ``MEMBRANE_REDIS_URL``, else a local Redis on the default port."""
@@ -56,12 +83,16 @@ def broker_url(settings: Settings) -> str:
 
 def make_app(settings: Settings | None = None) -> Celery:
     """RFC 9.5: the Celery app configured from ``settings``."""
-    s = settings or Settings()
+    s = settings or config.settings()
     app = Celery("membrane", include=["workers.tasks"])
     app.conf.update(
         broker_url=broker_url(s),
         broker_connection_retry_on_startup=True,
-        broker_transport_options={"socket_connect_timeout": 2, "visibility_timeout": 3600},
+        broker_transport_options={
+            "socket_connect_timeout": 2,
+            # RFC 9.5: above every task's time limit, or a running task is delivered twice
+            "visibility_timeout": VISIBILITY_TIMEOUT_SECONDS,
+        },
         task_ignore_result=True,
         task_serializer="json",
         accept_content=["json"],
@@ -69,8 +100,18 @@ def make_app(settings: Settings | None = None) -> Celery:
         task_queues=[Queue(name) for name in QUEUES],  # type: ignore[no-untyped-call]
         task_default_queue="maintenance",
         task_routes=TASK_ROUTES,
+        # RFC 9.4, 9.5: a message is acknowledged after its task, and one whose pool process
+        # died (a SIGKILL, an OOM kill, a cancelled task at shutdown) goes back to the queue:
+        # every task is an idempotent claim, so running it again is safe
         task_acks_late=True,
         task_reject_on_worker_lost=True,
+        # RFC 9.5: interrupt, then end, a task long before Redis would deliver it again
+        task_soft_time_limit=TASK_SOFT_TIME_LIMIT_SECONDS,
+        task_time_limit=TASK_TIME_LIMIT_SECONDS,
+        # RFC 9.5: a deploy's SIGTERM waits this long for running tasks, then requeues them;
+        # an idle pool exits at once (what it holds unstarted goes back when it disconnects)
+        worker_soft_shutdown_timeout=SOFT_SHUTDOWN_SECONDS,
+        worker_enable_soft_shutdown_on_idle=False,
         worker_prefetch_multiplier=1,
         worker_send_task_events=True,
         task_send_sent_event=True,
@@ -97,7 +138,7 @@ def membrane() -> Membrane:
     """This process's Membrane, built on first use (RFC 9.5)."""
     m = _state.get("membrane")
     if m is None:
-        s = Settings()
+        s = config.settings()
         # RFC 11.1: workers never migrate (the stack or `membrane migrate` does, once);
         # one started on an old schema fails here, naming the remedy
         m = _state["membrane"] = Membrane(
@@ -141,6 +182,7 @@ def worker_argv(queue: str, *, concurrency: int | None = None, loglevel: str = "
         str(concurrency or DEFAULT_CONCURRENCY[queue]),
         f"--loglevel={loglevel}",
         "-E",
+        *WORKER_FLAGS,
     ]
     if queue != "embedding":
         argv.append(f"--max-memory-per-child={MAX_MEMORY_PER_CHILD_KIB}")

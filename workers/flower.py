@@ -15,8 +15,8 @@ import argparse
 import os
 import sys
 
-from api.auth import check_credentials, tls_files
 from membrane_core import Settings, errors
+from membrane_core.listen import check_credentials, tls_files
 from workers.app import broker_url
 
 

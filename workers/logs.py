@@ -19,6 +19,7 @@ from typing import Any
 from celery.signals import before_task_publish, setup_logging, task_postrun, task_prerun, worker_process_init
 
 from membrane_core import Settings, logs
+from workers import config
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +50,7 @@ def level(settings: Settings, celery_level: int | str | None) -> str:
 
 @setup_logging.connect  # type: ignore[untyped-decorator]
 def _setup(loglevel: int | str | None = None, **_: Any) -> None:
-    s = Settings()
+    s = config.settings()
     _chosen.update(format=s.log_format, level=level(s, loglevel))
     logs.configure(_chosen["format"], _chosen["level"])
 

@@ -48,8 +48,8 @@ from celery.signals import (
 from prometheus_client import values
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 
-from api import auth
-from membrane_core import Settings, errors
+from membrane_core import Settings, errors, listen
+from workers import config
 
 log = logging.getLogger(__name__)
 
@@ -155,16 +155,16 @@ def check_listen(settings: Settings) -> str | None:
     with the token in plaintext unless opted in; the opt-in's warning, else ``None``."""
     host = settings.worker_metrics_host
     if settings.metrics_token is None:
-        if not auth.is_loopback(host):
+        if not listen.is_loopback(host):
             raise errors.Forbidden(
                 f"a worker pool's /metrics on {host} needs MEMBRANE_METRICS_TOKEN "
                 "(without it, set MEMBRANE_WORKER_METRICS_HOST to a loopback address)"
             )
         return None
-    return auth.check_credentials(
+    return listen.check_credentials(
         host,
         "the metrics token",
-        tls=auth.tls_files(settings.tls_certfile, settings.tls_keyfile),
+        tls=listen.tls_files(settings.tls_certfile, settings.tls_keyfile),
         allow_insecure=settings.allow_insecure_credentials,
     )
 
@@ -248,7 +248,7 @@ def serve(settings: Settings) -> http.server.ThreadingHTTPServer:
     port = settings.worker_metrics_port or 0
     server = http.server.ThreadingHTTPServer((settings.worker_metrics_host, port), handler)
     server.daemon_threads = True
-    tls = auth.tls_files(settings.tls_certfile, settings.tls_keyfile)
+    tls = listen.tls_files(settings.tls_certfile, settings.tls_keyfile)
     if tls is not None:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(str(tls[0]), str(tls[1]))
@@ -264,7 +264,7 @@ def serve(settings: Settings) -> http.server.ThreadingHTTPServer:
 def _start(sender: Any = None, **_: Any) -> None:
     # The pool's main process, before it forks its children: the directory and the metrics
     # they inherit. The refusals of RFC 7.5 stop the pool here, before it starts.
-    s = Settings()
+    s = config.settings()
     if s.worker_metrics_port is None:
         return
     try:

@@ -16,7 +16,8 @@ from typing import Any
 
 from celery.signals import beat_init, worker_process_init, worker_process_shutdown
 
-from membrane_core import Settings, tracing
+from membrane_core import tracing
+from workers import config
 
 #: RFC 14.4: the service names of a pool process's and of beat's spans.
 WORKER_SERVICE_NAME = "membrane-worker"
@@ -47,13 +48,13 @@ def uninstrument() -> None:
 
 @worker_process_init.connect  # type: ignore[untyped-decorator]
 def _trace_pool_process(**_: Any) -> None:
-    if tracing.configure(Settings(), WORKER_SERVICE_NAME):
+    if tracing.configure(config.settings(), WORKER_SERVICE_NAME):
         instrument()
 
 
 @beat_init.connect  # type: ignore[untyped-decorator]  # as above
 def _trace_beat(**_: Any) -> None:
-    if tracing.configure(Settings(), BEAT_SERVICE_NAME):
+    if tracing.configure(config.settings(), BEAT_SERVICE_NAME):
         instrument()
 
 

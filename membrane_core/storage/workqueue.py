@@ -140,6 +140,14 @@ def bury(conn: psycopg.Connection, items: Sequence[tuple[int, str]], *, owner: s
     return conn.execute(q("bury_work"), {"ids": list(ids), "errors": list(errs), "owner": owner}).rowcount
 
 
+def release(conn: psycopg.Connection, ids: Sequence[int], *, owner: str) -> int:
+    """RFC 9.4: give back the items of ``ids`` that ``owner`` still holds, due as they were and
+    their claim's attempt not counted; returns how many."""
+    if not ids:
+        return 0
+    return conn.execute(q("release_work"), {"ids": list(ids), "owner": owner}).rowcount
+
+
 def reap(conn: psycopg.Connection, *, now: datetime) -> int:
     """Release expired claims; returns how many (RFC 9.4)."""
     return conn.execute(q("reap_expired_claims"), {"now": now}).rowcount
@@ -196,3 +204,8 @@ class WorkQueue:
         with self._db.transaction() as conn:
             reschedule(conn, list(again), owner=owner)
             bury(conn, list(dead), owner=owner)
+
+    def release(self, ids: Sequence[int], *, owner: str) -> int:
+        """RFC 9.4: give back what ``owner`` still holds of ``ids``, the attempt not counted."""
+        with self._db.transaction() as conn:
+            return release(conn, ids, owner=owner)

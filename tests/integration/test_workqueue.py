@@ -1,9 +1,15 @@
 from __future__ import annotations
 
 import uuid
-from datetime import timedelta
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
 
+import pytest
+
+from membrane_core import errors
 from membrane_core.enums import WorkKind
+from membrane_core.jobs.runner import BatchRunner, Outcome
 from membrane_core.storage import workqueue
 from membrane_core.storage.db import Database
 from membrane_core.testing import FakeClock
@@ -62,3 +68,36 @@ def test_reschedule_bury_and_backlog(db: Database, clock: FakeClock) -> None:
         [row] = workqueue.backlog(conn, now=clock())
     assert row["kind"] == "embed" and row["dead"] == 1 and row["pending"] == 2
     assert row["due"] == 1 and row["oldest_due_seconds"] >= 30
+
+
+class _OutageInApply:
+    """Writes its batch, then loses Postgres before the commit (the seam of an outage)."""
+
+    kind = WorkKind.EMBED
+
+    def prepare(self, items: Sequence[workqueue.WorkItem]) -> None:
+        return None
+
+    def apply(self, conn: Any, held: dict[int, uuid.UUID], prepared: None, now: datetime) -> Outcome:
+        conn.execute("UPDATE work_items SET last_error = 'written' WHERE id = ANY(%s)", (list(held),))
+        raise errors.Unavailable("Postgres is unavailable")
+
+
+def test_a_batch_cut_short_by_an_outage_gives_its_claims_back_at_once(db: Database, clock: FakeClock) -> None:
+    """RFC 9.4: the claims go back when the worker knows its batch failed, not a lease later."""
+    targets = seed(db, 3, clock)
+    run = BatchRunner(workqueue.WorkQueue(db), clock=clock, owner=lambda: "w", lease_seconds=300)
+    with pytest.raises(errors.Unavailable):
+        run.run(_OutageInApply(), limit=10)
+    with db.transaction() as conn:
+        again = workqueue.claim(conn, WorkKind.EMBED, owner="next", limit=10, now=clock())
+        written = conn.execute("SELECT count(*) FROM work_items WHERE last_error IS NOT NULL").fetchone()
+    assert sorted(w.target_id for w in again) == sorted(targets)
+    assert [w.attempts for w in again] == [1, 1, 1]  # the outage was not an attempt
+    assert written == (0,)  # the batch's transaction wrote nothing
+    # control: claims nobody gives back ("next" holds them) wait out their lease
+    with db.transaction() as conn:
+        assert workqueue.claim(conn, WorkKind.EMBED, owner="other", limit=10, now=clock()) == []
+    clock.advance(seconds=301)
+    with db.transaction() as conn:
+        assert len(workqueue.claim(conn, WorkKind.EMBED, owner="other", limit=10, now=clock())) == 3

@@ -32,6 +32,7 @@ from celery.signals import worker_process_shutdown
 from celery.worker import WorkController
 
 import workers.app
+import workers.config
 from membrane_core import Membrane, Settings, logs
 from membrane_core.storage.db import Database
 from workers.app import make_app
@@ -115,6 +116,7 @@ def worker_environ(
             monkeypatch.delenv(name)
     for name, value in wanted.items():
         monkeypatch.setenv(name, value)
+    workers.config.forget()  # read as a pool process reads them, from the start
     return wanted
 
 

@@ -122,6 +122,9 @@ def redis_server(workdir: Path) -> Iterator[str]:
             "",
             "--appendonly",
             "no",
+            # the broker as deployed (RFC 9.5): full, it refuses a message rather than drop one
+            "--maxmemory-policy",
+            "noeviction",
             "--dir",
             str(workdir),
             "--daemonize",
@@ -168,6 +171,8 @@ class Redis:
                 "",
                 "--appendonly",
                 "no",
+                "--maxmemory-policy",
+                "noeviction",
                 "--dir",
                 str(self.workdir),
                 "--loglevel",

@@ -14,7 +14,7 @@ import psycopg
 import pytest
 import yaml  # type: ignore[import-untyped]
 
-from workers.app import DEFAULT_CONCURRENCY, QUEUES, worker_argv
+from workers.app import DEFAULT_CONCURRENCY, QUEUES, SOFT_SHUTDOWN_SECONDS, WORKER_ENV, worker_argv
 
 ROOT = Path(__file__).resolve().parents[2]
 APP_SERVICES = {"api", "beat", "flower", *(f"worker-{q}" for q in QUEUES)}
@@ -171,3 +171,36 @@ def test_the_api_every_pool_and_flower_are_scrape_targets(compose: dict[str, Any
         assert "ports" not in svc, q
         assert env["MEMBRANE_METRICS_TOKEN"].startswith("${MEMBRANE_METRICS_TOKEN:?"), q  # RFC 7.5
     assert services["api"]["environment"]["MEMBRANE_METRICS_TOKEN"].startswith("${MEMBRANE_METRICS_TOKEN:?")
+
+
+def _bytes(size: str) -> int:
+    """A Redis (``192mb``) or compose (``256M``) size in bytes."""
+    match = re.fullmatch(r"(\d+)([kmg])b?", size.lower())
+    assert match, size
+    return int(match.group(1)) << 10 * ("kmg".index(match.group(2)) + 1)
+
+
+def test_redis_refuses_a_message_rather_than_evict_one(compose: dict[str, Any]) -> None:
+    """RFC 9.5: full, the broker refuses a publish (the operation waits in Postgres for
+    re-dispatch) before the container's memory limit kills it with every message it holds."""
+    redis = compose["services"]["redis"]
+    argv = redis["command"]
+    assert argv[argv.index("--maxmemory-policy") + 1] == "noeviction"
+    limit = _bytes(redis["deploy"]["resources"]["limits"]["memory"])
+    assert 0 < _bytes(argv[argv.index("--maxmemory") + 1]) < limit
+    assert (_bytes("192mb"), _bytes("256M"), _bytes("2G")) == (192 << 20, 256 << 20, 2 << 30)
+
+
+def test_a_deploy_stops_each_pool_softly_within_its_grace(compose: dict[str, Any]) -> None:
+    """RFC 9.5: SIGTERM is the soft shutdown, and Docker waits for it before its SIGKILL."""
+    services = compose["services"]
+    for q in QUEUES:
+        svc = services[f"worker-{q}"]
+        assert {k: svc["environment"].get(k) for k in WORKER_ENV} == WORKER_ENV, q
+        grace = re.fullmatch(r"(\d+)s", svc["stop_grace_period"])
+        assert grace and int(grace.group(1)) >= SOFT_SHUTDOWN_SECONDS + 10, q  # time to requeue and exit
+        argv = svc["command"]
+        assert {"--without-gossip", "--without-mingle"} <= set(argv) and "--without-heartbeat" not in argv, q
+    # only the pools: the API, beat and Flower stop as they always did
+    for name in ("api", "beat", "flower"):
+        assert "REMAP_SIGTERM" not in services[name].get("environment", {}), name

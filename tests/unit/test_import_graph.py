@@ -1,4 +1,5 @@
-"""The core's import graph: no cycles, and each outside library in its one layer (RFC 1.2).
+"""The import graph: no cycles in the core, each outside library in its one layer (RFC 1.2),
+and the repository's packages in the layers of the style guide's table (its habit 22).
 
 Every import counts, those under ``TYPE_CHECKING`` and inside functions included: a cycle
 hidden from the interpreter is still a cycle a reader has to untangle.
@@ -7,11 +8,52 @@ hidden from the interpreter is still a cycle a reader has to untangle.
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
 
 CORE = Path(__file__).resolve().parents[2] / "membrane_core"
+ROOT = CORE.parent
+
+#: Style 22, the layer table: each package of the repository (where its sources live) and the
+#: first-party packages it may import. Workers never import ``api``: the listen and TLS guard
+#: both entry points share is ``membrane_core.listen``, below both. The API publishes through
+#: ``workers.dispatch``; the CLI, on top, starts everything and drives the client (``bench``);
+#: the client imports no server package.
+LAYERS: dict[str, tuple[Path, frozenset[str]]] = {
+    "membrane_core": (CORE, frozenset({"membrane_core"})),
+    "beat_schedule": (ROOT / "beat_schedule.py", frozenset({"beat_schedule", "membrane_core"})),
+    "workers": (ROOT / "workers", frozenset({"workers", "beat_schedule", "membrane_core"})),
+    "api": (ROOT / "api", frozenset({"api", "workers", "membrane_core"})),
+    "membrane_cli": (
+        ROOT / "membrane_cli",
+        frozenset({"membrane_cli", "api", "workers", "beat_schedule", "membrane_core", "membrane_client"}),
+    ),
+    "membrane_client": (ROOT / "clients" / "python" / "membrane_client", frozenset({"membrane_client"})),
+}
+
+#: Style 22: the core's capability packages (a service each, or the provider adapters).
+#: Storage imports none of them, save these modules of data types and pure functions.
+CAPABILITIES = (
+    "capture",
+    "inbox",
+    "jobs",
+    "listing",
+    "providers",
+    "retrieval",
+    "review",
+    "revision",
+    "transfer",
+)
+STORAGE_SHARES = frozenset(
+    {
+        "membrane_core.capture.plan",
+        "membrane_core.capture.mentions",
+        "membrane_core.providers.base",
+        "membrane_core.retrieval.fusion",
+    }
+)
 
 
 def _module_name(path: Path) -> str:
@@ -22,6 +64,7 @@ def _module_name(path: Path) -> str:
     return ".".join(parts)
 
 
+@functools.cache  # parsed once for every test of the run
 def _modules() -> dict[str, ast.Module]:
     return {
         _module_name(p): ast.parse(p.read_text(encoding="utf-8"), str(p)) for p in sorted(CORE.rglob("*.py"))
@@ -162,3 +205,81 @@ def test_only_the_facade_refers_to_membrane() -> None:
             users.append(name)
     assert "membrane_core.facade" in users  # positive control: the facade defines and uses it
     assert [u for u in users if u not in ("membrane_core.facade", "membrane_core")] == []
+
+
+@functools.cache
+def _sources(package: str) -> dict[str, set[str]]:
+    """What each module of one package of :data:`LAYERS` imports, by dotted module name."""
+    where = LAYERS[package][0]
+    paths = [where] if where.suffix == ".py" else sorted(where.rglob("*.py"))
+    out = {}
+    for path in paths:
+        parts = [package, *path.relative_to(where).with_suffix("").parts] if where.is_dir() else [package]
+        if parts[-1] == "__init__":
+            parts.pop()
+        name = ".".join(parts)
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        out[name] = _imports(name, tree, path.name == "__init__.py")
+    return out
+
+
+def _layer_breaches(package: str, modules: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """``(module, import)`` pairs of ``package`` that reach a first-party package it may not."""
+    allowed = LAYERS[package][1]
+    return sorted(
+        (name, dep)
+        for name, deps in modules.items()
+        for dep in deps
+        if dep.split(".")[0] in LAYERS and dep.split(".")[0] not in allowed
+    )
+
+
+@pytest.mark.parametrize("package", sorted(LAYERS))
+def test_each_package_imports_only_the_layers_below_it(package: str) -> None:
+    modules = _sources(package)
+    assert modules, f"no sources for {package}: the check would pass vacuously"
+    assert _layer_breaches(package, modules) == []
+
+
+def test_the_layer_check_reads_imports_and_catches_a_breach() -> None:
+    # the edges the table allows are found where they exist ...
+    edges = {
+        package: {dep.split(".")[0] for deps in _sources(package).values() for dep in deps}
+        for package in ("api", "workers", "membrane_cli")
+    }
+    assert {"workers", "membrane_core"} <= edges["api"] and "membrane_core" in edges["workers"]
+    assert {"api", "workers"} <= edges["membrane_cli"]
+    # ... and one it forbids is reported, inside a function too
+    late = _imports("workers.x", ast.parse("def f():\n    from api import auth\n"), False)
+    assert _layer_breaches("workers", {"workers.x": late}) == [
+        ("workers.x", "api"),
+        ("workers.x", "api.auth"),
+    ]
+    assert _layer_breaches("membrane_client", {"membrane_client.x": {"membrane_core"}}) != []
+
+
+def test_the_shared_listen_guard_lives_below_both_entry_points() -> None:
+    users = {
+        package
+        for package in ("api", "workers", "membrane_cli")
+        if any("membrane_core.listen" in deps for deps in _sources(package).values())
+    }
+    assert {"api", "workers"} <= users
+    # and it needs nothing of the core but its errors (no settings, no storage)
+    assert _graph()["membrane_core.listen"] == {"membrane_core.errors"}
+
+
+def test_storage_imports_no_capability_package() -> None:
+    graph = _graph()
+    storage = {n for n in graph if n == "membrane_core.storage" or n.startswith("membrane_core.storage.")}
+    assert len(storage) > 10  # positive control: the storage modules are in the graph
+    capability = tuple(f"membrane_core.{c}" for c in CAPABILITIES)
+    shared = STORAGE_SHARES | {m.rpartition(".")[0] for m in STORAGE_SHARES}  # running a share's package
+    reached = {
+        (name, dep)
+        for name in storage
+        for dep in graph[name]
+        if (dep in capability or dep.startswith(tuple(c + "." for c in capability)))
+    }
+    assert {dep for _, dep in reached} <= shared, sorted(p for p in reached if p[1] not in shared)
+    assert ("membrane_core.storage.records", "membrane_core.capture.plan") in reached  # the check sees them

@@ -39,6 +39,12 @@ UPDATE work_items w
   FROM unnest(%(ids)s::bigint[], %(errors)s::text[]) AS u(id, error)
  WHERE w.id = u.id AND w.claimed_by = %(owner)s
 
+-- name: release_work
+-- Give claimed items back as they were, the claim's attempt not counted: a batch that an outage or a stop cut short (RFC 9.4).
+UPDATE work_items
+   SET claimed_by = NULL, claim_expires_at = NULL, attempts = greatest(attempts - 1, 0)
+ WHERE id = ANY(%(ids)s::bigint[]) AND claimed_by = %(owner)s
+
 -- name: reap_expired_claims
 -- Release claims whose lease ran out (the worker died) so another worker can take them (RFC 9.4).
 UPDATE work_items SET claimed_by = NULL, claim_expires_at = NULL
