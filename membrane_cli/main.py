@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import re
 import signal
 import sys
@@ -86,7 +87,9 @@ def _main(
         typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit."),
     ] = False,
 ) -> None:
-    pass
+    # RFC 10.5: a command (a migration, an import, an export) is bounded by whoever runs it,
+    # not by the API's statement timeout; `membrane run` gives each child its own role
+    os.environ.setdefault("MEMBRANE_DATABASE_ROLE", "cli")
 
 
 def _sigterm_as_interrupt(signum: int, frame: FrameType | None) -> None:

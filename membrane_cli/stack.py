@@ -167,6 +167,10 @@ class Watch:
     stop: str | None = None
 
 
+#: RFC 10.5: the database role of each pool's queue (its timeouts); the others are ``pool``.
+ROLES = {"maintenance": "sweep"}
+
+
 @dataclass
 class StackOptions:
     """What to start and where."""
@@ -387,7 +391,7 @@ class Stack:
                 [sys.executable, "-m", "api", "--host", o.host, "--port", str(o.api_port)],
                 self.logs / "api.log",
                 url=self.api_url,
-                env=self._console_env(),
+                env={**self._console_env(), "MEMBRANE_DATABASE_ROLE": "api"},
             )
         ]
         metrics = self.worker_metrics_ports()
@@ -401,6 +405,8 @@ class Stack:
                     env={
                         **celery_app.WORKER_ENV,
                         **(self._metrics_env(f"worker-{q}", metrics[q]) if q in metrics else {}),
+                        # RFC 10.5: the sweeps' statements run longer than a batch's
+                        "MEMBRANE_DATABASE_ROLE": ROLES.get(q, "pool"),
                     },
                 )
             )

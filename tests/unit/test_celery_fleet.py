@@ -95,3 +95,16 @@ def test_membrane_run_starts_every_pool_with_the_fleets_command_line_and_environ
         assert {"--without-gossip", "--without-mingle"} <= set(child.argv), q
         assert "--without-heartbeat" not in child.argv and "-E" in child.argv, q
     assert set(WORKER_FLAGS) == {"--without-gossip", "--without-mingle"}
+
+
+def test_membrane_run_gives_each_child_its_database_role(tmp_path: Path) -> None:
+    """RFC 10.5: the API answers people, the pools work through batches, the sweeps longest;
+    each child's connections carry its role's timeouts."""
+    from membrane_core.storage.db import ROLE_TIMEOUTS_MS
+
+    stack = Stack(Settings(redis_url=None, data_dir=tmp_path), StackOptions(data_dir=tmp_path))
+    roles = {c.name: c.env.get("MEMBRANE_DATABASE_ROLE") for c in stack.plan()}
+    assert roles["api"] == "api" and roles["worker-maintenance"] == "sweep"
+    assert {roles[f"worker-{q}"] for q in QUEUES if q != "maintenance"} == {"pool"}
+    limits = {r: ROLE_TIMEOUTS_MS[r]["statement_timeout"] for r in ("api", "pool", "sweep")}
+    assert limits["api"] < limits["pool"] < limits["sweep"]

@@ -45,3 +45,14 @@ def test_the_embedding_provider_defaults_to_the_local_model_when_installed(
     assert Settings().embedding_provider == "none"
     explicit = Settings(embedding_provider="hashing")  # a named provider is kept as it is
     assert (explicit.embedding_provider, explicit.embedding_provider_auto) == ("hashing", False)
+
+
+def test_a_role_sets_the_connections_timeouts() -> None:
+    """RFC 10.5: the role's statement, lock and idle-transaction timeouts go after any options
+    the URL gives, with the TCP options; the command line runs unbounded."""
+    from membrane_core.storage.db import role_options
+
+    opts = role_options("postgresql://u@h/db?options=-c%20search_path%3Dx", "api")
+    assert opts["options"].startswith("-c search_path=x -c statement_timeout=60000")
+    assert "-c lock_timeout=10000" in opts["options"] and opts["tcp_user_timeout"] == 20_000
+    assert "statement_timeout=0" in role_options("postgresql://u@h/db", "cli")["options"]
