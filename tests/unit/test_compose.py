@@ -204,3 +204,15 @@ def test_a_deploy_stops_each_pool_softly_within_its_grace(compose: dict[str, Any
     # only the pools: the API, beat and Flower stop as they always did
     for name in ("api", "beat", "flower"):
         assert "REMAP_SIGTERM" not in services[name].get("environment", {}), name
+
+
+def test_each_service_has_the_database_role_membrane_run_gives_it(compose: dict[str, Any]) -> None:
+    """RFC 10.5: compose gives the API, each pool and the migration the role `membrane run`
+    gives them (the migration runs as a command: `cli`)."""
+    from membrane_cli.stack import ROLES
+
+    env = {name: svc.get("environment", {}) for name, svc in compose["services"].items()}
+    assert env["api"]["MEMBRANE_DATABASE_ROLE"] == "api"
+    assert env["migrate"]["MEMBRANE_DATABASE_ROLE"] == "cli"
+    for q in QUEUES:
+        assert env[f"worker-{q}"]["MEMBRANE_DATABASE_ROLE"] == ROLES.get(q, "pool"), q
