@@ -224,3 +224,20 @@ live("export a scope as a tar, import it back, and erase it after a dry run (RFC
   assert.equal(done.dry_run, false);
   await assert.rejects(client.get(op.record_ids[0]), NotFoundError);
 });
+
+live("a write's consistency token is kept, advances, and goes with the reads", async () => {
+  const fresh = new MembraneClient({ baseUrl, backoffMs: 50 });
+  assert.equal(fresh.consistencyToken, undefined);
+  await fresh.capture(fact("Rust 1.80"), { wait: 10 });
+  const first = fresh.consistencyToken;
+  assert.match(first ?? "", /^[0-9A-F]{1,8}\/[0-9A-F]{1,8}$/);
+  await fresh.capture(fact("Rust 1.81"), { wait: 10 });
+  const [hi1, lo1] = first.split("/").map((x) => parseInt(x, 16));
+  const [hi2, lo2] = fresh.consistencyToken.split("/").map((x) => parseInt(x, 16));
+  assert.ok(hi2 > hi1 || (hi2 === hi1 && lo2 > lo1), `${first} then ${fresh.consistencyToken}`);
+  // the server takes the token the client sends: a page and a retrieval answer as usual
+  const found = await fresh.retrieve({ query: "acme-api runs on", scopes: [SCOPE] });
+  assert.equal(found.diagnostics.served_by, "primary");
+  const page = await fresh.listRecords({ scope: SCOPE });
+  assert.equal(page.diagnostics.served_by, "primary");
+});
