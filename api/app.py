@@ -26,6 +26,7 @@ from api.keyfile import key_ring, reload_on_sighup
 from api.limits import MAX_BATCH_BODY_BYTES, MAX_BODY_BYTES, BodyLimitMiddleware
 from api.metrics import MetricsMiddleware, Registry, process_exited
 from api.ratelimit import Limiter, RedisLimiter
+from api.readiness import READY_TIMEOUT_SECONDS
 from api.routes import captures, lists, operators, reads, review, revisions, transfer
 from membrane_core import Membrane, Settings
 from membrane_core.inbox.submit import Dispatcher
@@ -53,14 +54,17 @@ class CeleryBroker:
         """Send the ids to their queue; False while the broker is down (RFC 9.5, 10.5)."""
         return bool(self.dispatcher.publish(kind, operation_ids))
 
-    def ping(self) -> None:
-        """Raise unless the broker accepts a connection within about two seconds.
+    def ping(self, timeout: float = READY_TIMEOUT_SECONDS) -> None:
+        """Raise unless the broker accepts a connection and answers within about ``timeout``.
 
-        RFC 10.5: the outcome also closes or opens the publishing circuit.
+        RFC 14.2: one attempt, without kombu's retries (the first waits 2 s), with ``timeout``
+        as the connect and read timeouts: a stopped Redis accepts the connection and never
+        answers. RFC 10.5: the outcome also closes or opens the publishing circuit.
         """
+        options = {"socket_connect_timeout": timeout, "socket_timeout": timeout}
         try:
-            with self.celery.connection_for_write() as conn:
-                conn.ensure_connection(max_retries=1, timeout=2)
+            with self.celery.connection_for_write(transport_options=options) as conn:
+                conn.ensure_connection(max_retries=0)
         except Exception:
             self.dispatcher.failed()
             raise
@@ -106,7 +110,7 @@ def create_app(
             # RFC 10.6: the buckets live in the broker's Redis, shared by every API process
             limiter = app.state.limiter = rate_limiter or RedisLimiter(_broker_url(s))
             app.state.services = Services(
-                membrane=m, dispatcher=d, keys=keys, registry=registry, limiter=limiter
+                membrane=m, dispatcher=d, keys=keys, registry=registry, limiter=limiter, rate_fail=s.rate_fail
             )
             unhook = reload_on_sighup(keys)
             freeze_heap()

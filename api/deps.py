@@ -13,7 +13,8 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from api import access
 from api.auth import KeyRing
 from api.metrics import Registry
-from api.ratelimit import Limit, Limiter, Unlimited
+from api.ratelimit import Limit, Limiter, RateFail, Unchecked, Unlimited
+from api.readiness import Probes
 from membrane_core import Membrane, errors
 from membrane_core.inbox.submit import Dispatcher
 from membrane_core.trust import TrustPolicy
@@ -30,6 +31,10 @@ class Services:
     keys: KeyRing
     registry: Registry = field(default_factory=Registry)
     limiter: Limiter = field(default_factory=Unlimited)
+    #: RFC 10.6: ``MEMBRANE_RATE_FAIL``, what a request gets while the limiter cannot ask Redis
+    rate_fail: RateFail = "open"
+    #: RFC 14.2: the readiness probes, under one deadline
+    readiness: Probes = field(default_factory=Probes)
 
     def admit(self, policy: TrustPolicy, *, captures: int | None = None) -> None:
         """RFC 10.6: spend one request, or ``captures`` captures, from the caller's bucket.
@@ -37,12 +42,21 @@ class Services:
         Called by each ``/v1`` route before its core call, on the handler's thread: the
         Redis round trip never blocks the event loop. Over the limit: ``RateLimited``
         (429 with ``Retry-After``), counted by the caller's key id. No limit without keys.
+        While Redis does not answer, ``rate_fail`` decides: ``open`` admits the request,
+        ``closed`` refuses it with ``Unchecked`` (503 with ``Retry-After``); either is counted.
         """
         limits = self.keys.limits(policy.actor)
         if limits is None:
             return
         limit, units = (Limit.REQUESTS, 1) if captures is None else (Limit.CAPTURES, captures)
-        wait = self.limiter.spend(policy.actor, limits, limit, units)
+        try:
+            wait = self.limiter.spend(policy.actor, limits, limit, units)
+        except Unchecked:
+            admitted = self.rate_fail == "open"
+            self.registry.unchecked(limit.value, admitted=admitted)
+            if admitted:
+                return
+            raise
         if wait is None:
             return
         self.registry.refused(policy.actor, limit.value)

@@ -103,6 +103,12 @@ class Registry:
             ("actor", "limit"),
             registry=reg,
         )
+        self.unchecked_requests = prometheus_client.Counter(
+            "membrane_rate_unchecked",
+            "Requests whose rate limit could not be checked (Redis down), admitted or refused.",
+            ("limit", "outcome"),
+            registry=reg,
+        )
         # the labelled children of each (method, route, status): ``labels()`` takes a lock
         # and builds a key on every call; the request path looks one tuple up instead
         self._children: dict[tuple[str, str, int], _Children] = {}
@@ -126,6 +132,10 @@ class Registry:
     def refused(self, actor: str, limit: str) -> None:
         """RFC 10.6: count a request refused over its key's rate limit, by key id (the actor)."""
         self.refusals.labels(actor, limit).inc()
+
+    def unchecked(self, limit: str, *, admitted: bool) -> None:
+        """RFC 10.6: count a request whose limit Redis could not check, by what it got."""
+        self.unchecked_requests.labels(limit, "admitted" if admitted else "refused").inc()
 
     def render(self, gauges: DeploymentGauges | None = None) -> bytes:
         """RFC 14.2: Prometheus text format 0.0.4: every API process's figures (the sum over the

@@ -3,28 +3,32 @@
 Each key has two token buckets, one for requests and one for captures, kept in Redis as a
 theoretical arrival time (GCRA): one script call spends from a bucket and answers how long
 until it would have admitted the request, in one round trip, with Redis's clock, so every
-API process spends from the same buckets. When Redis does not answer the limiter fails
-open: the request is admitted unchecked, and for ``retry_seconds`` no request tries Redis.
+API process spends from the same buckets. When Redis does not answer the limiter raises
+``Unchecked`` at once, and for ``retry_seconds`` no request tries Redis; ``MEMBRANE_RATE_FAIL``
+says whether such a request is admitted (``open``) or refused with 503 (``closed``).
 """
 
 from __future__ import annotations
 
 import enum
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Literal, Protocol
 
 import redis
 import redis.exceptions
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from membrane_core import errors
+
 log = logging.getLogger(__name__)
 
-#: RFC 10.6: after Redis failed, requests are admitted unchecked this long before one tries again.
+#: RFC 10.6: after Redis failed, requests are not checked this long before one tries again.
 LIMITER_RETRY_SECONDS = 2.0
 #: RFC 10.6: the limiter's connect and read timeouts; a Redis slower than this is down to it.
 LIMITER_TIMEOUT_SECONDS = 0.1
@@ -49,6 +53,19 @@ local new = tat + cost
 redis.call('SET', KEYS[1], string.format('%d', new), 'PX', math.ceil((new - now) / 1000) + 1)
 return 0
 """
+
+
+#: RFC 10.6: ``MEMBRANE_RATE_FAIL``: a request the limiter cannot check is admitted or refused.
+RateFail = Literal["open", "closed"]
+
+
+class Unchecked(errors.Unavailable):
+    """Rate limits cannot be checked: Redis does not answer (RFC 10.6)."""
+
+    def __init__(self, retry_after: float) -> None:
+        super().__init__("rate limits cannot be checked (Redis does not answer); retry later")
+        #: Whole seconds until the limiter asks Redis again (the ``Retry-After`` header), at least 1.
+        self.retry_after = max(1, math.ceil(retry_after))
 
 
 class Limit(enum.StrEnum):
@@ -81,7 +98,8 @@ class Limiter(Protocol):
     """Spends from a key's bucket (RFC 10.6)."""
 
     def spend(self, actor: str, limits: RateLimits, limit: Limit, units: int) -> float | None:
-        """Seconds until ``units`` of ``limit`` would be admitted, or None if admitted now."""
+        """Seconds until ``units`` of ``limit`` would be admitted, or None if admitted now;
+        ``Unchecked`` when the limits cannot be checked."""
         ...
 
 
@@ -102,14 +120,14 @@ def bucket_key(actor: str, limit: Limit) -> str:
 
 
 class RedisLimiter:
-    """RFC 10.6: token buckets in Redis, one script call a request; fails open.
+    """RFC 10.6: token buckets in Redis, one script call a request.
 
-    A Redis error or timeout admits the request and opens a circuit: for ``retry_seconds``
-    requests are admitted without trying Redis, then one request tries again (the window
-    re-arms as it passes) and its success closes the circuit. Connect and read timeouts
-    are ``timeout`` and redis-py's retries are off, so a request that tries Redis waits on
-    it at most twice ``timeout``. The outage is logged once as it starts, at most once a
-    minute while it lasts, and once when it ends.
+    A Redis error or timeout raises ``Unchecked`` and opens a circuit: for ``retry_seconds``
+    requests get ``Unchecked`` at once without trying Redis, then one request tries again
+    (the window re-arms as it passes) and its success closes the circuit. Connect and read
+    timeouts are ``timeout`` and redis-py's retries are off, so a request that tries Redis
+    waits on it at most twice ``timeout``. The outage is logged once as it starts, at most
+    once a minute while it lasts, and once when it ends.
     """
 
     def __init__(
@@ -136,35 +154,42 @@ class RedisLimiter:
 
     @property
     def is_open(self) -> bool:
-        """True while requests are admitted unchecked because Redis failed recently."""
+        """True while requests are not checked because Redis failed recently."""
         return self._retry_at is not None
 
     def spend(self, actor: str, limits: RateLimits, limit: Limit, units: int) -> float | None:
-        """RFC 10.6: spend ``units`` from the bucket; seconds to wait when refused, else None."""
-        if units <= 0 or not self._admit():
+        """RFC 10.6: spend ``units`` from the bucket; seconds to wait when refused, else None.
+
+        ``Unchecked`` when Redis failed within the window or fails now.
+        """
+        if units <= 0:
             return None
+        closed_for = self._closed_for()
+        if closed_for is not None:
+            raise Unchecked(retry_after=closed_for)
         cost = units * max(1, round(1_000_000 / limits.rate(limit)))
         depth = max(1, round(limits.burst * 1_000_000))
         try:
             wait = int(self._script(keys=[bucket_key(actor, limit)], args=[cost, depth]))
         except (redis.exceptions.RedisError, OSError, ValueError) as exc:
             self._failed(exc)
-            return None
+            raise Unchecked(retry_after=self.retry_seconds) from exc
         self._succeeded()
         return wait / 1_000_000 if wait > 0 else None
 
-    def _admit(self) -> bool:
-        """Whether to ask Redis now; past the window one caller at a time."""
+    def _closed_for(self) -> float | None:
+        """None to ask Redis now, else the seconds until a caller will; past the window one
+        caller at a time asks."""
         if self._retry_at is None:
-            return True
+            return None
         with self._lock:
             if self._retry_at is None:
-                return True
+                return None
             now = self._clock()
             if now < self._retry_at:
-                return False
-            self._retry_at = now + self.retry_seconds  # this caller tries; the rest are admitted
-            return True
+                return self._retry_at - now
+            self._retry_at = now + self.retry_seconds  # this caller tries; the rest are not checked
+            return None
 
     def _failed(self, exc: Exception) -> None:
         with self._lock:
@@ -175,8 +200,8 @@ class RedisLimiter:
                 return
             self._warned_at = now
         log.warning(
-            "rate limits are not enforced: Redis %s; requests are admitted unchecked and "
-            "Redis is tried again every %.1f s: %s",
+            "rate limits cannot be checked: Redis %s; it is tried again every %.1f s "
+            "(MEMBRANE_RATE_FAIL says whether requests are admitted meanwhile): %s",
             "does not answer" if starting else "still does not answer",
             self.retry_seconds,
             exc,
@@ -188,7 +213,7 @@ class RedisLimiter:
         with self._lock:
             was_open, self._retry_at, self._warned_at = self._retry_at is not None, None, None
         if was_open:
-            log.info("rate limits are enforced again: Redis answers")
+            log.info("rate limits are checked again: Redis answers")
 
     def close(self) -> None:
         """Release the connection pool."""

@@ -9,10 +9,11 @@ from typing import Annotated, Any
 
 from fastapi import Header
 from fastapi.responses import JSONResponse, Response
-from pydantic import TypeAdapter
+from pydantic import TypeAdapter, WithJsonSchema
 
 from api import access
 from api.deps import Services
+from api.params import CONSISTENCY_PATTERN
 from membrane_core import errors
 from membrane_core.inbox.submit import OperationView
 from membrane_core.trust import TrustPolicy
@@ -94,8 +95,10 @@ Consistency = Annotated[
     Header(
         alias=CONSISTENCY_HEADER,
         description="a write's consistency token: the read sees that write",
-        pattern=r"^[0-9A-Fa-f]{1,8}/[0-9A-Fa-f]{1,8}$",
+        pattern=CONSISTENCY_PATTERN,
     ),
+    # a header is sent or not, never null: the schema says only what may be sent
+    WithJsonSchema({"type": "string", "pattern": CONSISTENCY_PATTERN}),
 ]
 
 

@@ -27,9 +27,20 @@ from membrane_core.enums import (
 )
 
 Text = Annotated[str, StringConstraints(strip_whitespace=True, max_length=4096)]
-Name = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=512)]
-Scope = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=256)]
-Tag = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=128)]
+#: RFC 10.4: a text stripped before its length is checked has a character that is not a space;
+#: the pattern says so in the OpenAPI schema, where ``minLength`` alone would allow ``" "``. The
+#: separators U+001C-U+001F and NEL are spaces to Python's ``str.strip``, not to JSON Schema's
+#: ``\s``, so they are named too.
+NOT_BLANK = r"[^\s\x1c-\x1f\x85]"
+Name = Annotated[
+    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=512, pattern=NOT_BLANK)
+]
+Scope = Annotated[
+    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=256, pattern=NOT_BLANK)
+]
+Tag = Annotated[
+    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=128, pattern=NOT_BLANK)
+]
 JSONDict = dict[str, Any]
 
 

@@ -93,7 +93,7 @@ class RetrieveRequest(ClientInput):
     """A bounded, trust-aware retrieval (RFC 8)."""
 
     query: str | None = Field(default=None, max_length=4096)
-    scopes: list[Scope] | None = Field(default=None, max_length=256)
+    scopes: list[Scope] | None = Field(default=None, min_length=1, max_length=256)
     max_sensitivity: Sensitivity | None = None
     memory_types: list[MemoryType] | None = None
     tags: list[Tag] | None = Field(default=None, max_length=64)

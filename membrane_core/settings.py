@@ -64,6 +64,9 @@ class Settings(BaseSettings):
     rate_requests_per_second: float = Field(default=1000.0, gt=0)
     rate_captures_per_second: float = Field(default=20000.0, gt=0)
     rate_burst: float = Field(default=2.0, gt=0)
+    #: RFC 10.6: while Redis does not answer, a request the limiter cannot check is admitted
+    #: (``open``) or refused with 503 (``closed``).
+    rate_fail: Literal["open", "closed"] = "open"
     host: str = "127.0.0.1"
     port: int = 8080
     #: TLS for the API (RFC 7.5): both set, or neither.

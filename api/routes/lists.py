@@ -10,10 +10,10 @@ from typing import Annotated, Any
 from uuid import UUID
 
 from fastapi import APIRouter, Query, Response
-from pydantic import AwareDatetime
 
 from api import schemas
 from api.deps import Svc, Trust
+from api.params import CONSISTENCY_PATTERN, PageCursor, PageSize, Scopes, Timestamp
 from api.writes import Consistency
 from membrane_core.enums import (
     MemoryType,
@@ -23,7 +23,7 @@ from membrane_core.enums import (
     Sensitivity,
     WorkKind,
 )
-from membrane_core.listing.requests import RequeueRequest
+from membrane_core.listing.requests import MAX_PAGE_BYTES, RequeueRequest, Term
 from membrane_core.listing.results import (
     Lineage,
     OperationPage,
@@ -32,11 +32,12 @@ from membrane_core.listing.results import (
     ScopeList,
     WorkOverview,
 )
+from membrane_core.models import Scope, Tag
 
 router = APIRouter(prefix="/v1", tags=["lists"])
 
-Times = Annotated[AwareDatetime | None, Query()]
-Cursor = Annotated[str | None, Query(description="next_cursor of the previous page")]
+Times = Annotated[Timestamp | None, Query()]
+AsOf = Annotated[Timestamp | None, Query(description="as believed then")]
 
 
 def _given(**params: Any) -> dict[str, Any]:
@@ -48,28 +49,33 @@ def _given(**params: Any) -> dict[str, Any]:
 def list_records(
     svc: Svc,
     policy: Trust,
-    scope: Annotated[list[str] | None, Query(description="repeat for several scopes")] = None,
-    type: Annotated[list[MemoryType] | None, Query()] = None,
-    status: Annotated[list[RevisionStatus] | None, Query(description="default active and contested")] = None,
-    sensitivity: Annotated[list[Sensitivity] | None, Query()] = None,
+    scope: Scopes = None,
+    type: Annotated[list[MemoryType] | None, Query(max_length=6)] = None,
+    status: Annotated[
+        list[RevisionStatus] | None, Query(max_length=4, description="default active and contested")
+    ] = None,
+    sensitivity: Annotated[list[Sensitivity] | None, Query(max_length=5)] = None,
     max_sensitivity: Annotated[Sensitivity | None, Query()] = None,
-    tag: Annotated[list[str] | None, Query()] = None,
-    entity: Annotated[str | None, Query(description="an entity record's id")] = None,
-    subject: Annotated[str | None, Query()] = None,
-    predicate: Annotated[str | None, Query()] = None,
+    tag: Annotated[list[Tag] | None, Query(max_length=64)] = None,
+    entity: Annotated[UUID | None, Query(description="an entity record's id")] = None,
+    subject: Annotated[Term | None, Query()] = None,
+    predicate: Annotated[Term | None, Query()] = None,
     created_after: Times = None,
     created_before: Times = None,
     occurred_after: Times = None,
     occurred_before: Times = None,
     valid_after: Times = None,
     valid_before: Times = None,
-    as_of: Annotated[AwareDatetime | None, Query(description="as believed then")] = None,
-    limit: Annotated[int | None, Query()] = None,
-    max_bytes: Annotated[int | None, Query()] = None,
-    cursor: Cursor = None,
+    as_of: AsOf = None,
+    limit: PageSize = None,
+    max_bytes: Annotated[int | None, Query(ge=1024, le=MAX_PAGE_BYTES)] = None,
+    cursor: PageCursor = None,
     min_lsn: Annotated[
         str | None,
-        Query(description="a write's consistency token: the page sees that write (RFC 13.2)"),
+        Query(
+            pattern=CONSISTENCY_PATTERN,
+            description="a write's consistency token: the page sees that write (RFC 13.2)",
+        ),
     ] = None,
     consistency: Consistency = None,
 ) -> Response:
@@ -84,7 +90,7 @@ def list_records(
             sensitivities=sensitivity,
             max_sensitivity=max_sensitivity,
             tags=tag,
-            entity=entity,
+            entity=None if entity is None else str(entity),
             subject=subject,
             predicate=predicate,
             created_after=created_after,
@@ -111,7 +117,7 @@ def get_lineage(
     svc: Svc,
     policy: Trust,
     record_id: UUID,
-    as_of: Annotated[AwareDatetime | None, Query(description="as believed then")] = None,
+    as_of: AsOf = None,
 ) -> Lineage:
     """A record's correction chain: supersedes, merged into, forked from, contests (RFC 10.7)."""
     svc.admit(policy)
@@ -122,13 +128,13 @@ def get_lineage(
 def list_operations(
     svc: Svc,
     policy: Trust,
-    kind: Annotated[list[OperationKind] | None, Query()] = None,
-    status: Annotated[list[OperationStatus] | None, Query()] = None,
-    scope: Annotated[str | None, Query()] = None,
+    kind: Annotated[list[OperationKind] | None, Query(max_length=16)] = None,
+    status: Annotated[list[OperationStatus] | None, Query(max_length=4)] = None,
+    scope: Annotated[Scope | None, Query()] = None,
     created_after: Times = None,
     created_before: Times = None,
-    limit: Annotated[int | None, Query()] = None,
-    cursor: Cursor = None,
+    limit: PageSize = None,
+    cursor: PageCursor = None,
 ) -> OperationPage:
     """Operations newest first: the caller's own, every one for an operator (RFC 10.7)."""
     svc.admit(policy)
@@ -150,9 +156,11 @@ def list_operations(
 def get_work(
     svc: Svc,
     policy: Trust,
-    kind: Annotated[list[WorkKind] | None, Query(description="buried items of these jobs")] = None,
-    limit: Annotated[int | None, Query()] = None,
-    cursor: Cursor = None,
+    kind: Annotated[
+        list[WorkKind] | None, Query(max_length=16, description="buried items of these jobs")
+    ] = None,
+    limit: PageSize = None,
+    cursor: PageCursor = None,
 ) -> WorkOverview:
     """Every job's due, claimed, retrying and buried items, the inbox and a page of buried items
     with their last error (operator; RFC 10.7)."""

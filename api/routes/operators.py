@@ -11,9 +11,10 @@ from pydantic import Field
 
 from api import metrics, schemas, writes
 from api.deps import Scraper, Svc, Trust
+from api.errors import RETRY_AFTER_SECONDS
 from api.routes.captures import ACCEPTED, QUEUED, IdemKey, Wait
 from membrane_core import errors, logs
-from membrane_core.enums import OperationKind
+from membrane_core.enums import Job, OperationKind
 from membrane_core.inbox.submit import OperationView
 from membrane_core.models import ClientInput
 
@@ -25,7 +26,7 @@ router = APIRouter(tags=["operators"])
 class MaintenanceRun(ClientInput):
     """``{"jobs": [...]}``: one batch of each job, now (RFC 6.5)."""
 
-    jobs: list[str] = Field(
+    jobs: list[Job] = Field(
         min_length=1, max_length=16, examples=[["decay", "prune", "consolidate", "embed", "extract"]]
     )
 
@@ -96,30 +97,28 @@ def healthz() -> dict[str, str]:
 def readyz(svc: Svc) -> JSONResponse:
     """Postgres and the broker are reachable (RFC 14.2); 503 names what is not.
 
-    RFC 10.5: each probe's outcome also opens or closes that service's circuit, so the
-    request path and readiness agree.
+    The probes run side by side and the answer comes within ``READY_TIMEOUT_SECONDS`` (0.75 s),
+    a hung service included: a probe that has not answered by then has failed. RFC 10.5: each
+    probe's outcome also opens or closes that service's circuit, so the request path and
+    readiness agree.
     """
-    checks: dict[str, str] = {}
-    failures: list[dict[str, Any]] = []
     probes = {"postgres": svc.membrane.ping, "broker": getattr(svc.dispatcher, "ping", None)}
-    for name, probe in probes.items():
-        if probe is None:
-            checks[name] = "not checked"
-            continue
-        try:
-            probe()
+    checks = {name: "not checked" for name, probe in probes.items() if probe is None}
+    failures: list[dict[str, Any]] = []
+    outcome = svc.readiness.run({name: probe for name, probe in probes.items() if probe is not None})
+    for name, error in outcome.items():
+        if error is None:
             checks[name] = "ok"
-        except Exception as exc:
-            # the driver's text names hosts and ports; it goes to the log, not to the caller
-            log.warning("readiness probe failed", extra={"probe": name, "error": str(exc)})
-            checks[name] = "unavailable"
-            failures.append({"field": name, "message": f"{name} unreachable", "type": "unavailable"})
+            continue
+        # the driver's text names hosts and ports; it goes to the log, not to the caller
+        log.warning("readiness probe failed", extra={"probe": name, "error": error})
+        checks[name] = "unavailable"
+        failures.append({"field": name, "message": f"{name} unreachable", "type": "unavailable"})
+    checks = {name: checks[name] for name in probes}  # in the probes' order
     if failures:
         err = errors.Unavailable(
             "not ready: " + ", ".join(f["field"] for f in failures) + " unreachable", details=failures
         )
-        from api.errors import RETRY_AFTER_SECONDS
-
         return JSONResponse(
             {"error": err.to_dict(), "checks": checks},
             status_code=503,

@@ -7,10 +7,10 @@ from uuid import UUID
 
 from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
-from pydantic import AwareDatetime
 
 from api import schemas, writes
 from api.deps import Svc, Trust
+from api.params import Timestamp
 from api.writes import Consistency
 from membrane_core.inbox.submit import OperationView
 from membrane_core.models import AuditHistory
@@ -33,8 +33,8 @@ def get_record(
     svc: Svc,
     policy: Trust,
     record_id: UUID,
-    as_of: Annotated[AwareDatetime | None, Query(description="as believed then")] = None,
-    valid_at: Annotated[AwareDatetime | None, Query(description="only if valid then")] = None,
+    as_of: Annotated[Timestamp | None, Query(description="as believed then")] = None,
+    valid_at: Annotated[Timestamp | None, Query(description="only if valid then")] = None,
 ) -> RecordView:
     """One record, trust-checked, marked with its status (RFC 5.1); bitemporal (RFC 5.6)."""
     svc.admit(policy)

@@ -12,6 +12,7 @@ from fastapi import APIRouter, Query
 
 from api import schemas
 from api.deps import Svc, Trust
+from api.params import PageCursor, PageSize, Scopes
 from membrane_core.review.requests import DecideRequest
 from membrane_core.review.results import DecideResult, ReviewPage
 
@@ -22,12 +23,12 @@ router = APIRouter(prefix="/v1", tags=["review"])
 def review_queue(
     svc: Svc,
     policy: Trust,
-    scope: Annotated[list[str] | None, Query(description="repeat for several scopes")] = None,
+    scope: Scopes = None,
     order: Annotated[
         Literal["age", "corroboration"], Query(description="oldest or most corroborated first")
     ] = "age",
-    limit: Annotated[int | None, Query()] = None,
-    cursor: Annotated[str | None, Query(description="next_cursor of the previous page")] = None,
+    limit: PageSize = None,
+    cursor: PageCursor = None,
 ) -> ReviewPage:
     """Pending proposals the caller may decide, with their records, evidence, corroboration
     and conflicting facts (reviewer keys; RFC 5.7)."""

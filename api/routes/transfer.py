@@ -15,11 +15,11 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import StreamingResponse
-from pydantic import AwareDatetime
 from starlette.concurrency import run_in_threadpool
 
 from api import schemas
 from api.deps import Svc, Trust
+from api.params import Scopes, Timestamp
 from membrane_core import errors
 from membrane_core.enums import MemoryType
 from membrane_core.transfer.bundle import tar_stream
@@ -42,10 +42,10 @@ _TAR = {"application/x-tar": {"schema": {"type": "string", "format": "binary"}}}
 def export(
     svc: Svc,
     policy: Trust,
-    scope: Annotated[list[str] | None, Query(description="repeat for several scopes")] = None,
+    scope: Scopes = None,
     type: Annotated[list[MemoryType] | None, Query()] = None,
-    created_after: Annotated[AwareDatetime | None, Query()] = None,
-    created_before: Annotated[AwareDatetime | None, Query()] = None,
+    created_after: Annotated[Timestamp | None, Query()] = None,
+    created_before: Annotated[Timestamp | None, Query()] = None,
     with_vectors: Annotated[bool, Query(description="the embeddings too")] = False,
     open_sealed: Annotated[bool, Query(description="sealed records as plain ones (needs the keys)")] = False,
 ) -> StreamingResponse:

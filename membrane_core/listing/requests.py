@@ -93,5 +93,6 @@ class WorkRequest(ClientInput):
 class RequeueRequest(ClientInput):
     """RFC 10.7: ``POST /v1/work:requeue`` (operator): buried items put back, due now."""
 
-    ids: list[Annotated[int, Field(ge=1)]] = Field(min_length=1, max_length=1000)
+    #: RFC 10.7: ids are integers every JSON reader holds exactly, at most 2^53 - 1
+    ids: list[Annotated[int, Field(ge=1, le=2**53 - 1)]] = Field(min_length=1, max_length=1000)
     rationale: str = Field(default="requeued by an operator", min_length=1, max_length=4096)

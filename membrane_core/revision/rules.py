@@ -20,6 +20,7 @@ from membrane_core.enums import (
     ValidityMode,
 )
 from membrane_core.models import (
+    NOT_BLANK,
     ClientInput,
     Frozen,
     JSONDict,
@@ -40,7 +41,9 @@ INFERRING_ACTORS = frozenset({"consolidation", "consolidator", "extraction", "ex
 #: RFC 5.2.7: salience removed by a penalty that names no amount.
 DEFAULT_PENALTY = 0.1
 
-Rationale = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=4096)]
+Rationale = Annotated[
+    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=4096, pattern=NOT_BLANK)
+]
 
 
 # -- request bodies (RFC 5.2, 10.1) ------------------------------------------------

@@ -128,7 +128,9 @@ def test_run_starts_the_stack_runs_the_demo_and_stops_every_child_on_sigterm(
         assert "acme-api runs_on Python 3.13" in output, output
         tree = process_tree(proc.pid)
         assert len(tree) >= 8  # api, five pools (+ their children), beat, flower
-        assert port_open("127.0.0.1", api_port) and port_open("127.0.0.1", flower_port)
+        assert port_open("127.0.0.1", api_port)
+        # the banner waits for the API's readiness, not Flower's: Flower may bind a moment later
+        services.wait_for_port(flower_port, timeout=30)
     finally:
         proc.send_signal(signal.SIGTERM)
         rest, _ = proc.communicate(timeout=60)

@@ -123,6 +123,34 @@ def test_a_time_without_a_zone_is_refused(client: httpx.Client) -> None:
     assert client.post("/v1/retrieve", json={"as_of": "2026-03-01T10:00:00Z"}).status_code == 200
 
 
+@pytest.mark.parametrize(
+    ("path", "param"),
+    [
+        ("/v1/records/00000000-0000-0000-0000-000000000001", "valid_at"),
+        ("/v1/records/00000000-0000-0000-0000-000000000001", "as_of"),
+        ("/v1/records", "created_after"),
+        ("/v1/records/00000000-0000-0000-0000-000000000001/lineage", "as_of"),
+        ("/v1/operations", "created_before"),
+        ("/v1/export", "created_after"),
+    ],
+)
+def test_a_date_time_parameter_is_an_iso8601_string_never_a_unix_time(
+    client: httpx.Client, path: str, param: str
+) -> None:
+    """RFC 10.4: ``format: date-time`` is what the server reads; pydantic alone would take
+    ``-565`` as 1969-12-31T23:50:35Z."""
+    for number in ("-565", "1700000000", "1.5e9"):
+        resp = client.get(path, params={param: number})
+        assert resp.status_code == 422, (number, resp.text)
+        detail = resp.json()["error"]["details"][0]
+        assert detail["field"] == f"query.{param}"
+        assert "ISO 8601" in detail["message"]
+    # positive control: the same parameter as ISO 8601 passes validation (a 404 for the record
+    # that does not exist, else the list)
+    resp = client.get(path, params={param: "2026-03-01T10:00:00+02:00"})
+    assert resp.status_code in (200, 404), resp.text
+
+
 def test_one_bad_batch_item_fails_alone(client: httpx.Client) -> None:
     second = json.dumps({**EVENT, "content": {"text": "second"}})
     text = (

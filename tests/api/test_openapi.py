@@ -3,6 +3,7 @@ shape on every route, and declares the bearer scheme (RFC 10.2, 10.3, 10.4)."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import httpx
@@ -104,3 +105,54 @@ def test_bearer_auth_is_a_security_scheme_of_every_v1_route() -> None:
 def test_the_served_document_is_the_one_checked(client: httpx.Client) -> None:
     assert client.get("/openapi.json").json() == SPEC
     assert "swagger-ui" in client.get("/docs").text
+
+
+def _params(path: str) -> dict[str, dict[str, Any]]:
+    """A GET route's parameters by name, each its schema without the ``null`` of an optional one."""
+    out = {}
+    for p in SPEC["paths"][path]["get"]["parameters"]:
+        schema = p["schema"]
+        out[p["name"]] = next((s for s in schema.get("anyOf", []) if s != {"type": "null"}), schema)
+    return out
+
+
+def test_the_rules_the_server_enforces_are_stated() -> None:
+    """RFC 10.4: a request the schema allows is one the server accepts (the schemathesis run
+    checks it on generated requests); these are the rules it first found left out."""
+    jobs = SPEC["components"]["schemas"]["MaintenanceRun"]["properties"]["jobs"]["items"]
+    assert jobs == {"$ref": "#/components/schemas/Job"}
+    assert set(SPEC["components"]["schemas"]["Job"]["enum"]) >= {"decay", "prune", "consolidate", "embed"}
+    for path in ("/v1/records", "/v1/operations", "/v1/work", "/v1/review"):
+        params = _params(path)
+        assert (params["limit"]["minimum"], params["limit"]["maximum"]) == (1, 200), path
+        assert (params["cursor"]["minLength"], params["cursor"]["maxLength"]) == (1, 512), path
+    records = _params("/v1/records")
+    assert (records["max_bytes"]["minimum"], records["max_bytes"]["maximum"]) == (1024, 16 * 1024 * 1024)
+    assert records["entity"]["format"] == "uuid"
+    assert records["scope"]["items"]["pattern"] and records["scope"]["items"]["minLength"] == 1
+    assert records["status"]["maxItems"] == 4
+    # a header is sent or not: the schema never says null, which a client would send as "null"
+    assert records["Membrane-Consistency"] == {
+        "type": "string",
+        "pattern": "^[0-9A-Fa-f]{1,8}/[0-9A-Fa-f]{1,8}$",
+        "title": "Membrane-Consistency",
+    }
+    retrieve = SPEC["components"]["schemas"]["RetrieveRequest"]["properties"]["scopes"]["anyOf"][0]
+    assert retrieve["minItems"] == 1
+    requeue = SPEC["components"]["schemas"]["RequeueRequest"]["properties"]["ids"]["items"]
+    assert requeue["maximum"] == 2**53 - 1
+
+
+def test_a_blank_text_is_refused_by_the_schema_as_by_the_server(client: httpx.Client) -> None:
+    """RFC 10.4: the core strips a scope before it checks its length; the schema's pattern
+    refuses what the strip empties, the separators Python strips included."""
+    pattern = SPEC["components"]["schemas"]["CaptureRequest"]["properties"]["scope"]["pattern"]
+    event = {"source_kind": "event", "content": {"text": "x"}}
+    for blank in (" ", "\t", "\u00a0", "\x1f", "\x85"):
+        assert not re.search(pattern, blank)
+        resp = client.post("/v1/captures", json={**event, "scope": blank})
+        assert resp.status_code == 422, (blank, resp.text)
+        assert resp.json()["error"]["details"][0]["field"] == "scope"
+    # positive control: a scope with a character that is not a space, spaces around it
+    assert re.search(pattern, " s ")
+    assert client.post("/v1/captures", json={**event, "scope": " s "}).status_code == 202

@@ -47,6 +47,19 @@ def test_the_embedding_provider_defaults_to_the_local_model_when_installed(
     assert (explicit.embedding_provider, explicit.embedding_provider_auto) == ("hashing", False)
 
 
+def test_rate_fail_defaults_to_open_and_refuses_another_value(monkeypatch: pytest.MonkeyPatch) -> None:
+    """RFC 10.6: ``MEMBRANE_RATE_FAIL`` is ``open`` or ``closed``; a typo refuses the start."""
+    from pydantic import ValidationError
+
+    monkeypatch.delenv("MEMBRANE_RATE_FAIL", raising=False)
+    assert Settings().rate_fail == "open"
+    monkeypatch.setenv("MEMBRANE_RATE_FAIL", "closed")
+    assert Settings().rate_fail == "closed"
+    monkeypatch.setenv("MEMBRANE_RATE_FAIL", "shut")
+    with pytest.raises(ValidationError, match="rate_fail"):
+        Settings()
+
+
 def test_a_role_sets_the_connections_timeouts() -> None:
     """RFC 10.5: the role's statement, lock and idle-transaction timeouts go after any options
     the URL gives, with the TCP options; the command line runs unbounded."""

@@ -255,7 +255,9 @@ export interface paths {
         put?: never;
         /**
          * Retrieve
-         * @description Bounded, trust-aware retrieval (RFC 8).
+         * @description Bounded, trust-aware retrieval (RFC 8); with a consistency token (``min_lsn``, or the
+         *     ``Membrane-Consistency`` header the SDKs send after their writes) it sees those writes
+         *     (RFC 13.2).
          */
         post: operations["retrieve"];
         delete?: never;
@@ -274,7 +276,7 @@ export interface paths {
         /**
          * List Records
          * @description Records newest first, filtered, trust-checked and redacted as retrieval is; keyset pages
-         *     (RFC 10.7).
+         *     (RFC 10.7); with a consistency token it sees those writes (RFC 13.2).
          */
         get: operations["list_records"];
         put?: never;
@@ -586,8 +588,10 @@ export interface paths {
          * Readyz
          * @description Postgres and the broker are reachable (RFC 14.2); 503 names what is not.
          *
-         *     RFC 10.5: each probe's outcome also opens or closes that service's circuit, so the
-         *     request path and readiness agree.
+         *     The probes run side by side and the answer comes within ``READY_TIMEOUT_SECONDS`` (0.75 s),
+         *     a hung service included: a probe that has not answered by then has failed. RFC 10.5: each
+         *     probe's outcome also opens or closes that service's circuit, so the request path and
+         *     readiness agree.
          */
         get: operations["readyz"];
         put?: never;
@@ -1103,6 +1107,15 @@ export interface components {
             count: number;
         };
         /**
+         * Job
+         * @description A background job: what beat schedules and a maintenance operation names (RFC 6.5).
+         *
+         *     Each drains the work items of its kind (RFC 9.3); ``consolidate`` first compresses
+         *     old episodes, then consolidates.
+         * @enum {string}
+         */
+        Job: "decay" | "prune" | "compress" | "consolidate" | "embed" | "extract" | "seal";
+        /**
          * JobBacklog
          * @description RFC 10.7: one job's items: due now, claimed by a worker, retrying after a failure,
          *     buried after the last attempt, and the oldest due item.
@@ -1192,7 +1205,7 @@ export interface components {
              *       "extract"
              *     ]
              */
-            jobs: string[];
+            jobs: components["schemas"]["Job"][];
         };
         /**
          * MemoryType
@@ -1404,6 +1417,12 @@ export interface components {
             row_limit_applied: boolean;
             /** Byte Limit Applied */
             byte_limit_applied: boolean;
+            /**
+             * Served By
+             * @default primary
+             * @enum {string}
+             */
+            served_by?: "primary" | "replica";
         };
         /**
          * PenalizeBody
@@ -1637,6 +1656,12 @@ export interface components {
             byte_limit_applied: boolean;
             /** Filtered In Python */
             filtered_in_python: number;
+            /**
+             * Served By
+             * @default primary
+             * @enum {string}
+             */
+            served_by?: "primary" | "replica";
             expansion?: components["schemas"]["ExpansionDiagnostics"] | null;
         };
         /**
@@ -1688,6 +1713,8 @@ export interface components {
             /** Valid At */
             valid_at?: string | null;
             expand?: components["schemas"]["ExpandOptions"] | null;
+            /** Min Lsn */
+            min_lsn?: string | null;
         };
         /**
          * RetrieveResult
@@ -3336,7 +3363,10 @@ export interface operations {
     retrieve: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description a write's consistency token: the read sees that write */
+                "Membrane-Consistency"?: string;
+            };
             path?: never;
             cookie?: never;
         };
@@ -3452,12 +3482,18 @@ export interface operations {
                 valid_before?: string | null;
                 /** @description as believed then */
                 as_of?: string | null;
+                /** @description rows a page holds, 1 to 200 */
                 limit?: number | null;
                 max_bytes?: number | null;
                 /** @description next_cursor of the previous page */
                 cursor?: string | null;
+                /** @description a write's consistency token: the page sees that write (RFC 13.2) */
+                min_lsn?: string | null;
             };
-            header?: never;
+            header?: {
+                /** @description a write's consistency token: the read sees that write */
+                "Membrane-Consistency"?: string;
+            };
             path?: never;
             cookie?: never;
         };
@@ -3642,6 +3678,7 @@ export interface operations {
                 scope?: string | null;
                 created_after?: string | null;
                 created_before?: string | null;
+                /** @description rows a page holds, 1 to 200 */
                 limit?: number | null;
                 /** @description next_cursor of the previous page */
                 cursor?: string | null;
@@ -3731,6 +3768,7 @@ export interface operations {
             query?: {
                 /** @description buried items of these jobs */
                 kind?: components["schemas"]["WorkKind"][] | null;
+                /** @description rows a page holds, 1 to 200 */
                 limit?: number | null;
                 /** @description next_cursor of the previous page */
                 cursor?: string | null;
@@ -3974,6 +4012,7 @@ export interface operations {
                 scope?: string[] | null;
                 /** @description oldest or most corroborated first */
                 order?: "age" | "corroboration";
+                /** @description rows a page holds, 1 to 200 */
                 limit?: number | null;
                 /** @description next_cursor of the previous page */
                 cursor?: string | null;
