@@ -115,13 +115,16 @@ def readyz(svc: Svc) -> JSONResponse:
         checks[name] = "unavailable"
         failures.append({"field": name, "message": f"{name} unreachable", "type": "unavailable"})
     checks = {name: checks[name] for name in probes}  # in the probes' order
+    # RFC 13.2: the replica's last sample, as information: reads fall back to the primary, so a
+    # replica down or behind never makes the API unready
+    replica = {"replica": state} if (state := svc.membrane.db.replica_state()) is not None else {}
     if failures:
         err = errors.Unavailable(
             "not ready: " + ", ".join(f["field"] for f in failures) + " unreachable", details=failures
         )
         return JSONResponse(
-            {"error": err.to_dict(), "checks": checks},
+            {"error": err.to_dict(), "checks": checks, **replica},
             status_code=503,
             headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
         )  # RFC 10.5
-    return JSONResponse({"status": "ready", "checks": checks})
+    return JSONResponse({"status": "ready", "checks": checks, **replica})

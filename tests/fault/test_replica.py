@@ -155,6 +155,8 @@ def test_a_stopped_standby_gives_primary_answers_at_once(stack: Stack) -> None:
     fact, made = capture(stack, "cem", "lima")
     replayed(stack, made)
     assert retrieve(stack, "cem lima")["diagnostics"]["served_by"] == "replica"  # positive control
+    before = stack.client.get("/readyz").json()["replica"]
+    assert before["replayed"] is not None and before["lag_seconds"] is not None, before
 
     stack.standby.stop("immediate")
     times = []
@@ -164,8 +166,10 @@ def test_a_stopped_standby_gives_primary_answers_at_once(stack: Stack) -> None:
         times.append(time.monotonic() - t)
         assert body["diagnostics"]["served_by"] == "primary" and fact in ids(body)
     assert max(times) < 1.0, times
-    state = stack.membrane.db.replica_state()
-    assert state is not None and state["fallbacks"]["down"] >= 5, state
+    ready = stack.client.get("/readyz")
+    # the replica down leaves the API ready: reads go to the primary; readiness says so
+    assert ready.status_code == 200 and ready.json()["replica"]["fallbacks"]["down"] >= 5, ready.text
+    assert ready.json()["replica"]["replayed"] is None
     scraped = stack.client.get("/metrics").text
     fell = re.search(r'^membrane_replica_fallbacks_total\{reason="down"\} (\S+)$', scraped, re.M)
     assert fell is not None and float(fell[1]) >= 5, scraped[-2000:]
