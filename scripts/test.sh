@@ -54,6 +54,13 @@ if ! command -v chromium >/dev/null 2>&1; then
   fi
 fi
 
+# The worker-host test (tests/fault/test_worker_hosts.py) makes network namespaces with `ip`.
+if ! command -v ip >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "installing iproute2 (the worker-host test's network namespaces)"
+  apt-get update -qq >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 >/dev/null
+fi
+
 # Format, lint and types first: a failure there ends the run before the tests start.
 if [ "${SKIP_STATIC_CHECKS:-0}" != 1 ]; then
   bash scripts/check.sh || { echo "test.sh: the static checks failed; the tests did not run" >&2; exit 1; }

@@ -71,12 +71,26 @@ TCP_OPTIONS: dict[str, int] = {
 }
 
 
+#: RFC 10.5: the same bounds on the server's end of each connection: a worker host that drops
+#: off the network has its session (and its locks) ended in about 20 s, not after the role's
+#: idle-transaction timeout or never (a session outside a transaction).
+SERVER_TCP_SETTINGS: dict[str, int] = {
+    "tcp_keepalives_idle": 10,
+    "tcp_keepalives_interval": 3,
+    "tcp_keepalives_count": 3,
+    "tcp_user_timeout": 20_000,
+}
+
+
 def role_options(dsn: str, role: str) -> dict[str, Any]:
-    """RFC 10.5: the connection parameters of ``role``: its timeouts (after any ``options`` the
-    URL gives) and the TCP options."""
+    """RFC 10.5: the connection parameters of ``role``: its timeouts and the server's TCP
+    bounds (after any ``options`` the URL gives), and the client's TCP options."""
     given = str(conninfo_to_dict(dsn).get("options") or "")
-    timeouts = " ".join(f"-c {name}={ms}" for name, ms in ROLE_TIMEOUTS_MS[role].items())
-    return {"options": f"{given} {timeouts}".strip(), **TCP_OPTIONS}
+    settings = {**ROLE_TIMEOUTS_MS[role], **SERVER_TCP_SETTINGS}
+    return {
+        "options": " ".join([given, *(f"-c {k}={v}" for k, v in settings.items())]).strip(),
+        **TCP_OPTIONS,
+    }
 
 
 def resolve_dsn(database_url: str | None, data_dir: Path) -> str:

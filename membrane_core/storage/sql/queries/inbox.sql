@@ -92,10 +92,13 @@ UPDATE operations
  WHERE id = %(id)s AND claimed_by = %(worker)s AND status = 'running'
 
 -- name: op_reap_expired
--- Put operations whose worker's lease ran out back in the queue (RFC 9.4).
-UPDATE operations
+-- Put operations whose worker's lease ran out back in the queue (RFC 9.4). Rows a lost worker's session still locks are skipped, not waited for: the server ends that session (its keepalives), and the next reap takes them.
+UPDATE operations o
    SET status = 'queued', claimed_by = NULL, claim_expires_at = NULL, dispatched_at = NULL
- WHERE status = 'running' AND claim_expires_at < %(now)s
+  FROM (SELECT id FROM operations
+         WHERE status = 'running' AND claim_expires_at < %(now)s
+         FOR UPDATE SKIP LOCKED) s
+ WHERE o.id = s.id
 
 -- name: op_redispatch_stale
 -- Queued operations not picked up since before the cutoff, stamped as dispatched now (RFC 9.5).

@@ -46,9 +46,12 @@ UPDATE work_items
  WHERE id = ANY(%(ids)s::bigint[]) AND claimed_by = %(owner)s
 
 -- name: reap_expired_claims
--- Release claims whose lease ran out (the worker died) so another worker can take them (RFC 9.4).
-UPDATE work_items SET claimed_by = NULL, claim_expires_at = NULL
- WHERE claim_expires_at < %(now)s AND claimed_by IS NOT NULL
+-- Release claims whose lease ran out (the worker died) so another worker can take them (RFC 9.4). Rows a lost worker's session still locks are skipped, not waited for: the server ends that session (its keepalives), and the next reap takes them.
+UPDATE work_items w SET claimed_by = NULL, claim_expires_at = NULL
+  FROM (SELECT id FROM work_items
+         WHERE claim_expires_at < %(now)s AND claimed_by IS NOT NULL
+         FOR UPDATE SKIP LOCKED) s
+ WHERE w.id = s.id
 
 -- name: work_backlog
 -- Due and total items by kind with the age of the oldest due item (RFC 14.2).
