@@ -11,7 +11,7 @@ from uuid import UUID
 
 from fastapi import APIRouter, Query, Response
 
-from api import schemas
+from api import schemas, writes
 from api.deps import Svc, Trust
 from api.params import CONSISTENCY_PATTERN, PageCursor, PageSize, Scopes, Timestamp
 from api.writes import Consistency
@@ -171,10 +171,13 @@ def get_work(
 @router.post(
     "/work:requeue", response_model=RequeueResult, responses=schemas.errors(400, 401, 403, 413, 422, 429)
 )
-def requeue_work(svc: Svc, policy: Trust, body: RequeueRequest) -> RequeueResult:
-    """Put buried items back, due now; idempotent, each audited on its record (operator; RFC 10.7)."""
+def requeue_work(svc: Svc, policy: Trust, body: RequeueRequest, response: Response) -> RequeueResult:
+    """Put buried items back, due now; idempotent, each audited on its record (operator; RFC
+    10.7); the answer carries a consistency token (RFC 13.2)."""
     svc.admit(policy)
-    return svc.membrane.listing.requeue(body, policy)
+    result = svc.membrane.listing.requeue(body, policy)
+    response.headers.update(writes.consistency(svc))
+    return result
 
 
 @router.get("/scopes", response_model=ScopeList, responses=schemas.errors(401, 429))

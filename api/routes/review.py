@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Response
 
-from api import schemas
+from api import schemas, writes
 from api.deps import Svc, Trust
 from api.params import PageCursor, PageSize, Scopes
 from membrane_core.review.requests import DecideRequest
@@ -40,8 +40,11 @@ def review_queue(
 @router.post(
     "/review:decide", response_model=DecideResult, responses=schemas.errors(400, 401, 403, 413, 422, 429)
 )
-def review_decide(svc: Svc, policy: Trust, body: DecideRequest) -> DecideResult:
+def review_decide(svc: Svc, policy: Trust, body: DecideRequest, response: Response) -> DecideResult:
     """Approve, reject or amend up to 1,000 proposals; each decision succeeds or fails on its
-    own, audited with the reviewer's key (RFC 5.7)."""
+    own, audited with the reviewer's key (RFC 5.7); the answer's consistency token covers them
+    (RFC 13.2)."""
     svc.admit(policy)
-    return svc.membrane.review.decide(body, policy)
+    result = svc.membrane.review.decide(body, policy)
+    response.headers.update(writes.consistency(svc))
+    return result

@@ -13,11 +13,11 @@ import tempfile
 from pathlib import Path
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from api import schemas
+from api import schemas, writes
 from api.deps import Svc, Trust
 from api.params import Scopes, Timestamp
 from membrane_core import errors
@@ -77,6 +77,7 @@ def export(
 )
 async def import_bundle(
     request: Request,
+    response: Response,
     svc: Svc,
     policy: Trust,
     on_conflict: Annotated[
@@ -93,17 +94,23 @@ async def import_bundle(
         with path.open("wb") as out:
             async for chunk in request.stream():
                 out.write(chunk)
-        return await run_in_threadpool(
+        report = await run_in_threadpool(
             svc.membrane.transfer.import_bundle, path, policy, on_conflict=on_conflict
         )
+    # RFC 13.2: the answer's consistency token covers what the import wrote
+    response.headers.update(await run_in_threadpool(writes.consistency, svc))
+    return report
 
 
 @router.post(
     "/erase", response_model=ErasureResult, responses=schemas.errors(400, 401, 403, 404, 409, 422, 429)
 )
-def erase(svc: Svc, policy: Trust, body: ErasureRequest) -> ErasureResult:
+def erase(svc: Svc, policy: Trust, body: ErasureRequest, response: Response) -> ErasureResult:
     """Erase a scope, an entity and what names it, or records: a dry run (the default) counts
     what would go by table and returns its confirmation, which the erasure repeats; keys with
-    ``erase`` only, in scopes they read and write (RFC 15.4)."""
+    ``erase`` only, in scopes they read and write (RFC 15.4). The answer's consistency token
+    covers the erasure: a read that sends it finds nothing of what went (RFC 13.2)."""
     svc.admit(policy)
-    return svc.membrane.erasure.erase(body, policy)
+    result = svc.membrane.erasure.erase(body, policy)
+    response.headers.update(writes.consistency(svc))
+    return result

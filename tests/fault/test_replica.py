@@ -196,3 +196,20 @@ def test_the_sdk_sends_its_writes_token_with_its_reads(stack: Stack) -> None:
     assert stale["diagnostics"]["served_by"] == "replica" and str(fact) in ids(stale)
     assert got.diagnostics["served_by"] == "primary" and fact not in {r.id for r in got.records}
     assert page.diagnostics.served_by == "primary" and fact not in {r.id for r in page.records}
+
+
+def test_an_erasure_read_with_its_token_finds_nothing_of_what_went(stack: Stack) -> None:
+    """RFC 13.2, 15.4: the erasure's answer carries a token; a read that sends it finds none of
+    the erased content, although the replica, inside its delay, still holds it."""
+    fact, made = capture(stack, "eve", "quito")
+    replayed(stack, made)
+    body = {"scope": "s", "reason": "the user asked to be forgotten"}
+    dry = stack.client.post("/v1/erase", json=body)
+    assert dry.status_code == 200, dry.text
+    done = stack.client.post("/v1/erase", json={**body, "dry_run": False, "confirm": dry.json()["confirm"]})
+    assert done.status_code == 200, done.text
+    token = done.headers[HEADER]
+    stale = retrieve(stack, "eve quito")
+    fresh = retrieve(stack, "eve quito", token)
+    assert stale["diagnostics"]["served_by"] == "replica" and fact in ids(stale)  # the lag is real
+    assert fresh["diagnostics"]["served_by"] == "primary" and fresh["records"] == []
