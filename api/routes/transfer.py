@@ -94,9 +94,14 @@ async def import_bundle(
         with path.open("wb") as out:
             async for chunk in request.stream():
                 out.write(chunk)
-        report = await run_in_threadpool(
-            svc.membrane.transfer.import_bundle, path, policy, on_conflict=on_conflict
-        )
+        try:
+            report = await run_in_threadpool(
+                svc.membrane.transfer.import_bundle, path, policy, on_conflict=on_conflict
+            )
+        except errors.MembraneError as exc:
+            # the bundle's place on the server's disk is the server's: the caller sent a body
+            exc.message = exc.message.replace(str(path), "the request body")
+            raise
     # RFC 13.2: the answer's consistency token covers what the import wrote
     response.headers.update(await run_in_threadpool(writes.consistency, svc))
     return report

@@ -109,6 +109,9 @@ def test_a_tar_streams_out_with_the_keys_trust_and_imports_elsewhere(
     assert refused.status_code == 403
     bad = target.post("/v1/import", content=b"not a tar", headers=bearer("ops-key"))
     assert bad.status_code == 422, bad.text
+    # it names what the caller sent, never where the server kept it
+    message = bad.json()["error"]["message"]
+    assert message.startswith("the request body is not a folder or a tar") and "/tmp" not in message
     done = target.post("/v1/import", content=got.content, headers=bearer("ops-key"))
     assert done.status_code == 200, done.text
     assert done.json()["records_written"] == manifest["counts"]["records"]
