@@ -359,7 +359,8 @@ export interface paths {
         put?: never;
         /**
          * Requeue Work
-         * @description Put buried items back, due now; idempotent, each audited on its record (operator; RFC 10.7).
+         * @description Put buried items back, due now; idempotent, each audited on its record (operator; RFC
+         *     10.7); the answer carries a consistency token (RFC 13.2).
          */
         post: operations["requeue_work"];
         delete?: never;
@@ -421,7 +422,8 @@ export interface paths {
         /**
          * Review Decide
          * @description Approve, reject or amend up to 1,000 proposals; each decision succeeds or fails on its
-         *     own, audited with the reviewer's key (RFC 5.7).
+         *     own, audited with the reviewer's key (RFC 5.7); the answer's consistency token covers them
+         *     (RFC 13.2).
          */
         post: operations["review_decide"];
         delete?: never;
@@ -485,7 +487,8 @@ export interface paths {
          * Erase
          * @description Erase a scope, an entity and what names it, or records: a dry run (the default) counts
          *     what would go by table and returns its confirmation, which the erasure repeats; keys with
-         *     ``erase`` only, in scopes they read and write (RFC 15.4).
+         *     ``erase`` only, in scopes they read and write (RFC 15.4). The answer's consistency token
+         *     covers the erasure: a read that sends it finds nothing of what went (RFC 13.2).
          */
         post: operations["erase"];
         delete?: never;
