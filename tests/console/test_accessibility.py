@@ -6,6 +6,7 @@ the Content-Security-Policy, for this check only: the console itself runs no inl
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +93,9 @@ def test_the_console_works_from_the_keyboard(console: Console) -> None:
     assert page.evaluate("() => document.activeElement.id") == "q"
     page.keyboard.type("acme-api")
     page.keyboard.press("Enter")
+    # the page already lists the record: wait for the search's results to replace the list
+    # (htmx pushes the URL after the swap), or the link focused below may be swapped away
+    page.wait_for_url(re.compile(r"[?&]q=acme-api"))
     link = page.locator("#results a", has_text="Python 3.11").first
     expect(link).to_be_visible()
     link.focus()
