@@ -25,6 +25,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,9 +33,9 @@ from urllib.parse import urlparse
 
 import httpx
 
-from api.auth import Listen, check_credentials, plan_listen, tls_files
 from api.keyfile import configured_keys
 from membrane_core import Settings
+from membrane_core.listen import Listen, check_credentials, plan_listen, tls_files
 from membrane_core.storage import embedded, migrate, standby
 
 #: The Celery queues, one worker pool each (RFC 9.5).
@@ -45,6 +46,30 @@ WATCH_SECONDS = 0.5
 
 #: prometheus_client's multiprocess directory (RFC 14.2): one per pool, under the data dir.
 METRICS_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
+
+
+def redis_argv(exe: str, port: int, workdir: Path, bind: Sequence[str] = ("127.0.0.1",)) -> list[str]:
+    """RFC 9.5, 13.1: a private ``redis-server`` as the stack runs it: on ``bind`` and ``port``,
+    without persistence (it carries only operation ids: the inbox is Postgres), and refusing a
+    publish when full (the operation waits in Postgres for re-dispatch) rather than dropping a
+    message it holds."""
+    return [
+        exe,
+        "--port",
+        str(port),
+        "--bind",
+        *bind,
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--maxmemory-policy",
+        "noeviction",
+        "--dir",
+        str(workdir),
+        "--loglevel",
+        "warning",
+    ]
 
 
 class StackError(RuntimeError):
@@ -317,25 +342,7 @@ class Stack:
         # that beat does not re-dispatch: it is restarted on this port when it dies.
         child = Child(
             "redis",
-            [
-                exe,
-                "--port",
-                str(port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                # RFC 9.5: a full Redis refuses a publish (the operation waits in Postgres for
-                # re-dispatch) rather than drop a message it holds
-                "--maxmemory-policy",
-                "noeviction",
-                "--dir",
-                str(workdir),
-                "--loglevel",
-                "warning",
-            ],
+            redis_argv(exe, port, workdir),
             self.logs / "redis.log",
             url=f"redis://127.0.0.1:{port}/0",
             port=port,

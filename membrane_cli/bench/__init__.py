@@ -1,5 +1,6 @@
 """Benchmarks: commands that print figures beside a baseline, never timed tests (RFC 14.1)."""
 
+import math
 from pathlib import Path
 
 from membrane_core import Settings
@@ -23,3 +24,9 @@ def write_markdown(path: Path, block: str, *, start: str, end: str, heading: str
     else:
         text = text.rstrip("\n") + f"\n\n## {heading}\n\n" + block + "\n"
     path.write_text(text)
+
+
+def percentile(values: list[float], p: float) -> float:
+    """The nearest-rank ``p``-th percentile of ``values`` (NaN for none)."""
+    s = sorted(values)
+    return s[min(len(s) - 1, max(0, math.ceil(p / 100 * len(s)) - 1))] if s else float("nan")

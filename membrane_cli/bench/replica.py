@@ -92,11 +92,10 @@ def _load(dsn: str, folder: str, dim: int, rate: int, stop: Any, done: Any) -> N
 
 def _sample_lag(db: Database, primary: Database, stop: threading.Event, f: ReplicaFigures) -> None:
     while not stop.wait(0.5):
-        state = db.replica_state()
         seen = db.monitor.sample if db.monitor is not None else None
-        if state is None or seen is None or seen.replayed is None:
+        if seen is None or seen.replayed is None:
             continue
-        f.lag_seconds.append(float(state["lag_seconds"] or 0.0))
+        f.lag_seconds.append(seen.lag_seconds or 0.0)
         with primary.transaction() as conn:
             head = replication.position(conn)
         f.lag_bytes.append(max(0, head - seen.replayed))
@@ -179,9 +178,7 @@ def standby_url(standby_dsn: str, database_dsn: str) -> str:
     return make_conninfo("", **info)
 
 
-def _pct(values: list[float], p: float) -> float:
-    s = sorted(values)
-    return s[min(len(s) - 1, max(0, round(p / 100 * len(s) + 0.5) - 1))] if s else float("nan")
+_pct = bench.percentile
 
 
 def rows(f: ReplicaFigures) -> list[tuple[str, int, float, float, str, str]]:

@@ -252,9 +252,7 @@ def buffers_for(size: int, dim: int) -> str:
     return f"{max(1, math.ceil(index_bytes / 2**30))}GB"
 
 
-def _pct(values: list[float], p: float) -> float:
-    s = sorted(values)
-    return s[min(len(s) - 1, max(0, math.ceil(p / 100 * len(s)) - 1))] if s else float("nan")
+_pct = bench.percentile
 
 
 @dataclass

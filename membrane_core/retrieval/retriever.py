@@ -36,7 +36,7 @@ from membrane_core.retrieval import fusion, graph, late, selector, when
 from membrane_core.sealing import NO_KEYS, Sealer
 from membrane_core.settings import Settings
 from membrane_core.storage import records, retrieval, rowbatch
-from membrane_core.storage.db import Connection, Database
+from membrane_core.storage.db import Connection, Database, ServedBy
 from membrane_core.storage.replica import parse_lsn
 from membrane_core.trust import TrustPolicy, Visibility
 
@@ -394,12 +394,11 @@ class Retriever:
                     served_by = served_by if again == served_by else "primary"
                 expanded = self._expand(conn, plan, plan.expand, found, checked)
         selection = self._select(plan, checked, reranked.ranked)
-        diagnostics = self._diagnostics(plan, found, reranked, checked, expanded)
         return RetrieveResult(
             records=[v for v, _ in checked.roots],
             neighbors=expanded.neighbors if expanded else [],
             edges=expanded.edges if expanded else [],
-            diagnostics=diagnostics.model_copy(update={"served_by": served_by}),
+            diagnostics=self._diagnostics(plan, found, reranked, checked, expanded, served_by),
             selection=selection,
         )
 
@@ -568,6 +567,7 @@ class Retriever:
         reranked: Reranked,
         checked: Checked,
         expanded: Expanded | None,
+        served_by: ServedBy,
     ) -> RetrieveDiagnostics:
         """RFC 8.6: what the retrieval read, which ranking ran and which bound cut it."""
         req, query = plan.req, plan.roots.query
@@ -593,6 +593,7 @@ class Retriever:
             row_limit_applied=found.candidates > req.limit,
             byte_limit_applied=any(not r.fits for r in reranked.ranked) or checked.cut,
             filtered_in_python=checked.dropped,
+            served_by=served_by,
             expansion=expanded.expansion.diagnostics() if expanded else None,
         )
 

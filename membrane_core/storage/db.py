@@ -8,7 +8,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import psycopg
 from pgvector.psycopg import register_vector
@@ -210,6 +210,9 @@ class _Server:
                 self._quiet_until = time.monotonic() + self.circuit.retry_seconds
 
 
+#: RFC 13.2: the server that served a read.
+ServedBy = Literal["primary", "replica"]
+
 #: A connection as the core's services see it; only ``storage`` imports psycopg itself.
 Connection = psycopg.Connection
 
@@ -269,8 +272,9 @@ class Database:
             )
         self._primary = _Server(dsn, self.pool, outage_retry_seconds)
         self._replica = _Server(read_dsn, self.read_pool, outage_retry_seconds) if read_dsn else self._primary
-        #: RFC 13.2: the replica's replay and lag, sampled in the background
-        self.monitor = replica.Monitor(dsn, read_dsn) if read_dsn else None
+        self._read_dsn = read_dsn
+        self._monitor: replica.Monitor | None = None
+        self._monitor_lock = threading.Lock()
         #: The primary's circuit (RFC 10.5): open while the primary is believed down.
         self.health = self._primary.circuit
 
@@ -306,6 +310,18 @@ class Database:
                 conn.execute(q("transaction_unbounded"))
             yield conn
 
+    @property
+    def monitor(self) -> replica.Monitor | None:
+        """RFC 13.2: the replica's replay and lag, sampled in the background; started by the
+        first use, so a process that never reads the replica (a pool) never samples it."""
+        if self._read_dsn is None:
+            return None
+        if self._monitor is None:
+            with self._monitor_lock:
+                if self._monitor is None:
+                    self._monitor = replica.Monitor(self.dsn, self._read_dsn)
+        return self._monitor
+
     @contextlib.contextmanager
     def reader(self) -> Iterator[psycopg.Connection]:
         """A connection for reads that may lag (the replica where configured and in step,
@@ -314,7 +330,7 @@ class Database:
             yield conn
 
     @contextlib.contextmanager
-    def read(self, token: int | None = None) -> Iterator[tuple[psycopg.Connection, str]]:
+    def read(self, token: int | None = None) -> Iterator[tuple[psycopg.Connection, ServedBy]]:
         """RFC 13.2: a connection for a read and which server serves it (``replica`` or
         ``primary``). With ``token`` (a write's consistency token) the replica serves only
         once it has replayed the token, waiting at most ``replica_wait_seconds``; a replica
@@ -415,8 +431,8 @@ class Database:
 
     def close(self) -> None:
         """Close every pool, and stop the watches and the replica's monitor."""
-        if self.monitor is not None:
-            self.monitor.close()
+        if self._monitor is not None:
+            self._monitor.close()
         self._primary.watch.close()
         self._replica.watch.close()
         if self.read_pool is not self.pool:

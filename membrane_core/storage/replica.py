@@ -26,6 +26,8 @@ log = logging.getLogger(__name__)
 SAMPLE_SECONDS = 0.25
 #: How often a read waiting for its token asks the replica again.
 POLL_SECONDS = 0.01
+#: How long the read that starts the monitor waits for its first sample (else: the primary).
+FIRST_SAMPLE_SECONDS = 1.0
 #: Connect timeout of the monitor's connections (libpq's least is 2 s).
 CONNECT_SECONDS = 2
 
@@ -67,11 +69,14 @@ class Monitor:
     def __init__(self, primary_dsn: str, replica_dsn: str) -> None:
         self.primary_dsn = primary_dsn
         self.replica_dsn = replica_dsn
-        self.sample = Sample(None, None, 0.0)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name="membrane-replica-monitor")
         self._conns: dict[str, psycopg.Connection] = {}
+        self.sample = Sample(None, None, 0.0)
+        self._sampled = threading.Event()
         self._thread.start()
+        # the read that starts the monitor decides on its first sample, if it comes in time
+        self._sampled.wait(FIRST_SAMPLE_SECONDS)
 
     def _conn(self, dsn: str) -> psycopg.Connection:
         conn = self._conns.get(dsn)
@@ -111,6 +116,7 @@ class Monitor:
                 self.sample = self._look()
             except Exception:  # the monitor outlives anything a sample meets
                 log.debug("replica sample failed", exc_info=True)
+            self._sampled.set()
             self._stop.wait(SAMPLE_SECONDS)
 
     def close(self) -> None:

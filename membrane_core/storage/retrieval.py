@@ -145,14 +145,7 @@ class Stored:
             # the payload through its model: maintenance writes some of its fields in SQL
             # (timestamps, rates), and a field a later model adds takes its default; its
             # references only with their relations (RFC 2.5)
-            relations = [
-                {
-                    "predicate": rel["predicate"],
-                    "target_id": rel["target_id"],
-                    "weight": None if rel["weight"] is None else float(rel["weight"]),
-                }
-                for rel in row["relations"]
-            ]
+            relations = row["relations"]
             payload = shown_references(
                 _PAYLOAD.dump_python(_PAYLOAD.validate_python(row["payload"]), mode="json"),
                 ((rel["predicate"], rel["target_id"]) for rel in relations),
@@ -517,7 +510,12 @@ def stored(row: dict[str, Any], target_visible: Callable[[str, str], bool]) -> S
     """A hydrated row (``record_fields`` with ``visible_relations``) as a stored record; RFC
     2.5: relations only to targets shown in full."""
     row["relations"] = [
-        {"predicate": rel["predicate"], "target_id": rel["target_id"], "weight": rel["weight"]}
+        # a weight as the view's JSON writes it: a float (JSON gives 1 for 1.0)
+        {
+            "predicate": rel["predicate"],
+            "target_id": rel["target_id"],
+            "weight": None if rel["weight"] is None else float(rel["weight"]),
+        }
         for rel in row["relations"]
         if target_visible(rel["target_scope"], rel["target_sensitivity"])
     ]

@@ -117,9 +117,20 @@ def running(folder: Path, primary_dir: Path, slot: str = "membrane_standby") -> 
     at = embedded.postmaster(primary_dir)
     port = at.port if at is not None and at.port else 5432
     found = Standby(pgdata, f"postgresql://postgres:@/postgres?host={pgdata}&port={port}", slot)
-    if not (pgdata / "postmaster.pid").exists():
+    pm = embedded.postmaster(folder)  # its pid file; a crash leaves one naming no process
+    if pm is None or not _alive(pm.pid):
         found.start()
     return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # the server's user's process: it exists
+        return True
+    return True
 
 
 def _pg(command: str, *args: str) -> None:

@@ -169,6 +169,11 @@ def test_a_stopped_standby_gives_primary_answers_at_once(stack: Stack) -> None:
     ready = stack.client.get("/readyz")
     # the replica down leaves the API ready: reads go to the primary; readiness says so
     assert ready.status_code == 200 and ready.json()["replica"]["fallbacks"]["down"] >= 5, ready.text
+    # the monitor's next sample (every 0.25 s) finds the replica gone
+    deadline = time.monotonic() + 5
+    while ready.json()["replica"]["replayed"] is not None and time.monotonic() < deadline:
+        time.sleep(0.1)
+        ready = stack.client.get("/readyz")
     assert ready.json()["replica"]["replayed"] is None
     scraped = stack.client.get("/metrics").text
     fell = re.search(r'^membrane_replica_fallbacks_total\{reason="down"\} (\S+)$', scraped, re.M)

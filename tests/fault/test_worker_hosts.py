@@ -61,6 +61,7 @@ import re
 import signal
 import threading
 import time
+import urllib.parse
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -74,7 +75,7 @@ import pytest
 
 from api.app import create_app
 from membrane_core import Membrane, Settings
-from tests.support import netns
+from tests.support import netns, services
 from tests.support.api import Server
 from tests.support.load import committed_once
 from tests.support.processes import ROOT, Proc
@@ -476,10 +477,11 @@ def fleet(tmp_path: Path) -> Iterator[Fleet]:
         pg = netns.TcpPostgres([second.root_addr, third.root_addr], SERVER_SETTINGS)
         stack.callback(pg.close)
         url = pg.start()
-        redis_port = stack.enter_context(
-            netns.tcp_redis([second.root_addr, third.root_addr], tmp_path / "redis")
+        # the tests' redis-server, bound to the hosts' addresses too
+        redis_url = stack.enter_context(
+            services.redis_server(tmp_path / "redis", ("127.0.0.1", second.root_addr, third.root_addr))
         )
-        redis_url = f"redis://127.0.0.1:{redis_port}/0"
+        redis_port = urllib.parse.urlparse(redis_url).port
 
         # the API, which migrates the schema (RFC 11.1) and publishes to Redis (RFC 9.5)
         settings = Settings(

@@ -8,8 +8,9 @@ Celery's node name) tells the hosts apart as it does on separate machines.
 
 :class:`TcpPostgres` is a Postgres of the test's own, made with the embedded wheel's
 ``initdb`` and listening on loopback and the hosts' root-side addresses (the embedded
-server listens on a unix socket only). :func:`tcp_redis` is a ``redis-server`` bound the
-same way. Everything needs root (``CAP_NET_ADMIN``); :func:`unavailable` says why not.
+server listens on a unix socket only). The tests' ``redis-server``
+(``services.redis_server``) takes those addresses too. Everything needs root
+(``CAP_NET_ADMIN``); :func:`unavailable` says why not.
 """
 
 from __future__ import annotations
@@ -250,48 +251,3 @@ class TcpPostgres:
                 self._run("pg_ctl", "-w", "-D", str(self.pgdata), "-m", "immediate", "stop", timeout=60)
             self.started = False
         shutil.rmtree(self.root, ignore_errors=True)
-
-
-@contextlib.contextmanager
-def tcp_redis(addresses: Sequence[str], workdir: Path) -> Iterator[str]:
-    """A redis-server bound to loopback and ``addresses`` on a free port, as the tests' and
-    ``membrane run``'s are configured (no persistence, ``noeviction``); yields its port."""
-    exe = shutil.which("redis-server")
-    if exe is None:
-        raise RuntimeError("redis-server is not on PATH (apt-get install -y redis-server)")
-    port = services.free_port()
-    workdir.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.Popen(
-        [
-            exe,
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            *addresses,
-            "--protected-mode",
-            "no",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--maxmemory-policy",
-            "noeviction",
-            "--dir",
-            str(workdir),
-            "--loglevel",
-            "warning",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        services.wait_for_port(port)
-        yield str(port)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)

@@ -11,12 +11,13 @@ import subprocess
 import time
 import uuid
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import psycopg
 from psycopg import sql
 
+from membrane_cli.stack import redis_argv
 from membrane_core.storage import embedded, migrate
 
 TEMPLATE = "membrane_template"
@@ -101,8 +102,9 @@ class PrivatePostgres:
 
 
 @contextlib.contextmanager
-def redis_server(workdir: Path) -> Iterator[str]:
-    """A private redis-server on a free loopback port; yields its URL."""
+def redis_server(workdir: Path, bind: Sequence[str] = ("127.0.0.1",)) -> Iterator[str]:
+    """A private redis-server on a free port, as ``membrane run`` runs one, on loopback and
+    ``bind``'s other addresses; yields its loopback URL."""
     exe = shutil.which("redis-server")
     if exe is None:
         raise RuntimeError(
@@ -111,36 +113,20 @@ def redis_server(workdir: Path) -> Iterator[str]:
         )
     port = free_port()
     workdir.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.Popen(
-        [
-            exe,
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            # the broker as deployed (RFC 9.5): full, it refuses a message rather than drop one
-            "--maxmemory-policy",
-            "noeviction",
-            "--dir",
-            str(workdir),
-            "--daemonize",
-            "no",
-            "--loglevel",
-            "warning",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    argv = redis_argv(exe, port, workdir, bind)
+    if set(bind) - {"127.0.0.1"}:  # the test's own hosts, without a password (no internet here)
+        argv += ["--protected-mode", "no"]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_for_port(port)
         yield f"redis://127.0.0.1:{port}/0"
     finally:
         proc.terminate()
-        proc.wait(timeout=10)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
 
 
 class Redis:
@@ -161,23 +147,7 @@ class Redis:
 
     def start(self) -> None:
         self.proc = subprocess.Popen(
-            [
-                self.exe,
-                "--port",
-                str(self.port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--maxmemory-policy",
-                "noeviction",
-                "--dir",
-                str(self.workdir),
-                "--loglevel",
-                "warning",
-            ],
+            redis_argv(self.exe, self.port, self.workdir),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
