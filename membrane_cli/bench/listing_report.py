@@ -14,13 +14,14 @@ from membrane_cli import bench
 from membrane_cli.bench.ingest import hardware
 from membrane_cli.bench.retrieve import _pct as pct
 
-#: RFC 14.1: a page of records through the API within 3x of the bare read of its rows (p99),
-#: a record's console page within 3x of its JSON read (p50).
+#: RFC 14.1: a page of records through the API within 3x of the bare read of its content
+#: (p99), a record's console page within 3x of its JSON read (p50).
 TARGET_RATIO = 3.0
 MARK_START, MARK_END = "<!-- bench-list:start -->", "<!-- bench-list:end -->"
 LABELS = {
     "ids": "bare SELECT: ids by the index",
-    "rows": "bare SELECT: rows and payload (baseline)",
+    "rows": "bare SELECT: columns and payload",
+    "content": "bare SELECT: the page's content (baseline)",
     "list": "Membrane.listing.records",
     "http": "GET /v1/records",
     "get": "GET /v1/records/{id} (baseline)",
@@ -46,7 +47,7 @@ class Figures:
 
 
 class Row(NamedTuple):
-    """A line of the table: a case, its page, p50 and p99 (ms), its ratio and target."""
+    """A line of the table: a case, its page, p50 and p99 (ms), its ratios and target."""
 
     case: str
     page: str
@@ -54,25 +55,33 @@ class Row(NamedTuple):
     p99: float
     ratio: str
     target: str
+    ratio_rows: str = ""
 
 
 def rows(f: Figures) -> tuple[list[Row], list[Row]]:
-    """The list rows (p99 against the bare rows of the same page) and the console rows
-    (p50 against the JSON read of the same record)."""
+    """The list rows (p99 against the bare read of the same page's content, and of its columns
+    and payload) and the console rows (p50 against the JSON read of the same record)."""
     lists: list[Row] = []
+    targets = {
+        "content": "baseline",
+        "list": "information",
+        "http": f"p99 ≤ {TARGET_RATIO:g}x bare content",
+    }
     for page in sorted({p for _, p in f.times if p is not None}):
-        base = pct(f.times[("rows", page)], 99)
-        for kind in ("ids", "rows", "list", "http"):
+        base = pct(f.times[("content", page)], 99)
+        narrow = pct(f.times[("rows", page)], 99)
+        for kind in ("ids", "rows", "content", "list", "http"):
             values = f.times[(kind, page)]
             p99 = pct(values, 99)
-            targets = {
-                "rows": "baseline",
-                "list": "information",
-                "http": f"p99 ≤ {TARGET_RATIO:g}x bare rows",
-            }
             lists.append(
                 Row(
-                    LABELS[kind], str(page), pct(values, 50), p99, f"{p99 / base:.1f}x", targets.get(kind, "")
+                    LABELS[kind],
+                    str(page),
+                    pct(values, 50),
+                    p99,
+                    f"{p99 / base:.1f}x",
+                    targets.get(kind, ""),
+                    f"{p99 / narrow:.1f}x",
                 )
             )
     pages: list[Row] = []
@@ -108,10 +117,11 @@ def report(f: Figures, argv: str) -> str:
         f"rounds after {f.warmup} unmeasured ones, every case once a round in an order drawn per "
         f"round, load average {' -> '.join(f.loadavg)} on the shared machine  ",
         "",
-        "| case | page | p50 | p99 | p99 / bare rows p99 | target |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| case | page | p50 | p99 | p99 / bare content p99 | p99 / columns and payload p99 | target |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
         *(
-            f"| {r.case} | {r.page} | {r.p50:.2f} ms | {r.p99:.2f} ms | {r.ratio} | {r.target} |"
+            f"| {r.case} | {r.page} | {r.p50:.2f} ms | {r.p99:.2f} ms | {r.ratio} | {r.ratio_rows} "
+            f"| {r.target} |"
             for r in lists
         ),
         "",
@@ -142,10 +152,10 @@ def print_figures(console: Console, f: Figures) -> None:
     t = Table(
         title=f"membrane bench list ({f.records:,} records, first page and {_deep(f)})", title_justify="left"
     )
-    for col in ("case", "page", "p50", "p99", "p99 / bare rows", "target"):
+    for col in ("case", "page", "p50", "p99", "p99 / bare content", "p99 / columns and payload", "target"):
         t.add_column(col)
     for r in lists:
-        t.add_row(r.case, r.page, f"{r.p50:.2f} ms", f"{r.p99:.2f} ms", r.ratio, r.target)
+        t.add_row(r.case, r.page, f"{r.p50:.2f} ms", f"{r.p99:.2f} ms", r.ratio, r.ratio_rows, r.target)
     console.print(t)
     if pages:
         c = Table(title="a record's page (RFC 10.8)", title_justify="left")

@@ -150,7 +150,7 @@ class Listing:
         if req.cursor is not None:
             query = dataclasses.replace(query, after=_position(req.cursor, fp))
         token = parse_lsn(req.min_lsn) if req.min_lsn else None
-        with self.db.read(token) as (conn, served_by):
+        with self.db.read(token, single=True) as (conn, served_by):  # one statement
             rows = store.records_page(conn, query, _full(policy))
         views, used, last, cut = self._views(rows, policy, req, now)
         more = cut or len(rows) > req.limit or any(not r.fits for r in rows)

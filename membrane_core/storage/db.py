@@ -111,6 +111,18 @@ def _configure(conn: psycopg.Connection) -> None:
 
 
 @contextlib.contextmanager
+def _autocommit(conn: psycopg.Connection) -> Iterator[None]:
+    """``conn`` without a transaction around its statements while the block runs (a read of
+    one statement, RFC 13.2); back in the pool as it came."""
+    conn.autocommit = True
+    try:
+        yield
+    finally:
+        if not conn.closed and conn.pgconn.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+            conn.autocommit = False
+
+
+@contextlib.contextmanager
 def translate_errors() -> Iterator[None]:
     """Map driver failures to the core hierarchy at the storage boundary (RFC 10.2)."""
     try:
@@ -279,8 +291,10 @@ class Database:
         self.health = self._primary.circuit
 
     @contextlib.contextmanager
-    def _connection(self, server: _Server) -> Iterator[psycopg.Connection]:
-        """A pooled connection inside one transaction, through the server's circuit (RFC 10.5)."""
+    def _connection(self, server: _Server, *, single: bool = False) -> Iterator[psycopg.Connection]:
+        """A pooled connection inside one transaction, through the server's circuit (RFC 10.5).
+        ``single``: the caller runs one statement, which is its own transaction: no ``BEGIN``
+        and ``COMMIT`` round trips around it (RFC 13.2)."""
         server.circuit.admit()  # raises health.Outage while the server is believed down
         conn: psycopg.Connection | None = None
         try:
@@ -288,11 +302,13 @@ class Database:
                 translate_errors(),
                 server.pool.connection() as conn,
                 server.watch.using(conn),
-                conn.transaction(),
+                _autocommit(conn) if single else conn.transaction(),
             ):
-                if server.circuit.is_open:
+                if server.circuit.is_open and not single:
                     server.circuit.succeeded()  # the server answered BEGIN: it is back
                 yield conn
+                if server.circuit.is_open:
+                    server.circuit.succeeded()  # the server answered: it is back
         except errors.Unavailable as exc:
             kind = _failure(exc.__cause__, conn)
             if kind is not None:
@@ -323,28 +339,31 @@ class Database:
         return self._monitor
 
     @contextlib.contextmanager
-    def reader(self) -> Iterator[psycopg.Connection]:
+    def reader(self, *, single: bool = False) -> Iterator[psycopg.Connection]:
         """A connection for reads that may lag (the replica where configured and in step,
-        RFC 13.2)."""
-        with self.read() as (conn, _):
+        RFC 13.2); ``single`` as :meth:`read` takes it."""
+        with self.read(single=single) as (conn, _):
             yield conn
 
     @contextlib.contextmanager
-    def read(self, token: int | None = None) -> Iterator[tuple[psycopg.Connection, ServedBy]]:
+    def read(
+        self, token: int | None = None, *, single: bool = False
+    ) -> Iterator[tuple[psycopg.Connection, ServedBy]]:
         """RFC 13.2: a connection for a read and which server serves it (``replica`` or
         ``primary``). With ``token`` (a write's consistency token) the replica serves only
         once it has replayed the token, waiting at most ``replica_wait_seconds``; a replica
         that is down, hung or further behind than ``replica_max_lag_seconds`` serves nothing.
-        Every such read goes to the primary at once."""
+        Every such read goes to the primary at once. ``single``: the caller runs one statement
+        (no transaction around it)."""
         if self.monitor is None:
-            with self._connection(self._primary) as conn:
+            with self._connection(self._primary, single=single) as conn:
                 yield conn, "primary"
             return
         reason = self._replica_refuses(token)
         if reason is None:
             with contextlib.ExitStack() as stack:
                 try:
-                    conn = stack.enter_context(self._connection(self._replica))
+                    conn = stack.enter_context(self._connection(self._replica, single=single))
                     reason = None if token is None or self._caught_up(conn, token) else "token"
                 except errors.Unavailable:
                     reason = "down"
@@ -352,7 +371,7 @@ class Database:
                     yield conn, "replica"
                     return
         self.fallbacks[reason] += 1
-        with self._connection(self._primary) as conn:
+        with self._connection(self._primary, single=single) as conn:
             yield conn, "primary"
 
     def _replica_refuses(self, token: int | None) -> str | None:
