@@ -16,7 +16,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip >/dev/null
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[dev,local,otel,mem0]' \
-  -e './clients/python[mcp]' 2>&1 | grep -v "^WARNING: Location" || true
+  -e './clients/python[mcp,langgraph,langmem,agents]' 2>&1 | grep -v "^WARNING: Location" || true
 
 if ! command -v redis-server >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
