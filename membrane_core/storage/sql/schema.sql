@@ -461,8 +461,14 @@ BEGIN
     END IF;
     RETURN NEW;
 END $$;
-CREATE TRIGGER memory_records_guard BEFORE INSERT OR UPDATE OF status ON memory_records
-    FOR EACH ROW EXECUTE FUNCTION memory_records_guard();
+-- It runs only for the rows it can refuse: a new semantic record that is not retracted, and
+-- an update that takes a record out of retraction; every other row skips the PL/pgSQL call.
+CREATE TRIGGER memory_records_guard BEFORE INSERT ON memory_records
+    FOR EACH ROW WHEN (NEW.type = 'semantic' AND NEW.status <> 'retracted')
+    EXECUTE FUNCTION memory_records_guard();
+CREATE TRIGGER memory_records_unretract_guard BEFORE UPDATE OF status ON memory_records
+    FOR EACH ROW WHEN (OLD.status = 'retracted' AND NEW.status <> 'retracted')
+    EXECUTE FUNCTION memory_records_guard();
 
 -- RFC 5.7: a proposal groups the records one unreviewed write proposed, until a reviewer
 -- decides it or it expires.
