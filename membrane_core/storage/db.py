@@ -403,8 +403,8 @@ class Database:
 
     def position(self) -> int:
         """RFC 13.2: a consistency token covering every write committed before this call:
-        the primary's WAL insert position."""
-        with self._connection(self._primary) as conn:
+        the primary's WAL insert position (one statement: no transaction around it)."""
+        with self._connection(self._primary, single=True) as conn:
             return replica.position(conn)
 
     def replica_state(self) -> dict[str, Any] | None:
