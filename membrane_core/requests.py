@@ -19,6 +19,11 @@ from membrane_core import budget, errors
 from membrane_core.enums import MemoryType, Sensitivity, SourceKind
 from membrane_core.models import ClientInput, Frozen, JSONDict, Scope, Tag
 
+#: RFC 6.1: the longest maximum age a client may give a record (100 years).
+MAX_AGE_LIMIT_SECONDS = 100 * 365 * 86400
+#: RFC 3.3, 6.1: a record's maximum age in seconds, set by its capture or revision.
+MaxAgeSeconds = Annotated[int, Field(ge=1, le=MAX_AGE_LIMIT_SECONDS)]
+
 
 class CaptureRequest(ClientInput):
     """What a client offers to remember (RFC 3)."""
@@ -32,6 +37,8 @@ class CaptureRequest(ClientInput):
     sensitivity: Sensitivity | None = None
     occurred_at: AwareDatetime | None = None
     metadata: JSONDict = Field(default_factory=dict)
+    #: RFC 3.3, 6.3: prune deletes the primary record once this many seconds have passed
+    max_age_seconds: MaxAgeSeconds | None = None
 
     @model_validator(mode="before")
     @classmethod

@@ -157,6 +157,9 @@ def plan_capture(
     metadata = dict(req.metadata)
     if req.reason_to_remember:
         metadata["reason_to_remember"] = req.reason_to_remember
+    decay = policy.decay_profile(memory_type)
+    if req.max_age_seconds is not None:  # RFC 3.3, 6.3: the capture's own maximum age
+        decay = decay.model_copy(update={"max_age_seconds": req.max_age_seconds})
     primary = MemoryRecord(
         id=rid,
         type=memory_type,
@@ -165,7 +168,7 @@ def plan_capture(
         confidence=policy.confidence(req.source_kind),
         salience=1.0,
         lifecycle=Lifecycle(
-            decay=policy.decay_profile(memory_type),
+            decay=decay,
             base_salience=1.0,
             reinforced_at=now,
             deletion_policy=policy.deletion[memory_type],

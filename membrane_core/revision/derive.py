@@ -35,6 +35,7 @@ from membrane_core.revision.rules import (
     is_inferred,
     is_inferring_actor,
     require_level,
+    require_prunable,
     revised_content,
     revised_validity,
 )
@@ -108,6 +109,11 @@ def derived_record(
                 timestamp=now,
             )
         ]
+    decay = policy.decay_profile(template.type)
+    deletion = policy.deletion[template.type]
+    if rec.max_age_seconds is not None:
+        require_prunable(deletion, template.type)
+        decay = decay.model_copy(update={"max_age_seconds": rec.max_age_seconds})
     confidence = rec.confidence
     if confidence is None:  # a user's or tool's correction is an assertion (RFC 5.2)
         confidence = max(s.confidence for s in sources)
@@ -124,10 +130,7 @@ def derived_record(
                 "confidence": confidence,
                 "salience": 1.0,
                 "lifecycle": Lifecycle(
-                    decay=policy.decay_profile(template.type),
-                    base_salience=1.0,
-                    reinforced_at=now,
-                    deletion_policy=policy.deletion[template.type],
+                    decay=decay, base_salience=1.0, reinforced_at=now, deletion_policy=deletion
                 ),
                 "payload": payload,
                 "summary": summary,

@@ -14,6 +14,8 @@ from pydantic import AwareDatetime, BaseModel, Field, StringConstraints, Validat
 
 from membrane_core import errors
 from membrane_core.enums import (
+    DeletionPolicy,
+    MemoryType,
     OperationKind,
     RevisionStatus,
     Sensitivity,
@@ -32,6 +34,7 @@ from membrane_core.models import (
     Tag,
     Validity,
 )
+from membrane_core.requests import MaxAgeSeconds
 from membrane_core.trust import TrustPolicy
 
 #: RFC 5.2: a record below this confidence is inferred, not asserted.
@@ -66,6 +69,8 @@ class RevisedRecord(Frozen):
     summary: str | None = Field(default=None, max_length=4096)
     tags: list[Tag] | None = Field(default=None, max_length=64)
     metadata: JSONDict | None = None
+    #: RFC 5.2, 6.3: the new record's maximum age; only for a type prune may delete
+    max_age_seconds: MaxAgeSeconds | None = None
 
     @model_validator(mode="after")
     def _window(self) -> RevisedRecord:
@@ -202,6 +207,17 @@ def require_level(level: Sensitivity | None, max_rank: int) -> None:
         raise errors.Forbidden(
             "requested sensitivity is above the caller's maximum",
             details=[{"field": "record.sensitivity", "message": "above policy", "type": "forbidden"}],
+        )
+
+
+def require_prunable(deletion: DeletionPolicy, memory_type: MemoryType) -> None:
+    """RFC 6.3: a maximum age is for a record prune may delete (``auto_prune``); prune never
+    deletes any other, so a revision does not give one a maximum age it would not honour."""
+    if deletion is not DeletionPolicy.AUTO_PRUNE:
+        raise errors.InvalidInput(
+            f"a maximum age applies only to auto_prune records; {memory_type.value} records are "
+            f"{deletion.value}",
+            details=[{"field": "record.max_age_seconds", "message": "not auto_prune", "type": "value_error"}],
         )
 
 

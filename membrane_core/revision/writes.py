@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from membrane_core.enums import WorkKind
@@ -76,14 +76,9 @@ def queue_new(
     work: records.WorkOptions,
 ) -> None:
     """RFC 5.2: queue a new record through the capture write path, its create entry with
-    ``details``, and its work items (``decay`` one half-life later, ``embed`` when configured)."""
+    ``details``, and its work items (``decay`` one half-life later or at its maximum age, ``embed``
+    when configured)."""
     batch.add_record(rec, actor=actor, rationale=rationale, details=details)
-    batch.work.append(
-        (
-            WorkKind.DECAY.value,
-            rec.id,
-            rec.created_at + timedelta(seconds=rec.lifecycle.decay.half_life_seconds),
-        )
-    )
+    batch.work.append((WorkKind.DECAY.value, rec.id, records.first_decay(rec, rec.created_at)))
     if work.embeds(rec):
         batch.work.append((WorkKind.EMBED.value, rec.id, rec.created_at))

@@ -70,13 +70,21 @@ class CaptureOutcome:
     proposal_id: uuid.UUID | None = None
 
 
+def first_decay(r: MemoryRecord, now: datetime) -> datetime:
+    """RFC 6.1: a new record's first decay checkpoint, one half-life after ``now`` or at its
+    maximum age when that comes first, so the decay batch hands it to prune (RFC 6.3)."""
+    d = r.lifecycle.decay
+    due = now + timedelta(seconds=d.half_life_seconds)
+    if d.max_age_seconds is not None:
+        due = min(due, r.created_at + timedelta(seconds=d.max_age_seconds))
+    return due
+
+
 def _schedule(batch: RowBatch, r: MemoryRecord, now: datetime, opts: WorkOptions) -> None:
     # RFC 9.3: work items are written in the capture's own transaction.
     if opts.embeds(r):
         batch.work.append((WorkKind.EMBED.value, r.id, now))
-    batch.work.append(
-        (WorkKind.DECAY.value, r.id, now + timedelta(seconds=r.lifecycle.decay.half_life_seconds))
-    )
+    batch.work.append((WorkKind.DECAY.value, r.id, first_decay(r, now)))
     if r.status is not RevisionStatus.PROPOSED:  # RFC 5.7: an episode feeds nothing until approved
         batch.work.extend(episode_work(r, now, opts))
 

@@ -7,6 +7,7 @@ import uuid
 import httpx
 
 from tests.support.api import BrokenDispatcher, ServeFn
+from tests.support.sql import rows
 
 EVENT = {
     "source_kind": "event",
@@ -141,3 +142,15 @@ def test_batch_of_only_invalid_items_is_answered_finished(client: httpx.Client) 
     ops = resp.json()["operations"]
     assert [op["status"] for op in ops] == ["failed", "failed"]
     assert all(op["error"]["code"] == "invalid_input" for op in ops)
+
+
+def test_a_capture_sets_its_records_max_age(client: httpx.Client, database_url: str) -> None:
+    resp = client.post("/v1/captures", params={"wait": 5}, json={**EVENT, "max_age_seconds": 3600})
+    assert resp.status_code == 200
+    (record_id,) = resp.json()["record_ids"]
+    assert rows(database_url, "SELECT max_age_seconds FROM memory_records WHERE id = %s", record_id) == [
+        (3600,)
+    ]
+    refused = client.post("/v1/captures", json={**EVENT, "max_age_seconds": 0})
+    assert refused.status_code == 422
+    assert refused.json()["error"]["details"][0]["field"] == "max_age_seconds"

@@ -29,6 +29,7 @@ from membrane_client import _langgraph_items as items
 from membrane_client.langgraph import SUPPORTED_OPS, MembraneStore
 
 from tests.support.api import ServeFn
+from tests.support.sql import rows
 
 NS = ("users", "alice")
 
@@ -274,6 +275,51 @@ def test_ttl_omits_expired_items_and_the_sweep_retracts_them(store: MembraneStor
     assert record.status == "retracted"
     assert "ttl of 0.02 minutes passed" in sdk.audit(record.id).entries[-1].rationale
     assert store.sweep_ttl() == 0
+
+
+def max_age(database_url: str, record_id: Any) -> int | None:
+    """The record's lifecycle maximum age (RFC 6.1): the record view carries no lifecycle."""
+    ((seconds,),) = rows(database_url, "SELECT max_age_seconds FROM memory_records WHERE id = %s", record_id)
+    return seconds
+
+
+def test_a_ttl_is_the_records_max_age(store: MembraneStore, sdk: Client, database_url: str) -> None:
+    store.put(NS, "k", {"v": 1}, ttl=30)
+    store.put(NS, "brief", {"v": 1}, ttl=0.02)  # 1.2 s: rounded up to whole seconds
+    store.put(NS, "plain", {"v": 1})
+    (first,) = versions(sdk, "lg:users.alice", "k")
+    assert max_age(database_url, first.id) == 30 * 60
+    (brief,) = versions(sdk, "lg:users.alice", "brief")
+    assert max_age(database_url, brief.id) == 2
+    (plain,) = versions(sdk, "lg:users.alice", "plain")
+    assert max_age(database_url, plain.id) is None  # control: no TTL, no maximum age
+    store.put(NS, "k", {"v": 2}, ttl=90)  # the superseding record carries the new TTL
+    store.put(NS, "plain", {"v": 2}, ttl=1)
+    old, new = versions(sdk, "lg:users.alice", "k")
+    assert (old.id, old.status, new.status) == (first.id, "retracted", "active")
+    assert max_age(database_url, new.id) == 90 * 60
+    assert max_age(database_url, versions(sdk, "lg:users.alice", "plain")[-1].id) == 60
+    store.put(NS, "k", {"v": 3}, ttl=None)  # a put without a TTL: the new record has none
+    assert max_age(database_url, versions(sdk, "lg:users.alice", "k")[-1].id) is None
+    assert store.get(NS, "k").value == {"v": 3}  # type: ignore[union-attr]
+
+
+def test_the_server_prunes_an_expired_item_and_a_later_put_captures_anew(
+    store: MembraneStore, sdk: Client, database_url: str
+) -> None:
+    store.put(NS, "k", {"v": 1}, ttl=0.02)  # a maximum age of 2 s
+    store.put(NS, "kept", {"v": 1}, ttl=60)  # control
+    (gone,) = versions(sdk, "lg:users.alice", "k")
+    time.sleep(2.1)  # its decay checkpoint, at its maximum age, is due: run what the beat runs
+    sdk.run_maintenance(["decay", "prune"], wait=10).raise_for_error()
+    assert versions(sdk, "lg:users.alice", "k") == []
+    assert [r.status for r in versions(sdk, "lg:users.alice", "kept")] == ["active"]
+    deleted = "SELECT rationale FROM audit_log WHERE record_id = %s AND action = 'delete'"
+    assert rows(database_url, deleted, gone.id) == [("pruned: maximum age passed",)]
+    assert store.get(NS, "k") is None
+    assert store.sweep_ttl() == 0  # nothing left for the client's sweep
+    store.put(NS, "k", {"v": 2})
+    assert store.get(NS, "k").value == {"v": 2}  # type: ignore[union-attr]
 
 
 def test_default_ttl_from_the_config(url: str) -> None:

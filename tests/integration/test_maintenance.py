@@ -10,6 +10,7 @@ import pytest
 from membrane_core import Membrane, errors
 from membrane_core.enums import MemoryType
 from membrane_core.policy import policy_from_settings
+from membrane_core.trust import DEVELOPMENT_POLICY
 from tests.support.sql import execute, rows
 
 EVENT = {"source_kind": "event", "scope": "proj", "content": {"text": "ran the build"}}
@@ -130,6 +131,121 @@ def test_prune_honours_max_age(membrane: Membrane, clock, database_url: str) -> 
     assert old not in {r[0] for r in rows(database_url, "SELECT id FROM memory_records")}
     ((rationale,),) = rows(database_url, "SELECT rationale FROM audit_log WHERE action = 'delete'")
     assert rationale == "pruned: maximum age passed"
+
+
+WORKING = {
+    "source_kind": "working_state",
+    "scope": "proj",
+    "content": {"thread_id": "t", "task_state": "executing", "context_summary": "building"},
+}
+
+
+def lifecycle(url: str, rid: uuid.UUID) -> tuple[int | None, int]:
+    ((max_age, half_life),) = rows(
+        url, "SELECT max_age_seconds, half_life_seconds FROM memory_records WHERE id = %s", rid
+    )
+    return max_age, half_life
+
+
+def test_a_captures_max_age_expires_its_record_at_the_next_sweep(
+    membrane: Membrane, clock, database_url: str
+) -> None:
+    t0 = clock()
+    brief = membrane.capture({**WORKING, "max_age_seconds": 600}).record_ids[0]
+    plain = membrane.capture(WORKING).record_ids[0]  # the control: captured at the same time
+    longer = membrane.capture({**EVENT, "max_age_seconds": 7200}).record_ids[0]
+    assert lifecycle(database_url, brief) == (600, 86400)
+    assert lifecycle(database_url, plain) == (None, 86400)
+    # the first checkpoint is the earlier of one half-life and the maximum age
+    assert due_at(database_url, "decay", brief) == t0 + timedelta(seconds=600)
+    assert due_at(database_url, "decay", plain) == t0 + timedelta(days=1)
+    assert due_at(database_url, "decay", longer) == t0 + timedelta(hours=1)
+    clock.advance(seconds=599)
+    assert membrane.maintenance.run("decay")["claimed"] == 0  # not due a second early
+    assert membrane.get(brief).id == brief  # reads return it until prune deletes it
+    clock.advance(seconds=1)
+    assert membrane.maintenance.run("decay")["prune_scheduled"] == 1
+    assert membrane.maintenance.run("prune")["deleted"] == 1
+    left = {r[0] for r in rows(database_url, "SELECT id FROM memory_records")}
+    assert brief not in left and {plain, longer} <= left
+    ((rid, rationale),) = rows(
+        database_url, "SELECT record_id, rationale FROM audit_log WHERE action = 'delete'"
+    )
+    assert (rid, rationale) == (brief, "pruned: maximum age passed")
+    assert rows(database_url, "SELECT count(*) FROM work_items WHERE target_id = %s", brief) == [(0,)]
+    with pytest.raises(errors.NotFound):
+        membrane.get(brief)
+
+
+def test_max_age_is_bounded(membrane: Membrane) -> None:
+    for bad in (0, -5, 100 * 365 * 86400 + 1, "soon"):
+        with pytest.raises(errors.InvalidInput) as exc:
+            membrane.capture({**WORKING, "max_age_seconds": bad})
+        assert exc.value.details[0]["field"] == "max_age_seconds"
+    assert membrane.capture({**WORKING, "max_age_seconds": 100 * 365 * 86400}).record_ids
+
+
+def test_a_revision_carries_max_age_and_reinforcement_does_not_defer_it(
+    membrane: Membrane, clock, database_url: str
+) -> None:
+    old = membrane.capture({**WORKING, "max_age_seconds": 60}).record_ids[0]
+    clock.advance(seconds=30)
+    t1 = clock()
+    body = {
+        "record": {
+            "payload": {"thread_id": "t", "task_state": "done", "context_summary": "built"},
+            "max_age_seconds": 300,
+        },
+        "rationale": "finished",
+    }
+    new = membrane.revisions.supersede(old, body, DEVELOPMENT_POLICY)
+    assert lifecycle(database_url, new) == (300, 86400)
+    assert due_at(database_url, "decay", new) == t1 + timedelta(seconds=300)
+    # a supersede without one writes a record without one: a new record never inherits it
+    plain = membrane.revisions.supersede(
+        new, {**body, "record": {"payload": body["record"]["payload"]}}, DEVELOPMENT_POLICY
+    )
+    assert lifecycle(database_url, plain) == (None, 86400)
+    forked = membrane.revisions.fork(
+        plain,
+        {"record": {"payload": body["record"]["payload"], "max_age_seconds": 120}, "rationale": "variant"},
+        DEVELOPMENT_POLICY,
+    )
+    assert lifecycle(database_url, forked) == (120, 86400)
+    # reinforcement moves the checkpoint one half-life on, but never past the maximum age
+    clock.advance(seconds=60)
+    membrane.revisions.reinforce(forked, {}, DEVELOPMENT_POLICY)
+    assert due_at(database_url, "decay", forked) == t1 + timedelta(seconds=120)
+    membrane.revisions.reinforce(plain, {}, DEVELOPMENT_POLICY)
+    assert due_at(database_url, "decay", plain) == clock() + timedelta(days=1)  # control
+    clock.advance(seconds=60)
+    assert membrane.maintenance.run("decay")["prune_scheduled"] == 1
+    assert membrane.maintenance.run("prune")["deleted"] == 1
+    assert {
+        r[0] for r in rows(database_url, "SELECT id FROM memory_records WHERE id IN (%s, %s)", forked, plain)
+    } == {plain}
+
+
+def test_a_type_prune_never_deletes_takes_no_max_age(membrane: Membrane, database_url: str) -> None:
+    obs = {
+        "source_kind": "observation",
+        "scope": "proj",
+        "content": {"subject": "ann", "predicate": "likes", "object": "tea"},
+    }
+    episode, fact = membrane.capture({**obs, "max_age_seconds": 600}).record_ids
+    assert lifecycle(database_url, episode)[0] == 600
+    assert lifecycle(database_url, fact)[0] is None  # a derived fact does not take it
+    body = {
+        "record": {"object": "coffee", "max_age_seconds": 600},
+        "rationale": "changed",
+        "evidence": [{"kind": "observation", "ref": "chat"}],
+    }
+    with pytest.raises(errors.InvalidInput) as exc:
+        membrane.revisions.supersede(fact, body, DEVELOPMENT_POLICY)
+    assert exc.value.details[0]["field"] == "record.max_age_seconds"
+    assert membrane.get(fact).status.value == "active"  # nothing written
+    del body["record"]["max_age_seconds"]
+    assert membrane.revisions.supersede(fact, body, DEVELOPMENT_POLICY)  # control
 
 
 def test_decay_after_reinforcement_restarts_from_new_base(

@@ -34,6 +34,8 @@ MAX_SCOPE = 256
 MAX_SUMMARY = 4096
 #: What a stored item is to the working record's task model: complete.
 TASK_STATE = "done"
+#: RFC 6.1: the longest maximum age the server gives a record (100 years).
+MAX_AGE_LIMIT_SECONDS = 100 * 365 * 86400
 
 __all__ = [
     "ITEM_TAG",
@@ -44,6 +46,7 @@ __all__ = [
     "key_tag",
     "matches_condition",
     "matches_filter",
+    "max_age_seconds",
     "namespace_of",
     "revised_body",
     "scope_of",
@@ -157,6 +160,13 @@ def _metadata(
     return {META: meta}
 
 
+def max_age_seconds(ttl: float) -> int:
+    """RFC 10.9.1: a TTL in minutes as the record's maximum age (RFC 6.1): whole seconds,
+    rounded up so that the server prunes no earlier than the item expires, at most the
+    server's limit."""
+    return min(MAX_AGE_LIMIT_SECONDS, max(1, math.ceil(ttl * 60)))
+
+
 def _payload(key: str, text: str) -> dict[str, Any]:
     return {"thread_id": key_tag(key), "task_state": TASK_STATE, "context_summary": text}
 
@@ -172,7 +182,8 @@ def capture_body(
     ttl: float | None,
     sensitivity: str | None,
 ) -> dict[str, Any]:
-    """The capture of a key's first version: a working record (RFC 3.1)."""
+    """The capture of a key's first version: a working record (RFC 3.1) whose maximum age is
+    the TTL (RFC 3.3)."""
     body: dict[str, Any] = {
         "source_kind": "working_state",
         "scope": scope,
@@ -182,6 +193,8 @@ def capture_body(
     }
     if sensitivity is not None:
         body["sensitivity"] = sensitivity
+    if ttl is not None:
+        body["max_age_seconds"] = max_age_seconds(ttl)
     return body
 
 
@@ -189,12 +202,15 @@ def revised_body(
     current: Stored, value: Mapping[str, Any], *, text: str, now: datetime, ttl: float | None
 ) -> dict[str, Any]:
     """The new version of a supersede: the whole working payload, the tags, the metadata with
-    the first version's creation time (RFC 5.2.1)."""
-    return {
+    the first version's creation time (RFC 5.2.1), and the TTL as its maximum age."""
+    body: dict[str, Any] = {
         "payload": _payload(current.key, text),
         "tags": [ITEM_TAG, key_tag(current.key)],
         "metadata": _metadata(current.namespace, current.key, value, current.created_at, now, ttl),
     }
+    if ttl is not None:
+        body["max_age_seconds"] = max_age_seconds(ttl)
+    return body
 
 
 def matches_condition(condition: MatchCondition, namespace: tuple[str, ...]) -> bool:

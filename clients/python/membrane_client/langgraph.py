@@ -37,7 +37,7 @@ from membrane_client import _langgraph_items as items
 from membrane_client._steps import Steps, adrive, drive, send
 from membrane_client.async_client import AsyncClient
 from membrane_client.client import Client
-from membrane_client.errors import OperationTimeout, RevisionRefused
+from membrane_client.errors import NotFound, OperationTimeout, RevisionRefused
 from membrane_client.models import Operation, Record, RecordPage, RetrieveResult, ScopeList
 
 __all__ = ["SUPPORTED_OPS", "MembraneStore"]
@@ -58,7 +58,8 @@ class MembraneStore(BaseStore):
     ``url`` and ``api_key`` build the clients; or pass ``client`` (and ``async_client`` for
     the ``a*`` methods). ``scope_prefix`` starts every scope the store uses; ``index`` lists
     the value paths retrieval indexes (``["$"]``, the whole value, by default; ``[]``
-    nothing); ``ttl`` is LangGraph's ``TTLConfig`` (``default_ttl`` in minutes); ``wait`` is
+    nothing); ``ttl`` is LangGraph's ``TTLConfig`` (``default_ttl`` in minutes; a TTL is the
+    record's maximum age, ``refresh_on_read`` is not honoured); ``wait`` is
     how long a write waits for its operation; ``sensitivity`` is given to every capture.
     """
 
@@ -221,7 +222,7 @@ class MembraneStore(BaseStore):
                     "supersede", current.record_id, revised, f"langgraph store put of {where}", wait=self.wait
                 )
                 _finished(answer)
-            except RevisionRefused:  # another writer superseded or deleted it first: read again
+            except (RevisionRefused, NotFound):  # superseded, deleted or pruned first: read again
                 continue
             for version in raced:
                 yield from self._retract(version, f"langgraph store put of {where}: a newer version exists")
@@ -231,7 +232,7 @@ class MembraneStore(BaseStore):
     def _retract(self, version: items.Stored, rationale: str) -> Steps[None]:
         try:
             _finished((yield send("retract", version.record_id, rationale, wait=self.wait)))
-        except RevisionRefused:  # already retracted or superseded by another writer
+        except (RevisionRefused, NotFound):  # retracted or superseded by another writer, or pruned
             pass
 
     def _fields(self, index: Any) -> list[str]:

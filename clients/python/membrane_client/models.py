@@ -650,6 +650,8 @@ class CaptureRequest(Body):
     sensitivity: SensitivityLevel | None = None
     occurred_at: datetime | None = None
     metadata: dict[str, Any] | None = None
+    #: RFC 3.3, 6.3: prune deletes the record once this many seconds have passed (1 to 100 years)
+    max_age_seconds: int | None = None
 
 
 class CaptureBatch(Body):
@@ -724,6 +726,8 @@ class RevisedRecord(Body):
     summary: str | None = None
     tags: list[str] | None = None
     metadata: dict[str, Any] | None = None
+    #: RFC 5.2, 6.3: the new record's maximum age in seconds (a type prune may delete only)
+    max_age_seconds: int | None = None
 
 
 class SupersedeBody(Body):

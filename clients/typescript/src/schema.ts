@@ -741,6 +741,8 @@ export interface components {
             metadata?: {
                 [key: string]: unknown;
             };
+            /** Max Age Seconds */
+            max_age_seconds?: number | null;
         };
         /**
          * ContestBody
@@ -1827,6 +1829,8 @@ export interface components {
             metadata?: {
                 [key: string]: unknown;
             } | null;
+            /** Max Age Seconds */
+            max_age_seconds?: number | null;
         };
         /**
          * RevisionStatus

@@ -61,8 +61,11 @@ UPDATE memory_records
  WHERE id = %(id)s
 
 -- name: revision_reschedule_decay
--- Move a record's decay checkpoint after its clock restarted, unless a worker holds the item (RFC 9.3).
-INSERT INTO work_items (kind, target_id, due_at) VALUES ('decay', %(id)s, %(due)s)
+-- Move a record's decay checkpoint after its clock restarted, no later than its maximum age (LEAST skips a NULL), unless a worker holds the item (RFC 6.1, 9.3).
+INSERT INTO work_items (kind, target_id, due_at)
+SELECT 'decay', r.id, least(%(due)s::timestamptz, r.created_at + make_interval(secs => r.max_age_seconds))
+  FROM memory_records r
+ WHERE r.id = %(id)s
 ON CONFLICT (kind, target_id) DO UPDATE
    SET due_at = EXCLUDED.due_at, dead = false, attempts = 0, last_error = NULL
  WHERE work_items.claimed_by IS NULL OR work_items.claim_expires_at < %(now)s
