@@ -151,7 +151,7 @@ class Membrane:
             self.db,
             clock=clock,
             settings=s,
-            embedder=lambda: embedding.provider,
+            embedder=lambda: embedding.query_provider,
             sealer=sealer,
             late_interaction=s.late_interaction,
             reranker=_reranker_factory(s),

@@ -87,6 +87,16 @@ class Settings(BaseSettings):
     embedding_base_url: str | None = None
     embedding_model: str | None = None
     embedding_api_key: SecretStr | None = None
+    #: RFC 12.4: ONNX Runtime's threads for the local model, per role: the embedding pool's
+    #: batches and a process's query embedding (0: one per physical core)
+    embedding_pool_threads: int = Field(default=1, ge=0, le=256)
+    query_embedding_threads: int = Field(default=1, ge=0, le=256)
+    #: RFC 12.4: the embedding pool's CPU priority (a nice increment; 0 leaves it), so that
+    #: serving a query comes first on a shared host
+    embedding_pool_nice: int = Field(default=10, ge=0, le=19)
+    #: RFC 12.4: the share of its time the embedding pool spends embedding while it works
+    #: through a backlog (1: batch after batch, without a pause)
+    embedding_pool_share: float = Field(default=1.0, gt=0, le=1)
     #: RFC 8.2.3: re-rank the fused pool by token-level similarity when the provider gives
     #: tokens (the local model under ONNX Runtime)
     late_interaction: bool = True

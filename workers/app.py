@@ -8,12 +8,15 @@ process builds its :class:`~membrane_core.Membrane` once, after the fork
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from celery import Celery
-from celery.signals import worker_process_init, worker_process_shutdown
+from celery.signals import worker_init, worker_process_init, worker_process_shutdown
 from kombu.entity import Queue
 
 import beat_schedule
@@ -74,6 +77,9 @@ WORKER_ENV = {"REMAP_SIGTERM": "SIGQUIT"}
 #: revokes, elections and clock sync, none of which a stateless queue consumer uses; their cost
 #: grows with the fleet. Heartbeats stay on: Flower's ``worker_online`` comes from them.
 WORKER_FLAGS = ("--without-gossip", "--without-mingle")
+
+#: RFC 12.4: the scheduler's group of this process's session, where Linux has autogroups.
+AUTOGROUP = Path("/proc/self/autogroup")
 
 
 def broker_url(settings: Settings) -> str:
@@ -149,6 +155,24 @@ def membrane() -> Membrane:
 
 
 # celery ships no type information: its signal decorators are untyped to mypy
+@worker_init.connect  # type: ignore[untyped-decorator]
+def _embedding_pool_priority(sender: Any = None, **_: Any) -> None:
+    # RFC 12.4: serving a query comes before background embedding on a shared host, so a pool
+    # that consumes only the embedding queue lowers its CPU priority before it forks its
+    # processes, which inherit it
+    queues = set(getattr(sender, "app", app).amqp.queues.consume_from or ())
+    nice = config.settings().embedding_pool_nice
+    if queues == {"embedding"} and nice:
+        os.nice(nice)
+        # With autogroups (Linux's default on a desktop or a server) a nice value weighs only
+        # within its session's group, and `membrane run` gives each child a session of its
+        # own: the pool that leads its session lowers its group's priority too
+        if os.getsid(0) == os.getpid():
+            with contextlib.suppress(OSError):
+                AUTOGROUP.write_text(str(nice))
+        log.info("embedding pool at nice +%d", nice)
+
+
 @worker_process_init.connect  # type: ignore[untyped-decorator]
 def _build_after_fork(**_: Any) -> None:
     # Resources made before the fork belong to the parent; start from scratch.

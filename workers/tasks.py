@@ -7,6 +7,7 @@ operation or work item it concerns.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from celery import Task
@@ -56,18 +57,22 @@ def maintenance_op(self: Task, operation_id: str) -> dict[str, Any]:
     return membrane().inbox_worker.process_one(operation_id, worker=_worker(self))
 
 
-def _continue(task: Task, summary: dict[str, Any], limit: int | None, batch: int) -> None:
+def _continue(task: Task, summary: dict[str, Any], limit: int | None, batch: int, pause: float = 0.0) -> None:
     # A full batch means a backlog: go on without waiting for the next beat tick.
     if not summary.get("error") and summary.get("claimed", 0) >= (limit or batch):
-        task.apply_async(kwargs={"limit": limit})
+        task.apply_async(kwargs={"limit": limit}, countdown=pause or None)
 
 
 @app.task(name="membrane.embed_batch", bind=True, **RETRY)  # type: ignore[untyped-decorator]
 def embed_batch(self: Task, limit: int | None = None) -> dict[str, Any]:
-    """Embed one batch of records that are due."""
+    """Embed one batch of records that are due; through a backlog, the next batch follows after
+    a pause that keeps the pool to its share of the time (RFC 12.4)."""
     m = membrane()
+    started = time.monotonic()
     summary = m.embedding.run_batch(limit)
-    _continue(self, summary, limit, m.settings.batch_size)
+    share = m.settings.embedding_pool_share
+    pause = (time.monotonic() - started) * (1 / share - 1)
+    _continue(self, summary, limit, m.settings.batch_size, pause)
     return summary
 
 

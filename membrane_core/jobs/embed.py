@@ -172,6 +172,7 @@ class EmbeddingService:
         owner: Callable[[], str] = worker_name,
         sealer: Sealer = NO_KEYS,
         sealed_externally: bool = False,
+        query_factory: Callable[[], EmbeddingProvider | None] | None = None,
     ) -> None:
         self._db = db
         self._sealer = sealer
@@ -179,6 +180,10 @@ class EmbeddingService:
         self._factory = provider_factory
         self._provider: EmbeddingProvider | None = None
         self._built = False
+        #: RFC 12.4: the query embedder's own build (its thread cap), else the pool's provider
+        self._query_factory = query_factory
+        self._query: EmbeddingProvider | None = None
+        self._query_built = False
         self._batch_size = batch_size
         self._clock = clock
         self._runner = BatchRunner(WorkQueue(db), clock=clock, owner=owner, lease_seconds=lease_seconds)
@@ -189,7 +194,7 @@ class EmbeddingService:
     ) -> EmbeddingService:
         """RFC 12.1: the provider named by the settings, built on first use (not at import)."""
 
-        def factory() -> EmbeddingProvider | None:
+        def build(threads: int) -> EmbeddingProvider | None:
             key = settings.embedding_api_key
             return providers.build_embedding_provider(
                 settings.embedding_provider,
@@ -198,11 +203,16 @@ class EmbeddingService:
                 model=settings.embedding_model,
                 api_key=key.get_secret_value() if key else None,
                 cache_dir=settings.data_dir / "models",
+                threads=threads,
             )
 
+        pool, query = settings.embedding_pool_threads, settings.query_embedding_threads
+        # RFC 12.4: the local model runs once per role only where the roles' threads differ
+        split = settings.embedding_provider == "local" and pool != query
         return cls(
             db,
-            factory,
+            lambda: build(pool),
+            query_factory=(lambda: build(query)) if split else None,
             clock=clock,
             batch_size=settings.batch_size,
             lease_seconds=settings.claim_seconds,
@@ -222,6 +232,16 @@ class EmbeddingService:
                 )
             self._provider, self._built = provider, True
         return self._provider
+
+    @property
+    def query_provider(self) -> EmbeddingProvider | None:
+        """RFC 12.4: the provider that embeds queries, built once per process with the query
+        role's threads (the pool's provider when both roles run alike)."""
+        if self._query_factory is None:
+            return self.provider
+        if not self._query_built:
+            self._query, self._query_built = self._query_factory(), True
+        return self._query
 
     def enqueue_stale(
         self,

@@ -80,6 +80,7 @@ def build_embedding_provider(
     api_key: str | None = None,
     timeout: float = 30.0,
     cache_dir: Path | None = None,
+    threads: int = 0,
 ) -> EmbeddingProvider | None:
     """The embedding provider named by ``MEMBRANE_EMBEDDING_PROVIDER`` (RFC 12.1).
 
@@ -87,7 +88,8 @@ def build_embedding_provider(
     offline hashing embedder; ``http`` an OpenAI-compatible endpoint, which
     needs ``MEMBRANE_EMBEDDING_BASE_URL`` and ``MEMBRANE_EMBEDDING_MODEL``;
     ``local`` all-MiniLM-L6-v2, which needs ``dim == 384`` (its exported graph is kept
-    in ``cache_dir``). Raises
+    in ``cache_dir``; ``threads`` caps its ONNX Runtime threads, 0 leaves its default, RFC
+    12.4). Raises
     ``ValueError`` naming the setting at fault, and ``ProviderError`` when the
     local model's optional extra is not installed.
     """
@@ -104,7 +106,7 @@ def build_embedding_provider(
                 f"MEMBRANE_EMBEDDING_DIM must be {LocalMiniLMProvider.dim} for the "
                 f"local provider ({LocalMiniLMProvider.model}), got {dim}"
             )
-        return LocalMiniLMProvider(cache_dir=cache_dir)
+        return LocalMiniLMProvider(cache_dir=cache_dir, threads=threads)
     return OpenAIEmbeddingProvider(
         base_url=_required(base_url, "MEMBRANE_EMBEDDING_BASE_URL", chosen),
         model=_required(model, "MEMBRANE_EMBEDDING_MODEL", chosen),

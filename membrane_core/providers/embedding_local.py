@@ -55,7 +55,9 @@ def _onnx_available() -> bool:
 class _OnnxMiniLM:
     """The BERT graph under ONNX Runtime, with mean pooling and L2 normalisation in numpy."""
 
-    def __init__(self, model_dir: Path, graph: Path, *, quantized_from: Path | None = None) -> None:
+    def __init__(
+        self, model_dir: Path, graph: Path, *, quantized_from: Path | None = None, threads: int = 0
+    ) -> None:
         ort = importlib.import_module("onnxruntime")
         tokenizers = importlib.import_module("tokenizers")
         self._np = importlib.import_module("numpy")
@@ -68,6 +70,9 @@ class _OnnxMiniLM:
                 quantize_int8(quantized_from, graph)
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        if threads:  # RFC 12.4: a cap per role; 0 leaves ONNX Runtime's one per physical core
+            options.intra_op_num_threads = threads
+            options.inter_op_num_threads = 1
         self._session = ort.InferenceSession(str(graph), options, providers=["CPUExecutionProvider"])
         tok = tokenizers.Tokenizer.from_file(str(model_dir / "tokenizer.json"))
         tok.enable_truncation(max_length=MAX_TOKENS)
@@ -182,12 +187,16 @@ class LocalMiniLMProvider:
         runtime: str = "auto",
         cache_dir: Path | None = None,
         quantized: bool = True,
+        threads: int = 0,
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         if runtime not in ("auto", "onnx", "torch"):
             raise ValueError(f"runtime must be auto, onnx or torch, got {runtime!r}")
+        if threads < 0:
+            raise ValueError(f"threads must be >= 0, got {threads}")
         self.batch_size = batch_size
+        self.threads = threads
         self._onnx: _OnnxMiniLM | None = None
         self._model: Any = None
         try:
@@ -202,7 +211,9 @@ class LocalMiniLMProvider:
                 self.model = f"{self.model}-int8"
                 graph, source = graph.with_name(f"{self.model}-{version}.onnx"), graph
             try:
-                self._onnx = _OnnxMiniLM(model_dir, graph, quantized_from=source if quantized else None)
+                self._onnx = _OnnxMiniLM(
+                    model_dir, graph, quantized_from=source if quantized else None, threads=threads
+                )
             except ImportError as exc:
                 raise ProviderError(f"{INSTALL_HINT}; import failed: {exc}") from exc
             except Exception as exc:
