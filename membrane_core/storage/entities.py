@@ -24,7 +24,7 @@ from membrane_core.models import MemoryRecord
 from membrane_core.policy import Policy
 from membrane_core.sealing import NO_KEYS, Sealer
 from membrane_core.storage.queries import q
-from membrane_core.storage.rowbatch import RowBatch
+from membrane_core.storage.rowbatch import RowBatch, copy_cursor, copy_rows
 
 #: A lookup key: (namespace or None for a name term, normalised value).
 Key = tuple[str | None, str]
@@ -48,9 +48,7 @@ class Resolution:
         to the new one), one insert for entity edges."""
         cur = conn.cursor()
         if self.terms:
-            with cur.copy(q("copy_entity_terms")) as copy:
-                for row in self.terms:
-                    copy.write_row(row)
+            copy_rows(copy_cursor(conn), "copy_entity_terms", self.terms)
         if self.identifiers:
             ids, scopes, namespaces, values = zip(*self.identifiers, strict=True)
             cur.execute(

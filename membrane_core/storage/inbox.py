@@ -23,6 +23,7 @@ from membrane_core.capture.plan import CapturePlan
 from membrane_core.enums import OperationKind, OperationStatus
 from membrane_core.storage import records, workqueue
 from membrane_core.storage.queries import q
+from membrane_core.storage.rowbatch import copy_cursor, copy_rows
 from membrane_core.storage.rows import fetch_all, fetch_one
 
 log = logging.getLogger(__name__)
@@ -116,25 +117,28 @@ def insert(conn: psycopg.Connection, rows: Sequence[NewOperation]) -> set[uuid.U
         return set()
     if all(r.idempotency_key is None for r in rows):
         # Nothing can conflict: COPY is several times faster than a multi-row INSERT.
-        with conn.cursor().copy(q("op_copy")) as copy:
-            for r in rows:
-                copy.write_row(
-                    (
-                        r.id,
-                        r.kind,
-                        r.status,
-                        r.principal,
-                        r.request_hash,
-                        r.request,
-                        r.trust,
-                        r.target_id,
-                        r.record_id,
-                        r.error,
-                        r.created_at,
-                        r.finished_at,
-                        r.request_id,
-                    )
+        copy_rows(
+            copy_cursor(conn),
+            "op_copy",
+            (
+                (
+                    r.id,
+                    r.kind,
+                    r.status,
+                    r.principal,
+                    r.request_hash,
+                    r.request,
+                    r.trust,
+                    r.target_id,
+                    r.record_id,
+                    r.error,
+                    r.created_at,
+                    r.finished_at,
+                    r.request_id,
                 )
+                for r in rows
+            ),
+        )
         return {r.id for r in rows}
     # Binary parameters (the statement's %b placeholders): text-format arrays escape every
     # element with a regex, which was most of a keyed batch's submit time.

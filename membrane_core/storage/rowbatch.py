@@ -11,11 +11,13 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple
 
 import psycopg
+from psycopg.types.json import set_json_dumps
 from pydantic import TypeAdapter
 
 from membrane_core import budget
@@ -26,6 +28,89 @@ from membrane_core.sealing import NO_KEYS, Sealer
 from membrane_core.storage.queries import q
 
 _WS = re.compile(r"\s+")
+
+#: RFC 3.3: the column types of each ``COPY`` a batch writes, in its columns' order. Rows go
+#: in binary: no value is escaped into text in Python nor parsed back in Postgres (formatting
+#: a record row took 12 to 28 µs in text, 4 to 6 in binary). ``jsonb`` values are JSON text
+#: already; ``tests/integration/test_copy_types.py`` holds these to the catalog.
+COPY_TYPES: dict[str, tuple[str, ...]] = {
+    "copy_records": (
+        "uuid",
+        "text",
+        "text",
+        "text",
+        "double precision",
+        "double precision",
+        "text",
+        "text",
+        "bigint",
+        "double precision",
+        "bigint",
+        "double precision",
+        "double precision",
+        "timestamptz",
+        "boolean",
+        "text",
+        "text",
+        "timestamptz",
+        "timestamptz",
+        "timestamptz",
+        "timestamptz",
+        "timestamptz",
+        "timestamptz",
+        "text",
+        "jsonb",
+        "text",
+        "text",
+        "text",
+        "integer",
+        "text",
+    ),
+    "copy_payloads": ("uuid", "text", "jsonb", "text", "bytea"),
+    "copy_tags": ("uuid", "text"),
+    "copy_provenance": ("uuid", "text", "text", "text", "text", "timestamptz", "timestamptz"),
+    "copy_relations": ("uuid", "text", "uuid", "double precision", "timestamptz"),
+    "copy_audit": ("uuid", "text", "text", "text", "text", "timestamptz", "text", "jsonb"),
+    "copy_work_items": ("text", "uuid", "timestamptz"),
+    "copy_entity_terms": ("uuid", "text", "text", "text"),
+    "op_copy": (
+        "uuid",
+        "text",
+        "text",
+        "text",
+        "text",
+        "jsonb",
+        "jsonb",
+        "uuid",
+        "uuid",
+        "jsonb",
+        "timestamptz",
+        "timestamptz",
+        "text",
+    ),
+}
+
+
+def _as_is(text: str) -> str:
+    return text
+
+
+def copy_cursor(conn: psycopg.Connection) -> psycopg.Cursor[Any]:
+    """A cursor for :func:`copy_rows`: its ``jsonb`` values are JSON text, sent as they are."""
+    cur = conn.cursor()
+    set_json_dumps(_as_is, cur)
+    return cur
+
+
+def copy_rows(cur: psycopg.Cursor[Any], name: str, rows: Iterable[Sequence[Any]]) -> None:
+    """RFC 3.3: ``rows`` into the table of the ``COPY`` statement ``name``, in binary, on a
+    :func:`copy_cursor`."""
+    with cur.copy(q(name)) as copy:
+        copy.set_types(list(COPY_TYPES[name]))
+        for row in rows:
+            copy.write_row(row)
+
+
 #: RFC 7.6: the audit detail holding a sealed record's sealed rationale.
 SEALED_RATIONALE = "sealed_rationale"
 
@@ -230,7 +315,7 @@ class RowBatch:
 
     def flush(self, conn: psycopg.Connection) -> None:
         """Write every queued row: one COPY per table, one statement for work items."""
-        cur = conn.cursor()
+        cur = copy_cursor(conn)
         for name, rows in (
             ("copy_records", self.records),
             ("copy_payloads", self.payloads),
@@ -240,9 +325,7 @@ class RowBatch:
             ("copy_audit", self.audit),
         ):
             if rows:
-                with cur.copy(q(name)) as copy:
-                    for row in rows:
-                        copy.write_row(row)
+                copy_rows(cur, name, rows)
         # RFC 9.3: items for records inserted by this batch cannot conflict, so they
         # go through COPY; items for existing records keep the upsert's earlier due time.
         new_ids = {row[0] for row in self.records}
@@ -255,9 +338,7 @@ class RowBatch:
             else:
                 upsert.append((kind, target, due))
         if fresh:
-            with cur.copy(q("copy_work_items")) as copy:
-                for (kind, target), due in fresh.items():
-                    copy.write_row((kind, target, due))
+            copy_rows(cur, "copy_work_items", ((kind, target, due) for (kind, target), due in fresh.items()))
         if upsert:
             kinds, targets, dues = zip(*upsert, strict=True)
             cur.execute(

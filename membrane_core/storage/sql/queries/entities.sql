@@ -32,7 +32,7 @@ SELECT pg_advisory_xact_lock(k) FROM (
 
 -- name: copy_entity_terms
 -- Bulk insert of the canonical name and aliases of new entities (RFC 3.5.2).
-COPY entity_terms (record_id, scope, term, term_kind) FROM STDIN
+COPY entity_terms (record_id, scope, term, term_kind) FROM STDIN (FORMAT BINARY)
 
 -- name: insert_entity_identifiers
 -- The namespaced identifiers of new entities (RFC 3.5.2). An identifier unique in its scope that a retracted entity holds (a rejected proposal's, RFC 5.7, or one retracted by a revision) passes to the new entity: the lookup finds only live ones, so without this the new entity could never take it.

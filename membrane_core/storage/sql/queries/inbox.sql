@@ -127,7 +127,7 @@ SELECT id, kind, request, trust::text, target_id, attempts FROM operations
 -- name: op_copy
 -- Bulk insert of operations without idempotency keys, the high-volume path (RFC 9.1).
 COPY operations (id, kind, status, principal, request_hash, request, trust, target_id, record_id,
-                 error, created_at, finished_at, request_id) FROM STDIN
+                 error, created_at, finished_at, request_id) FROM STDIN (FORMAT BINARY)
 
 -- name: op_purge_finished
 -- Delete up to limit operations finished before the cutoff, oldest first (RFC 9.2).

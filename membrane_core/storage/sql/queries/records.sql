@@ -4,31 +4,31 @@ COPY memory_records (id, type, scope, sensitivity, confidence, salience, status,
     half_life_seconds, min_salience, max_age_seconds, reinforcement_gain, base_salience,
     reinforced_at, pinned, deletion_policy, validity_mode, valid_from, valid_to, recorded_at,
     occurred_at, created_at, updated_at, summary, metadata, fact_subject, fact_predicate,
-    fact_object, projected_bytes, search_text) FROM STDIN
+    fact_object, projected_bytes, search_text) FROM STDIN (FORMAT BINARY)
 
 -- name: copy_payloads
 -- Bulk insert of record payloads.
-COPY record_payloads (record_id, kind, body, key_id, sealed) FROM STDIN
+COPY record_payloads (record_id, kind, body, key_id, sealed) FROM STDIN (FORMAT BINARY)
 
 -- name: copy_tags
 -- Bulk insert of record tags.
-COPY record_tags (record_id, tag) FROM STDIN
+COPY record_tags (record_id, tag) FROM STDIN (FORMAT BINARY)
 
 -- name: copy_provenance
 -- Bulk insert of provenance sources.
-COPY provenance_sources (record_id, kind, ref, hash, created_by, ts, added_at) FROM STDIN
+COPY provenance_sources (record_id, kind, ref, hash, created_by, ts, added_at) FROM STDIN (FORMAT BINARY)
 
 -- name: copy_relations
 -- Bulk insert of relations.
-COPY relations (source_id, predicate, target_id, weight, created_at) FROM STDIN
+COPY relations (source_id, predicate, target_id, weight, created_at) FROM STDIN (FORMAT BINARY)
 
 -- name: copy_audit
 -- Bulk append to the audit log; the trigger chains each entry (RFC 5.5).
-COPY audit_log (record_id, scope, sensitivity, action, actor, ts, rationale, details) FROM STDIN
+COPY audit_log (record_id, scope, sensitivity, action, actor, ts, rationale, details) FROM STDIN (FORMAT BINARY)
 
 -- name: copy_work_items
 -- Bulk insert of work items for records created in the same transaction (RFC 9.3).
-COPY work_items (kind, target_id, due_at) FROM STDIN
+COPY work_items (kind, target_id, due_at) FROM STDIN (FORMAT BINARY)
 
 -- name: insert_work_items
 -- Schedule work items; an existing item of the same kind and target keeps the earlier due time (RFC 9.3).
