@@ -163,6 +163,24 @@ def process_tree(pid: int) -> list[int]:
     return out
 
 
+#: ``/proc/<pid>/stat`` counts CPU time in these ticks.
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU seconds of ``pid``, its reaped children and its live descendants (``/proc/<pid>/stat``)."""
+    total = 0
+    for n, p in enumerate(process_tree(pid)):
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rpartition(")")[2].split()
+        except OSError:
+            continue
+        # utime, stime (fields 14, 15), then cutime, cstime of the root only: a live
+        # descendant's time is its own, a reaped one's is in its parent's
+        total += int(fields[11]) + int(fields[12]) + (int(fields[13]) + int(fields[14]) if n == 0 else 0)
+    return total / CLOCK_TICKS
+
+
 @dataclass
 class Child:
     """One supervised process."""

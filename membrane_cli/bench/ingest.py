@@ -39,9 +39,9 @@ from rich.table import Table
 
 from membrane_cli import bench
 from membrane_cli.bench import scratch
-from membrane_cli.stack import Stack, StackOptions, free_port, process_tree, rss_kib
+from membrane_cli.stack import Stack, StackOptions, cpu_seconds, free_port, process_tree, rss_kib
 from membrane_core import Membrane, Settings
-from membrane_core.storage import db
+from membrane_core.storage import db, embedded
 
 console = Console()
 
@@ -146,6 +146,9 @@ class Result:
     encryption: bool = False
     #: records the run's captures left sealed (RFC 7.6)
     sealed: int = 0
+    #: process -> CPU microseconds per committed capture while the captures were sent and
+    #: committed (``/proc/<pid>/stat``; Postgres is every backend of its postmaster)
+    cpu_us: dict[str, float] = field(default_factory=dict)
 
     def rate(self) -> float:
         """Captures committed per second through the batch endpoint."""
@@ -348,16 +351,14 @@ def report(res: Result, argv: str, hw: str) -> str:
         f"| single-capture accept latency p50 / p99 ({len(res.single_ms)} sequential) | "
         f"{p50:.1f} ms / {p99:.1f} ms | p99 < {TARGET_ACCEPT_P99_MS:.0f} ms |",
         "",
-        "| process | RSS start | RSS end |",
-        "| --- | --- | --- |",
+        "| process | RSS start | RSS end | CPU per committed capture |",
+        "| --- | --- | --- | --- |",
     ]
-    for name in sorted(set(res.rss_start) | set(res.rss_end)):
+    for name in sorted(set(res.rss_start) | set(res.rss_end) | set(res.cpu_us)):
         s, e = res.rss_start.get(name), res.rss_end.get(name)
-        lines.append(
-            f"| {name} | {s / 1024:.0f} MB | {e / 1024:.0f} MB |"
-            if s and e
-            else f"| {name} | {s / 1024 if s else 0:.0f} MB | {e / 1024 if e else 0:.0f} MB |"
-        )
+        lines.append(f"| {name} | {_mb(s)} | {_mb(e)} | {_cpu(res, name)} |")
+    if res.cpu_us:
+        lines.append(f"| all | | | {sum(res.cpu_us.values()):.0f} µs |")
     if res.errors:
         lines += ["", f"Errors ({len(res.errors)}): " + "; ".join(res.errors[:3])]
     lines.append(MARK_END)
@@ -469,6 +470,9 @@ def ingest(
                 with console.status(f"{single} sequential single captures"):
                     res.single_ms, errs = _single_latency(client, single, rng)
                 res.errors += errs
+            if stack is not None and (master := embedded.postmaster(stack.opts.data_dir)) is not None:
+                pids = {**pids, "postgres": master.pid}
+            cpu_before = {name: cpu_seconds(pid) for name, pid in pids.items()}
             with _progress() as progress:
                 sent = progress.add_task("accepted (POST /v1/captures:batch)", total=count)
                 committed = progress.add_task("committed (operations succeeded)", total=count)
@@ -489,6 +493,11 @@ def ingest(
                         n = half * batch
                         _sdk_phase(url, api_key, n, 0, batch, clients, lib, progress, timeout, res)
                         _sdk_phase(url, api_key, count - n, n, batch, clients, lib, progress, timeout, res)
+            done = res.succeeded + res.sdk_succeeded
+            res.cpu_us = {
+                name: (cpu_seconds(pid) - cpu_before[name]) / done * 1e6 if done else 0.0
+                for name, pid in pids.items()
+            }
             res.sealed = sum(lib.sealing.progress()["by_key"].values())
             if embedding != "none":
                 res.embed_lag_s = _embedding_lag(lib, timeout)
@@ -542,6 +551,15 @@ def _embedding_lag(lib: Membrane, timeout: float) -> float | None:
     return None
 
 
+def _mb(kib: int | None) -> str:
+    return f"{kib / 1024:.0f} MB" if kib else ""
+
+
+def _cpu(res: Result, name: str) -> str:
+    """RFC 14.1: a process's CPU time per committed capture, its pool's children included."""
+    return f"{res.cpu_us[name]:.0f} µs" if name in res.cpu_us else ""
+
+
 def _print(res: Result) -> None:
     acc = res.count / res.accepted_s if res.accepted_s else 0.0
     com = res.succeeded / res.committed_s if res.committed_s else 0.0
@@ -583,6 +601,10 @@ def _print(res: Result) -> None:
     for name in sorted(set(res.rss_start) | set(res.rss_end)):
         s, e = res.rss_start.get(name, 0), res.rss_end.get(name, 0)
         t.add_row(f"RSS {name}", f"{s / 1024:.0f} → {e / 1024:.0f} MB", f"< {TARGET_RSS_MB} MB")
+    for name in sorted(res.cpu_us):
+        t.add_row(f"CPU {name}", f"{_cpu(res, name)} a committed capture", "")
+    if res.cpu_us:
+        t.add_row("CPU, every process", f"{sum(res.cpu_us.values()):.0f} µs a committed capture", "")
     console.print(t)
     for err in res.errors[:5]:
         console.print(f"[red]{err}[/red]")

@@ -31,7 +31,7 @@ from membrane_cli import bench
 from membrane_cli.bench import turns
 from membrane_cli.bench.ingest import hardware, loadavg
 from membrane_cli.bench.mixed_report import MARK_END, MARK_START, print_run, report
-from membrane_cli.stack import Stack, StackOptions, free_port, process_tree
+from membrane_cli.stack import Stack, StackOptions, cpu_seconds, free_port
 from membrane_core import Membrane, Settings
 from membrane_core.storage import embedded
 
@@ -42,8 +42,6 @@ console = Console()
 KINDS = ("capture", "retrieve", "list")
 WEIGHTS = (0.4, 0.4, 0.2)
 SCOPES = 20
-#: ``/proc/<pid>/stat`` counts CPU time in these ticks.
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
 @dataclass
@@ -66,20 +64,6 @@ class Run:
     cpu: dict[str, float] = field(default_factory=dict)
     load: list[str] = field(default_factory=list)
     note: str = ""
-
-
-def cpu_seconds(pid: int) -> float:
-    """CPU seconds of ``pid``, its reaped children and its live descendants (``/proc/<pid>/stat``)."""
-    total = 0
-    for n, p in enumerate(process_tree(pid)):
-        try:
-            fields = Path(f"/proc/{p}/stat").read_text().rpartition(")")[2].split()
-        except OSError:
-            continue
-        # utime, stime (fields 14, 15), then cutime, cstime of the root only: a live
-        # descendant's time is its own, a reaped one's is in its parent's
-        total += int(fields[11]) + int(fields[12]) + (int(fields[13]) + int(fields[14]) if n == 0 else 0)
-    return total / CLOCK_TICKS
 
 
 def _capture(rng: random.Random, scope: str) -> dict[str, Any]:
