@@ -286,7 +286,7 @@ def report(f: Figures, argv: str) -> str:
         f"Command: `{argv}`  ",
         f"Hardware: {hardware()}  ",
         f"Run: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {f.model}, "
-        f"{f.threads or 'default'} intra-op threads, claim batch {f.batch}, model batch {f.model_batch}, "
+        f"intra-op threads {f.threads or 'default'}, claim batch {f.batch}, model batch {f.model_batch}, "
         f"{f.records:,} turns x {f.rounds} rounds; padding {100 * f.padding.get('bare', 0):.0f} % sorted, "
         f"{100 * f.padding.get('unsorted', 0):.0f} % unsorted; load average {' -> '.join(f.load)}",
         "",
