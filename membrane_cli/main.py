@@ -48,6 +48,7 @@ PLUGINS = (
     ("membrane_cli.bench.query", bench_app),
     ("membrane_cli.bench.listing", bench_app),
     ("membrane_cli.bench.transfer", bench_app),
+    ("membrane_cli.bench.scale", bench_app),
     ("membrane_cli.bench.mixed", bench_app),
     ("membrane_cli.bench.embed", bench_app),
     ("membrane_cli.evaluate", eval_app),
