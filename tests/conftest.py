@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,7 @@ from membrane_core.testing import FakeClock
 from tests.support import services
 from tests.support.api import ServeFn, Server
 from tests.support.processes import ROOT, Proc, Spawn
+from tests.support.scripted_model import ScriptedModel, Step
 from tests.support.services import EMBEDDING_DIM
 
 # RFC 12.1: the embedding provider defaults to the local model when its extra is installed
@@ -233,3 +234,21 @@ def spawn(worker_env: dict[str, str], tmp_path: Path) -> Iterator[Spawn]:
     yield start
     for p in procs:
         p.stop()
+
+
+@pytest.fixture
+def scripted_model() -> Iterator[Callable[[dict[int, Step]], ScriptedModel]]:
+    """``scripted_model(script)`` → a started :class:`ScriptedModel`, stopped after the test."""
+    started: list[ScriptedModel] = []
+
+    def start(script: dict[int, Step]) -> ScriptedModel:
+        model = ScriptedModel(script)
+        model.thread.start()
+        started.append(model)
+        return model
+
+    yield start
+    for model in started:
+        model.server.shutdown()
+        model.server.server_close()
+        model.thread.join(10)

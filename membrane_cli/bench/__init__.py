@@ -3,6 +3,9 @@
 import math
 from pathlib import Path
 
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
 from membrane_core import Settings
 
 
@@ -12,6 +15,17 @@ def fresh_store(settings: Settings, data_dir: Path) -> Settings:
     ``MEMBRANE_REDIS_URL`` name: a benchmark never writes into a configured deployment."""
     return settings.model_copy(
         update={"data_dir": data_dir, "database_url": None, "read_database_url": None, "redis_url": None}
+    )
+
+
+def progress(console: Console, width: int = 28) -> Progress:
+    """The benchmarks' progress bars: a description ``width`` wide, the bar, done of total, time."""
+    return Progress(
+        TextColumn(f"{{task.description:<{width}}}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
     )
 
 

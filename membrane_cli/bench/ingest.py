@@ -34,7 +34,7 @@ import httpx
 import typer
 from pydantic import SecretStr
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import Progress
 from rich.table import Table
 
 from membrane_cli import bench
@@ -387,16 +387,6 @@ def _batches(
     return batches, rows
 
 
-def _progress() -> Progress:
-    return Progress(
-        TextColumn("{task.description:<34}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-    )
-
-
 def ingest(
     count: Annotated[int, typer.Option("--count", "-n", min=1, help="Captures to send.")] = 100_000,
     batch: Annotated[int, typer.Option(min=1, max=1000, help="Captures per batch request.")] = 1000,
@@ -473,7 +463,7 @@ def ingest(
             if stack is not None and (master := embedded.postmaster(stack.opts.data_dir)) is not None:
                 pids = {**pids, "postgres": master.pid}
             cpu_before = {name: cpu_seconds(pid) for name, pid in pids.items()}
-            with _progress() as progress:
+            with bench.progress(console, 34) as progress:
                 sent = progress.add_task("accepted (POST /v1/captures:batch)", total=count)
                 committed = progress.add_task("committed (operations succeeded)", total=count)
                 # --via sdk: batch, SDK, SDK, batch, half the captures each way, so that the

@@ -47,8 +47,8 @@ import httpx
 import psycopg
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from membrane_cli import bench
 from membrane_cli.bench import fresh_store
 from membrane_cli.bench import load as benchload
 from membrane_cli.bench import retrieve as synthetic
@@ -97,13 +97,7 @@ def _load(dsn: str, size: int, scopes: int, scope: str) -> dict[str, float]:
     corpus = synthetic.Corpus(dim=8, clusters=200, scopes=scopes, seed=11)
     benchload.drop_indexes(dsn)
     t0 = time.perf_counter()
-    with Progress(
-        TextColumn("{task.description:<28}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-    ) as progress:
+    with bench.progress(console) as progress:
         task = progress.add_task("COPY synthetic records", total=size)
         for chunk in synthetic._chunks(corpus, size, 20_000, datetime.now(UTC)):
             benchload.copy_chunk(
@@ -241,13 +235,7 @@ def _measure(cases: dict[Key, Callable[[], object]], rounds: int, warmup: int) -
     times: dict[Key, list[float]] = {k: [] for k in cases}
     keys = list(cases)
     order = random.Random(rounds)  # the same orders in every run of a size
-    with Progress(
-        TextColumn("{task.description:<28}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-    ) as progress:
+    with bench.progress(console) as progress:
         task = progress.add_task(f"rounds ({len(keys)} cases each)", total=warmup + rounds)
         for n in range(warmup + rounds):
             order.shuffle(keys)

@@ -34,7 +34,6 @@ from typing import Annotated, Any
 import numpy as np
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from membrane_cli import bench
@@ -298,13 +297,7 @@ def _load(
     benchload.drop_indexes(dsn)
     now = datetime.now(UTC)
     t0 = time.perf_counter()
-    with Progress(
-        TextColumn("{task.description:<28}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-    ) as progress:
+    with bench.progress(console) as progress:
         task = progress.add_task("COPY synthetic records", total=size)
         for chunk in _chunks(corpus, size, 20_000, now, sealed_share=sealed_share, sealer=sealer):
             benchload.copy_chunk(
@@ -353,13 +346,7 @@ def _measure(
     warmup: int,
 ) -> None:
     figures.loadavg.append(loadavg())
-    with Progress(
-        TextColumn("{task.description:<28}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-    ) as progress:
+    with bench.progress(console) as progress:
         task = progress.add_task(f"queries ({3 * len(stores)} variants each)", total=len(queries))
         order = random.Random(len(queries))  # the same orders in every run of a size
         for n, (scope, text, vec) in enumerate(queries):

@@ -36,8 +36,8 @@ import numpy as np
 import psycopg
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from membrane_cli import bench
 from membrane_cli.bench import fresh_store, ingest, maintenance
 from membrane_cli.bench import load as benchload
 from membrane_cli.bench import retrieve as synthetic
@@ -107,23 +107,13 @@ def _queries(world: store.World, n: int, embedder: synthetic.FixedEmbedder) -> l
     return out
 
 
-def _progress() -> Progress:
-    return Progress(
-        TextColumn("{task.description:<34}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-    )
-
-
 def _grow(dsn: str, world: store.World, start: int, stop: int) -> tuple[float, int, dict[str, float]]:
     """RFC 14.1: episodes ``start`` to ``stop`` by COPY, then the search indexes again and
     ANALYZE: the COPY's seconds, the records it wrote, the seconds of each index step."""
     benchload.drop_indexes(dsn)
     before = world.episodes + len(world.entities)
     t0 = time.perf_counter()
-    with _progress() as progress:
+    with bench.progress(console, 34) as progress:
         task = progress.add_task(f"COPY to {stop:,} episodes", total=stop - start)
         for chunk in store.chunks(world, start, stop, datetime.now(UTC)):
             store.copy(dsn, chunk)
@@ -154,7 +144,7 @@ def _ingest(m: Membrane, world: store.World, n: int, batch: int, offset: int, p:
 def _retrieve(retriever: Retriever, queries: list[Query], warmup: int, p: rep.Point) -> None:
     """Both variants of every query in an order drawn per query; the first ``warmup`` unmeasured."""
     order = random.Random(len(queries))
-    with _progress() as progress:
+    with bench.progress(console, 34) as progress:
         task = progress.add_task("queries (one scope, ten scopes)", total=len(queries))
         for n, query in enumerate(queries):
             variants = [("one", query.one), ("ten", query.ten)]

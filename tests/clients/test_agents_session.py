@@ -9,9 +9,7 @@ the session keeps the conversation in Membrane, on the live API and a real Postg
 from __future__ import annotations
 
 import asyncio
-import json
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -22,43 +20,13 @@ from membrane_client.agents import ITEM_TAG, MembraneSession, item_text
 from openai import AsyncOpenAI
 
 from tests.support.api import ServeFn
-from tests.support.scripted_model import ScriptedModel, Step
+from tests.support.scripted_model import ScriptedModel, Step, call, say
 
 SCOPE = "agents-session:chat-1"
 KEYS = {
     "eraser-key": {"read_scopes": [SCOPE], "write_scopes": [SCOPE], "actor": "dpo", "erase": True},
     "agent-key": {"read_scopes": [SCOPE], "write_scopes": [SCOPE], "actor": "agent"},
 }
-
-
-@pytest.fixture
-def model() -> Iterator[Callable[[dict[int, Step]], ScriptedModel]]:
-    started: list[ScriptedModel] = []
-
-    def start(script: dict[int, Step]) -> ScriptedModel:
-        scripted = ScriptedModel(script)
-        scripted.thread.start()
-        started.append(scripted)
-        return scripted
-
-    yield start
-    for scripted in started:
-        scripted.server.shutdown()
-        scripted.server.server_close()
-        scripted.thread.join(10)
-
-
-def call(name: str, **arguments: Any) -> dict[str, Any]:
-    tool_call = {"id": f"call_{uuid.uuid4().hex[:12]}", "type": "function"}
-    return {
-        "role": "assistant",
-        "content": None,
-        "tool_calls": [{**tool_call, "function": {"name": name, "arguments": json.dumps(arguments)}}],
-    }
-
-
-def say(text: str) -> dict[str, Any]:
-    return {"role": "assistant", "content": text}
 
 
 def contents(request: dict[str, Any], role: str) -> list[str]:
@@ -105,10 +73,10 @@ def records(url: str, status: list[str]) -> list[Any]:
 
 
 def test_the_runner_keeps_its_conversation_in_membrane(
-    serve: ServeFn, model: Callable[[dict[int, Step]], ScriptedModel]
+    serve: ServeFn, scripted_model: Callable[[dict[int, Step]], ScriptedModel]
 ) -> None:
     url = str(serve(keys=KEYS).base_url).rstrip("/")
-    scripted = model(SCRIPT)
+    scripted = scripted_model(SCRIPT)
     agent = make_agent(scripted)
     session = MembraneSession("chat-1", url=url, api_key="agent-key")
     assert isinstance(session, Session) and session.scope == SCOPE

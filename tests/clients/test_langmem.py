@@ -26,7 +26,7 @@ from membrane_client.langgraph import MembraneStore
 from membrane_client.mcp_server import MemoryTools
 
 from tests.support.api import ServeFn
-from tests.support.scripted_model import ScriptedModel, Step
+from tests.support.scripted_model import ScriptedModel, Step, call, say
 
 with warnings.catch_warnings():
     # langmem 0.0.30 imports Send from langgraph.constants, deprecated since LangGraph 1.0
@@ -47,41 +47,6 @@ def url(serve: ServeFn) -> str:
 def store(url: str) -> Iterator[MembraneStore]:
     with MembraneStore(url) as s:
         yield s
-
-
-@pytest.fixture
-def model() -> Iterator[Callable[[dict[int, Step]], ScriptedModel]]:
-    started: list[ScriptedModel] = []
-
-    def start(script: dict[int, Step]) -> ScriptedModel:
-        scripted = ScriptedModel(script)
-        scripted.thread.start()
-        started.append(scripted)
-        return scripted
-
-    yield start
-    for scripted in started:
-        scripted.server.shutdown()
-        scripted.server.server_close()
-        scripted.thread.join(10)
-
-
-def call(name: str, **arguments: Any) -> dict[str, Any]:
-    return {
-        "role": "assistant",
-        "content": None,
-        "tool_calls": [
-            {
-                "id": f"call_{uuid.uuid4().hex[:12]}",
-                "type": "function",
-                "function": {"name": name, "arguments": json.dumps(arguments)},
-            }
-        ],
-    }
-
-
-def say(text: str) -> dict[str, Any]:
-    return {"role": "assistant", "content": text}
 
 
 def tool_result(request: dict[str, Any]) -> str:
@@ -148,9 +113,9 @@ def ask(app: Any, text: str) -> str:
 
 
 def test_a_langmem_agent_creates_updates_and_deletes_memories(
-    store: MembraneStore, url: str, model: Callable[[dict[int, Step]], ScriptedModel]
+    store: MembraneStore, url: str, scripted_model: Callable[[dict[int, Step]], ScriptedModel]
 ) -> None:
-    scripted = model({1: script})
+    scripted = scripted_model({1: script})
     app = agent_graph(store, scripted)
 
     assert ask(app, "remember: I like dark mode") == "Noted."

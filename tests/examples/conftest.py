@@ -2,31 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 from membrane_client import Client
 
 from tests.support.api import ServeFn
-from tests.support.scripted_model import ScriptedModel, Step
-
-
-@pytest.fixture
-def scripted_model() -> Iterator[Callable[[dict[int, Step]], ScriptedModel]]:
-    """``scripted_model(script)`` → a started :class:`ScriptedModel`, stopped after the test."""
-    started: list[ScriptedModel] = []
-
-    def start(script: dict[int, Step]) -> ScriptedModel:
-        model = ScriptedModel(script)
-        model.thread.start()
-        started.append(model)
-        return model
-
-    yield start
-    for model in started:
-        model.server.shutdown()
-        model.server.server_close()
-        model.thread.join(10)
 
 
 @pytest.fixture

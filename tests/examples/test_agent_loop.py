@@ -8,12 +8,10 @@ from the system message of the turn. Every request it received is asserted on af
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import re
 import subprocess
 import sys
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -21,7 +19,7 @@ from typing import Any
 
 from membrane_client import Client
 
-from tests.support.scripted_model import ScriptedModel, Step
+from tests.support.scripted_model import ScriptedModel, Step, call, say
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "examples" / "agent_loop.py"
@@ -48,26 +46,6 @@ agent_loop = _load()
 
 
 # -- what the scripted model says and reads --------------------------------------------------
-
-
-def call(name: str, **arguments: Any) -> dict[str, Any]:
-    """An assistant message calling one tool."""
-    return {
-        "role": "assistant",
-        "content": None,
-        "tool_calls": [
-            {
-                "id": f"call_{uuid.uuid4().hex[:12]}",
-                "type": "function",
-                "function": {"name": name, "arguments": json.dumps(arguments)},
-            }
-        ],
-    }
-
-
-def say(text: str) -> dict[str, Any]:
-    """An assistant message that answers."""
-    return {"role": "assistant", "content": text}
 
 
 def system(request: dict[str, Any]) -> str:

@@ -13,6 +13,18 @@ _COPY = re.compile(r"COPY\s+(\w+)\s*\(([^)]*)\)\s+FROM STDIN \(FORMAT BINARY\)",
 
 
 def test_each_binary_copy_names_its_columns_types(database_url: str) -> None:
+    # every COPY a write batch and the inbox make, so that none is left out of the check
+    assert set(COPY_TYPES) == {
+        "copy_records",
+        "copy_payloads",
+        "copy_tags",
+        "copy_provenance",
+        "copy_relations",
+        "copy_audit",
+        "copy_work_items",
+        "copy_entity_terms",
+        "op_copy",
+    }
     with psycopg.connect(database_url) as conn:
         for name, types in COPY_TYPES.items():
             match = _COPY.search(q(name))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import uuid
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -84,3 +85,23 @@ class ScriptedModel:
     def turn_requests(self, turn: int) -> list[dict[str, Any]]:
         """The requests of user turn ``turn`` (1-based)."""
         return [r for r in self.requests if sum(m["role"] == "user" for m in r["messages"]) == turn]
+
+
+def call(name: str, **arguments: Any) -> dict[str, Any]:
+    """An assistant message calling one tool."""
+    return {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": f"call_{uuid.uuid4().hex[:12]}",
+                "type": "function",
+                "function": {"name": name, "arguments": json.dumps(arguments)},
+            }
+        ],
+    }
+
+
+def say(text: str) -> dict[str, Any]:
+    """An assistant message that answers."""
+    return {"role": "assistant", "content": text}
