@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -42,7 +42,7 @@ from membrane_core.storage.db import Database
 from membrane_core.storage.replica import parse_lsn
 from membrane_core.storage.retrieval import ReadFilter
 from membrane_core.storage.rowbatch import SEALED_RATIONALE, norm_term
-from membrane_core.trust import ALL_SCOPES, TrustPolicy
+from membrane_core.trust import ALL_SCOPES, TrustPolicy, Visibility
 
 #: RFC 10.7: the most scopes ``GET /v1/scopes`` lists.
 MAX_SCOPES = 10_000
@@ -50,9 +50,23 @@ MAX_SCOPES = 10_000
 DEFAULT_STATUSES = (RevisionStatus.ACTIVE, RevisionStatus.CONTESTED)
 
 
-def _full(policy: TrustPolicy) -> Any:
+def _seen(policy: TrustPolicy) -> Callable[[str, str], Visibility]:
+    """RFC 7.3: the caller's visibility of a scope and sensitivity, each pair checked once a
+    page (a page holds few of them)."""
+    memo: dict[tuple[str, str], Visibility] = {}
+
+    def seen(scope: str, sens: str) -> Visibility:
+        v = memo.get((scope, sens))
+        if v is None:
+            v = memo[(scope, sens)] = policy.visibility(scope, Sensitivity(sens))
+        return v
+
+    return seen
+
+
+def _full(seen: Callable[[str, str], Visibility]) -> Callable[[str, str], bool]:
     """RFC 2.5: a relation target is shown only when the caller sees it in full."""
-    return lambda scope, sens: policy.visibility(scope, Sensitivity(sens)) == "full"
+    return lambda scope, sens: seen(scope, sens) == "full"
 
 
 def _entity(value: str | None) -> uuid.UUID | None:
@@ -150,9 +164,10 @@ class Listing:
         if req.cursor is not None:
             query = dataclasses.replace(query, after=_position(req.cursor, fp))
         token = parse_lsn(req.min_lsn) if req.min_lsn else None
+        seen = _seen(policy)
         with self.db.read(token, single=True) as (conn, served_by):  # one statement
-            rows = store.records_page(conn, query, _full(policy))
-        views, used, last, cut = self._views(rows, policy, req, now)
+            rows = store.records_page(conn, query, _full(seen))
+        views, used, last, cut = self._views(rows, seen, req, now)
         more = cut or len(rows) > req.limit or any(not r.fits for r in rows)
         next_cursor = (
             cursor.encode({"c": last.created_at.isoformat(), "i": str(last.id)}, fp)
@@ -182,7 +197,11 @@ class Listing:
         )
 
     def _views(
-        self, rows: list[store.Listed], policy: TrustPolicy, req: RecordListRequest, now: datetime
+        self,
+        rows: list[store.Listed],
+        seen: Callable[[str, str], Visibility],
+        req: RecordListRequest,
+        now: datetime,
     ) -> tuple[list[bytes], int, store.Listed | None, bool]:
         """RFC 7.3, 8.3: the JSON of the caller's views of the rows that fit, their bytes
         measured again; the last row read (the next page starts after it) and whether the
@@ -195,7 +214,7 @@ class Listing:
             rec = row.record
             if not row.fits or rec is None:
                 break
-            visibility = policy.visibility(rec.scope, Sensitivity(rec.sensitivity))
+            visibility = seen(rec.scope, rec.sensitivity)
             if visibility != "hidden":
                 redacted = visibility == "redacted"
                 shown = rec if redacted else rec.opened(self.sealer)

@@ -13,12 +13,12 @@ from typing import Any, NamedTuple
 import psycopg
 from pgvector import Vector
 from psycopg.rows import dict_row
-from pydantic import TypeAdapter
+from pydantic import BaseModel, TypeAdapter
 from pydantic_core import to_json
 
 from membrane_core import decay
 from membrane_core.enums import RevisionStatus, Sensitivity
-from membrane_core.models import MemoryRecord, Payload, ProvenanceSource
+from membrane_core.models import MemoryRecord, Payload
 from membrane_core.results import RecordView, shown_references
 from membrane_core.retrieval.fusion import FEATURES
 from membrane_core.sealing import Sealer
@@ -62,7 +62,6 @@ class ReadFilter:
         }
 
 
-_PROVENANCE: TypeAdapter[list[ProvenanceSource]] = TypeAdapter(list[ProvenanceSource])
 _PAYLOAD: TypeAdapter[Payload] = TypeAdapter(Payload)
 
 
@@ -70,8 +69,8 @@ _PAYLOAD: TypeAdapter[Payload] = TypeAdapter(Payload)
 class Stored:
     """A record as a retrieval read hydrated it (RFC 8.3): the fields the service checks again,
     and its row (``record_fields``, relations already cut to targets shown in full), from
-    which the caller's view is built directly: its payload, provenance, validity and
-    relations go through their models, as a read by id has them; the full
+    which the caller's view is built directly: its payload goes through its model, as a read
+    by id has it, and its provenance is read in the view's JSON form; the full
     :class:`MemoryRecord` is validated only when asked for (the selector's candidates,
     RFC 8.5).
     """
@@ -119,9 +118,10 @@ class Stored:
     def view(self, *, salience: float, status: str, redacted: bool, score: float | None = None) -> RecordView:
         """RFC 7.3: the caller's view (metadata only when ``redacted``), as
         :func:`membrane_core.results.view` makes it from the full record."""
-        return RecordView.model_validate(
-            self.view_fields(salience=salience, status=status, redacted=redacted, score=score)
-        )
+        fields = self.view_fields(salience=salience, status=status, redacted=redacted, score=score)
+        if isinstance(fields["payload"], BaseModel):  # the view holds it as its JSON form
+            fields["payload"] = fields["payload"].model_dump(mode="json")
+        return RecordView.model_validate(fields)
 
     def view_json(self, *, salience: float, status: str, redacted: bool, score: float | None = None) -> bytes:
         """RFC 10.7: the view's JSON, byte for byte :meth:`view`'s ``model_dump_json()``, without
@@ -132,9 +132,10 @@ class Stored:
         self, *, salience: float, status: str, redacted: bool, score: float | None = None
     ) -> dict[str, Any]:
         """Every field of :class:`RecordView`, in its order, as its JSON holds them: the payload
-        and provenance through their models, the rest as stored (their types are the view's)."""
+        as its model (its JSON form where references were cut), the rest as stored (their types
+        are the view's; the provenance is read in its JSON form)."""
         row = self.row
-        payload: dict[str, Any] | None = None
+        payload: Payload | dict[str, Any] | None = None
         summary: str | None = None
         tags: list[str] = []
         metadata: dict[str, Any] = {}
@@ -144,17 +145,18 @@ class Stored:
         if not redacted:
             # the payload through its model: maintenance writes some of its fields in SQL
             # (timestamps, rates), and a field a later model adds takes its default; its
-            # references only with their relations (RFC 2.5)
+            # references only with their relations (RFC 2.5). Without references the model
+            # itself goes in, and the view's JSON is its serialisation.
             relations = row["relations"]
-            payload = shown_references(
-                _PAYLOAD.dump_python(_PAYLOAD.validate_python(row["payload"]), mode="json"),
-                ((rel["predicate"], rel["target_id"]) for rel in relations),
-            )
+            raw, payload = row["payload"], _PAYLOAD.validate_python(row["payload"])
+            if raw.get("supersedes") is not None or raw.get("superseded_by") is not None:
+                payload = shown_references(
+                    _PAYLOAD.dump_python(payload, mode="json"),
+                    ((rel["predicate"], rel["target_id"]) for rel in relations),
+                )
             summary, tags, metadata = row["summary"], row["tags"], row["metadata"]
-            prov = row["provenance"]
-            provenance = (
-                _PROVENANCE.dump_python(_PROVENANCE.validate_python(prov), mode="json") if prov else []
-            )
+            # already in the view's form (record_fields): each source as its model dumps it
+            provenance = row["provenance"]
             validity = (
                 {
                     "mode": row["validity_mode"],

@@ -4,6 +4,7 @@ redaction, as-of reads, lineage, operations, the work queue and scopes."""
 from __future__ import annotations
 
 import uuid
+from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
@@ -12,6 +13,7 @@ import pytest
 from membrane_core import Membrane, errors
 from membrane_core.enums import Sensitivity
 from membrane_core.listing.results import RecordPage
+from membrane_core.models import ProvenanceSource
 from membrane_core.testing import FakeClock
 from membrane_core.trust import DEVELOPMENT_POLICY, TrustPolicy
 from tests.support.records import bury
@@ -417,3 +419,35 @@ def test_a_pages_json_is_its_views_own(membrane: Membrane, clock: FakeClock) -> 
             assert view.model_dump(exclude={"salience", "score"}) == by_id.model_dump(
                 exclude={"salience", "score"}
             )
+
+
+def test_provenance_is_read_in_the_views_own_form(membrane: Membrane, database_url: str) -> None:
+    """RFC 10.7: the statement writes each source as its model dumps it (UTC with ``Z``,
+    microseconds only when there are some), so a view passes it on unvalidated."""
+    rid = event(membrane, "sourced")
+    sources = [
+        ("tool_call", "run 7", "sha256:ab", "agent", "2026-03-01T10:00:00.000250+02:00"),
+        ("artifact", "doc 9", None, None, "2026-03-01T08:00:00+00:00"),
+        ("outcome", "result 3", None, "agent", None),
+    ]
+    with psycopg.connect(database_url) as conn:
+        conn.cursor().executemany(
+            "INSERT INTO provenance_sources (record_id, kind, ref, hash, created_by, ts, added_at)"
+            " VALUES (%s, %s, %s, %s, %s, %s, now())",
+            [(rid, *s) for s in sources],
+        )
+    # Postgres keeps the instant: the model's form of it in UTC
+    wanted = [
+        ProvenanceSource(
+            kind=k, ref=r, hash=h, created_by=c, timestamp=t and datetime.fromisoformat(t).astimezone(UTC)
+        ).model_dump(mode="json")
+        for k, r, h, c, t in sources
+    ]
+    assert wanted[0]["timestamp"] == "2026-03-01T08:00:00.000250Z"  # the model's own form
+    assert wanted[1]["timestamp"] == "2026-03-01T08:00:00Z"
+    raw = membrane.listing.records_json({"scopes": ["a"]}, FULL)
+    page = RecordPage.model_validate_json(raw)
+    assert page.model_dump_json().encode() == raw
+    [view] = [r for r in page.records if r.id == rid]
+    assert view.model_dump(mode="json")["provenance"][-3:] == wanted
+    assert membrane.get(rid, FULL).model_dump(mode="json")["provenance"][-3:] == wanted

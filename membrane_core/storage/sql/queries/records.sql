@@ -99,16 +99,19 @@ SELECT /*@record_fields*/,
  WHERE r.id = ANY(%(ids)s::uuid[])
 
 -- name: record_fields
--- Fragment (/*@record_fields*/): a record's columns, payload (p), tags and provenance (the sources added by as_of, when the read has one: RFC 5.6), as records.row_to_record reads them (RFC 2.1); a sealed record's ciphertext (its payload, summary, metadata and tags, RFC 7.6). Lists are ARRAY subqueries rather than ordered aggregates: the tags come in the primary key's order, with no sort, and no aggregate state is set up for each row (RFC 8.3).
+-- Fragment (/*@record_fields*/): a record's columns, payload (p), tags and provenance (the sources added by as_of, when the read has one: RFC 5.6), as records.row_to_record reads them (RFC 2.1); a sealed record's ciphertext (its payload, summary, metadata and tags, RFC 7.6). The provenance is JSON in the view's form already (its fields in the model's order, each time as UTC with `Z`, microseconds only when it has some), so a view passes it on as it is (RFC 10.7). Lists are ARRAY subqueries rather than ordered aggregates: the tags come in the primary key's order, with no sort, and no aggregate state is set up for each row (RFC 8.3).
 r.id, r.type, r.scope, r.sensitivity, r.confidence, r.salience, r.status,
 r.decay_curve, r.half_life_seconds, r.min_salience, r.max_age_seconds,
 r.reinforcement_gain, r.base_salience, r.reinforced_at, r.pinned, r.deletion_policy,
 r.validity_mode, r.valid_from, r.valid_to, r.recorded_at, r.retracted_at,
 r.occurred_at, r.created_at, r.updated_at, r.summary, r.metadata, p.body AS payload, p.sealed,
 ARRAY(SELECT t.tag FROM record_tags t WHERE t.record_id = r.id ORDER BY t.tag) AS tags,
-to_jsonb(ARRAY(SELECT jsonb_build_object('kind', s.kind, 'ref', s.ref, 'hash', s.hash,
-                                         'created_by', s.created_by, 'timestamp', s.ts)
-                 FROM provenance_sources s WHERE s.record_id = r.id
-                  AND (%(as_of)s::timestamptz IS NULL OR s.added_at IS NULL
-                       OR s.added_at <= %(as_of)s::timestamptz)
-                ORDER BY s.id)) AS provenance
+to_json(ARRAY(SELECT json_build_object('kind', s.kind, 'ref', s.ref, 'hash', s.hash, 'created_by', s.created_by,
+                                       'timestamp', to_char(s.ts AT TIME ZONE 'UTC',
+                                           CASE WHEN date_trunc('second', s.ts) = s.ts
+                                                THEN 'YYYY-MM-DD"T"HH24:MI:SS"Z"'
+                                                ELSE 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"' END))
+                FROM provenance_sources s WHERE s.record_id = r.id
+                 AND (%(as_of)s::timestamptz IS NULL OR s.added_at IS NULL
+                      OR s.added_at <= %(as_of)s::timestamptz)
+               ORDER BY s.id)) AS provenance

@@ -482,12 +482,15 @@ r.reinforcement_gain, r.base_salience, r.reinforced_at, r.pinned, r.deletion_pol
 r.validity_mode, r.valid_from, r.valid_to, r.recorded_at, r.retracted_at,
 r.occurred_at, r.created_at, r.updated_at, r.summary, r.metadata, p.body AS payload, p.sealed,
 ARRAY(SELECT t.tag FROM record_tags t WHERE t.record_id = r.id ORDER BY t.tag) AS tags,
-to_jsonb(ARRAY(SELECT jsonb_build_object('kind', s.kind, 'ref', s.ref, 'hash', s.hash,
-                                         'created_by', s.created_by, 'timestamp', s.ts)
-                 FROM provenance_sources s WHERE s.record_id = r.id
-                  AND ($5::timestamptz IS NULL OR s.added_at IS NULL
-                       OR s.added_at <= $5::timestamptz)
-                ORDER BY s.id)) AS provenance,
+to_json(ARRAY(SELECT json_build_object('kind', s.kind, 'ref', s.ref, 'hash', s.hash, 'created_by', s.created_by,
+                                       'timestamp', to_char(s.ts AT TIME ZONE 'UTC',
+                                           CASE WHEN date_trunc('second', s.ts) = s.ts
+                                                THEN 'YYYY-MM-DD"T"HH24:MI:SS"Z"'
+                                                ELSE 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"' END))
+                FROM provenance_sources s WHERE s.record_id = r.id
+                 AND ($5::timestamptz IS NULL OR s.added_at IS NULL
+                      OR s.added_at <= $5::timestamptz)
+               ORDER BY s.id)) AS provenance,
        to_jsonb(ARRAY(SELECT jsonb_build_object('predicate', l.predicate, 'target_id', l.target_id,
                                          'weight', l.weight, 'target_scope', x.scope,
                                          'target_sensitivity', x.sensitivity)
