@@ -9,7 +9,6 @@ refuses a non-loopback host without API keys, RFC 7.5).
 from __future__ import annotations
 
 import contextlib
-import gc
 import logging
 import os
 from collections.abc import AsyncIterator, Sequence
@@ -29,6 +28,7 @@ from api.ratelimit import Limiter, RedisLimiter
 from api.readiness import READY_TIMEOUT_SECONDS
 from api.routes import captures, lists, operators, reads, review, revisions, transfer
 from membrane_core import Membrane, Settings
+from membrane_core.heap import freeze_heap
 from membrane_core.inbox.submit import Dispatcher
 
 log = logging.getLogger(__name__)
@@ -73,15 +73,6 @@ class CeleryBroker:
     def close(self) -> None:
         """Release the broker connection pool."""
         self.celery.close()
-
-
-def freeze_heap() -> None:
-    """RFC 13.1: move everything the process built to start (modules, schemas, the app, the
-    pools) out of the collector's reach before the first request. A full collection otherwise
-    walks all of it, and took 88 ms in the middle of a request that allocated the one object
-    too many; after the freeze it walks only what requests keep, about 2 ms."""
-    gc.collect()
-    gc.freeze()
 
 
 def create_app(

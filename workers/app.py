@@ -22,6 +22,7 @@ from kombu.entity import Queue
 import beat_schedule
 import workers.logs  # noqa: F401  (connects the logging signals of every Celery process, RFC 14.3)
 from membrane_core import Membrane, Settings
+from membrane_core.heap import freeze_heap
 from workers import config
 from workers import metrics as _metrics  # noqa: F401  (connects a pool's task metrics, RFC 14.2)
 from workers import tracing as _tracing  # noqa: F401  (connects the tracing signals, RFC 14.4)
@@ -178,6 +179,8 @@ def _build_after_fork(**_: Any) -> None:
     # Resources made before the fork belong to the parent; start from scratch.
     _state.clear()
     membrane()
+    # RFC 13.1: what the process serves with is built; a task's collections walk only its own
+    freeze_heap()
 
 
 @worker_process_shutdown.connect  # type: ignore[untyped-decorator]  # as above
