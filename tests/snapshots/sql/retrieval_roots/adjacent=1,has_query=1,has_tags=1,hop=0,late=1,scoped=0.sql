@@ -152,7 +152,7 @@ AND (NOT $13 OR current_salience(r.base_salience, r.reinforced_at,
                SELECT e.record_id AS id, e.embedding <=> $17::vector AS dist
                  FROM record_embeddings e
                  JOIN memory_records r ON r.id = e.record_id
-                WHERE ($1 OR (e.scope = s.scope AND r.scope = s.scope))
+                WHERE ($1 OR (e.scope = s.scope AND r.scope IS NOT DISTINCT FROM s.scope))
                   AND r.sensitivity_rank <= $8 + 1
 AND ($5::timestamptz IS NULL OR r.recorded_at <= $5::timestamptz)
 AND ($9::timestamptz IS NULL
