@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any, Literal
 from uuid import UUID
@@ -44,14 +44,20 @@ class RecordView(Frozen):
 REFERENCE_FIELDS = ("supersedes", "superseded_by")
 
 
+def has_references(payload: Mapping[str, Any]) -> bool:
+    """RFC 2.5: whether ``payload`` names another record in a reference field."""
+    # REFERENCE_FIELDS, spelled out: this runs for every record a read shows
+    return payload.get("supersedes") is not None or payload.get("superseded_by") is not None
+
+
 def shown_references(
     payload: dict[str, Any] | None, relations: Iterable[tuple[str, object]]
 ) -> dict[str, Any] | None:
     """RFC 2.5, 5.6: ``payload`` with each reference field emptied unless ``relations``
     (``(predicate, target_id)`` as the view shows them) hold its relation, so that a view
     never names a record its caller may not see, nor, as of a time, one made after it."""
-    if not payload or (payload.get("supersedes") is None and payload.get("superseded_by") is None):
-        return payload  # REFERENCE_FIELDS, spelled out: this runs for every record a read shows
+    if not payload or not has_references(payload):
+        return payload
     shown = {(p, str(t)) for p, t in relations}
     return {
         **payload,

@@ -1,12 +1,17 @@
 """Benchmarks: commands that print figures beside a baseline, never timed tests (RFC 14.1)."""
 
+import contextlib
 import math
+import shutil
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from membrane_core import Settings
+from membrane_core.storage import embedded
 
 
 def fresh_store(settings: Settings, data_dir: Path) -> Settings:
@@ -16,6 +21,19 @@ def fresh_store(settings: Settings, data_dir: Path) -> Settings:
     return settings.model_copy(
         update={"data_dir": data_dir, "database_url": None, "read_database_url": None, "redis_url": None}
     )
+
+
+@contextlib.contextmanager
+def temp_store(name: str, store: str = "") -> Iterator[Path]:
+    """RFC 14.1: a benchmark's own temporary folder (``membrane-bench-<name>-*``). On leaving,
+    the embedded Postgres of ``folder / store`` is stopped, since it outlives its process
+    otherwise (RFC 11.2), and the folder is removed."""
+    folder = Path(tempfile.mkdtemp(prefix=f"membrane-bench-{name}-"))
+    try:
+        yield folder
+    finally:
+        embedded.stop(folder / store)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def progress(console: Console, width: int = 28) -> Progress:

@@ -19,8 +19,6 @@ are reported, never asserted.
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 import time
 import uuid
 from collections.abc import Sequence
@@ -46,7 +44,7 @@ from membrane_core.providers import LocalMiniLMProvider
 from membrane_core.providers.base import unit
 from membrane_core.retrieval import late
 from membrane_core.sealing import NO_KEYS
-from membrane_core.storage import derived, embedded
+from membrane_core.storage import derived
 
 console = Console()
 
@@ -311,8 +309,7 @@ def embed(
     markdown: Annotated[Path | None, typer.Option(help="Write the result block into this file.")] = None,
 ) -> None:
     """RFC 12.4, 14.1: the embedding pool's records/s beside the bare model on the same session."""
-    folder = Path(tempfile.mkdtemp(prefix="membrane-bench-embed-"))
-    try:
+    with bench.temp_store("embed") as folder:
         f = measure(
             folder,
             records=records,
@@ -322,9 +319,6 @@ def embed(
             threads=threads,
             quantized=int8,
         )
-    finally:
-        embedded.stop(folder)  # the embedded server outlives its process unless stopped (RFC 11.2)
-        shutil.rmtree(folder, ignore_errors=True)
     argv = (
         f"membrane bench embed --records {records} --rounds {rounds} --batch {batch} "
         f"--model-batch {model_batch} --threads {threads}" + ("" if int8 else " --no-int8")

@@ -31,8 +31,6 @@ from __future__ import annotations
 import functools
 import http.client
 import random
-import shutil
-import tempfile
 import time
 import urllib.parse
 import uuid
@@ -302,15 +300,12 @@ def list_records(
     markdown: Annotated[Path | None, typer.Option(help="Write the result block into this file.")] = None,
 ) -> None:
     """RFC 10.7, 14.1: a page of records (first and deep) beside a bare indexed read of the same rows."""
-    folder = Path(tempfile.mkdtemp(prefix="membrane-bench-list-"))
     try:
-        figures = _run(folder, records, scopes, page, rounds, warmup)
+        with bench.temp_store("list") as folder:
+            figures = _run(folder, records, scopes, page, rounds, warmup)
     except errors.MembraneError as exc:
         console.print(f"[red]{exc.message}[/red]")
         raise typer.Exit(1) from exc
-    finally:
-        embedded.stop(folder)  # the embedded server outlives its process unless stopped (RFC 11.2)
-        shutil.rmtree(folder, ignore_errors=True)
     argv = (
         f"membrane bench list --records {records} --scopes {scopes} --page {page} "
         f"--rounds {rounds} --warmup {warmup}"

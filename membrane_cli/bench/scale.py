@@ -24,8 +24,6 @@ and 1B records. Targets are reported, never asserted.
 from __future__ import annotations
 
 import random
-import shutil
-import tempfile
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -304,15 +302,12 @@ def scale(
         settings.batch_size,
     )
     figures = rep.Figures(argv=opts.argv(), scopes=scopes, vector_share=vector_share)
-    folder = Path(tempfile.mkdtemp(prefix="membrane-bench-scale-"))
     try:
-        _run(folder, opts, figures)
+        with bench.temp_store("scale") as folder:
+            _run(folder, opts, figures)
     except errors.MembraneError as exc:
         console.print(f"[red]{exc.message}[/red]")
         raise typer.Exit(1) from exc
-    finally:
-        embedded.stop(folder)  # the embedded server outlives its process unless stopped (RFC 11.2)
-        shutil.rmtree(folder, ignore_errors=True)
     rep.print_figures(console, figures)
     if markdown:
         rep.write_markdown(markdown, rep.report(figures, ingest.hardware()))

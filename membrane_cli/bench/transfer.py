@@ -14,9 +14,7 @@ the captures' p50 and p99 before and during it.
 
 from __future__ import annotations
 
-import shutil
 import statistics
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -193,12 +191,8 @@ def transfer(
     markdown: Annotated[Path | None, typer.Option(help="Write the result block into this file.")] = None,
 ) -> None:
     """RFC 15.1, 15.2, 14.1: export and import beside raw COPY TO and COPY FROM of the same tables."""
-    folder = Path(tempfile.mkdtemp(prefix="membrane-bench-transfer-"))
-    try:
+    with bench.temp_store("transfer", "store") as folder:
         f = _transfer(folder, records, scopes)
-    finally:
-        embedded.stop(folder / "store")
-        shutil.rmtree(folder, ignore_errors=True)
     block = _transfer_report(f, f"membrane bench transfer --records {records} --scopes {scopes}")
     console.print(block, highlight=False)
     if markdown:
@@ -321,12 +315,8 @@ def erase(
     markdown: Annotated[Path | None, typer.Option(help="Write the result block into this file.")] = None,
 ) -> None:
     """RFC 15.4, 14.1: erase a scope while captures go on in the others; their p99 before and during."""
-    folder = Path(tempfile.mkdtemp(prefix="membrane-bench-erase-"))
-    try:
+    with bench.temp_store("erase", "store") as folder:
         f = _erase(folder, records, scope_size, window)
-    finally:
-        embedded.stop(folder / "store")
-        shutil.rmtree(folder, ignore_errors=True)
     block = _erase_report(
         f, f"membrane bench erase --records {records} --scope-size {scope_size} --window {window:g}"
     )

@@ -19,7 +19,7 @@ from pydantic_core import to_json
 from membrane_core import decay
 from membrane_core.enums import RevisionStatus, Sensitivity
 from membrane_core.models import MemoryRecord, Payload
-from membrane_core.results import RecordView, shown_references
+from membrane_core.results import RecordView, has_references, shown_references
 from membrane_core.retrieval.fusion import FEATURES
 from membrane_core.sealing import Sealer
 from membrane_core.storage import records
@@ -148,8 +148,8 @@ class Stored:
             # references only with their relations (RFC 2.5). Without references the model
             # itself goes in, and the view's JSON is its serialisation.
             relations = row["relations"]
-            raw, payload = row["payload"], _PAYLOAD.validate_python(row["payload"])
-            if raw.get("supersedes") is not None or raw.get("superseded_by") is not None:
+            payload = _PAYLOAD.validate_python(row["payload"])
+            if has_references(row["payload"]):
                 payload = shown_references(
                     _PAYLOAD.dump_python(payload, mode="json"),
                     ((rel["predicate"], rel["target_id"]) for rel in relations),
