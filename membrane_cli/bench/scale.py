@@ -113,9 +113,11 @@ def _grow(dsn: str, world: store.World, start: int, stop: int) -> tuple[float, i
     t0 = time.perf_counter()
     with bench.progress(console, 34) as progress:
         task = progress.add_task(f"COPY to {stop:,} episodes", total=stop - start)
-        for chunk in store.chunks(world, start, stop, datetime.now(UTC)):
-            store.copy(dsn, chunk)
-            progress.advance(task, len(chunk.work) - len(chunk.tables["terms"]))
+        store.load(
+            dsn,
+            store.chunks(world, start, stop, datetime.now(UTC)),
+            lambda chunk: progress.advance(task, len(chunk.work) - len(chunk.tables["terms"])),
+        )
     copy_s = time.perf_counter() - t0
     with console.status("building the GIN and HNSW indexes again, ANALYZE"):
         build = benchload.build_indexes(dsn)

@@ -16,7 +16,9 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Iterator
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
@@ -192,13 +194,21 @@ def _entity(
     work.append(("decay", eid, now + timedelta(days=ENTITY_HALF_LIFE)))
 
 
-def copy(dsn: str, chunk: Chunk) -> None:
-    """One chunk: the records and their rows by the COPY loader of ``bench retrieve``, then
-    their audit entries and decay checkpoints."""
+def copy_records(dsn: str, chunk: Chunk) -> None:
+    """The first stage of a chunk: its ``memory_records`` rows, committed on their own."""
+    benchload.copy_chunk(
+        dsn, records=chunk.tables["records"], payloads=(), embeddings=(), relations=(), entity_terms=()
+    )
+
+
+def copy_rest(dsn: str, chunk: Chunk) -> None:
+    """The second stage of a chunk, once its records are committed: every row that refers to a
+    record (payloads, vectors, relations, terms, tags, provenance), then the audit entries and
+    decay checkpoints."""
     t = chunk.tables
     benchload.copy_chunk(
         dsn,
-        records=t["records"],
+        records=(),
         payloads=t["payloads"],
         embeddings=t["embeddings"],
         relations=t["relations"],
@@ -211,6 +221,33 @@ def copy(dsn: str, chunk: Chunk) -> None:
             with cur.copy(q(name)) as out:
                 for row in rows:
                     out.write_row(row)
+
+
+def load(dsn: str, chunks: Iterable[Chunk], done: Callable[[Chunk], None]) -> None:
+    """Write ``chunks`` in two stages on two connections, as a pipeline: a chunk's records while
+    the previous chunk's other rows are written and the next chunk is made. A chunk refers only
+    to records of itself and of earlier chunks, which its second stage waits for, so every
+    foreign key holds when it is checked. One backend per stage keeps both cores busy, where
+    one connection left the second idle: at most two chunks are in flight. ``done`` is called
+    with each chunk once both stages are committed."""
+    inflight: deque[tuple[Chunk, Future[None]]] = deque()
+    with ThreadPoolExecutor(1) as first, ThreadPoolExecutor(1) as second:
+
+        def stage_two(records: Future[None], chunk: Chunk) -> None:
+            records.result()
+            copy_rest(dsn, chunk)
+
+        for chunk in chunks:
+            while len(inflight) >= 2:
+                finished, future = inflight.popleft()
+                future.result()
+                done(finished)
+            records = first.submit(copy_records, dsn, chunk)
+            inflight.append((chunk, second.submit(stage_two, records, chunk)))
+        while inflight:
+            finished, future = inflight.popleft()
+            future.result()
+            done(finished)
 
 
 class TableBytes(NamedTuple):
