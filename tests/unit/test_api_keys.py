@@ -128,6 +128,6 @@ def test_membrane_keys_lists_ids_and_policies_never_a_key(tmp_path: Path) -> Non
     assert {r["id"] for r in json.loads(from_file.output)} == set(rows)
     path.write_text("{")
     broken = CliRunner().invoke(
-        cli, ["keys"], env={"MEMBRANE_API_KEYS": None, "MEMBRANE_API_KEYS_FILE": str(path)}
+        cli, ["keys"], env={"MEMBRANE_API_KEYS": None, "MEMBRANE_API_KEYS_FILE": str(path), "COLUMNS": "400"}
     )
     assert broken.exit_code == 2 and "not valid JSON" in broken.output
