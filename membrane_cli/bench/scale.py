@@ -206,10 +206,14 @@ def _measure(
     point.loadavg.append(synthetic.loadavg())
     with console.status(f"{opts.captures:,} captures through the inbox and the worker"):
         _ingest(m, world, opts.captures, opts.capture_batch, 10_000_000 * (step + 1), point)
+    read = store.disk_read_bytes()
     _retrieve(*retrieval, opts.warmup, point)
+    point.reads["queries"] = store.disk_read_bytes() - read
     with console.status("list pages, decay and prune sweeps"):
         _page(m, dsn, opts.rounds, point)
+        read = store.disk_read_bytes()
         _sweeps(m, dsn, opts.due, opts.batch, opts.seed + step, point)
+        point.reads["sweeps"] = store.disk_read_bytes() - read
     point.disk = store.disk(dsn)
     point.loadavg.append(synthetic.loadavg())
     return point

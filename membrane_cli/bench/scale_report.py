@@ -36,6 +36,8 @@ LABELS = {
     "page99": ("list page (largest scope, first 50), p99", False),
     "decay": ("decay sweep, 1,000 due", True),
     "prune": ("prune sweep, 1,000 due", True),
+    "read_queries": ("read from disk during the queries, MB", False),
+    "read_sweeps": ("read from disk during the sweeps, MB", False),
     "bytes": ("disk, bytes per record (tables and indexes)", False),
     "settle": ("autovacuum catching up after the growth, s", False),
     "dead": ("dead rows (all tables) / autovacuum runs so far", False),
@@ -72,6 +74,9 @@ class Point:
     settled: list[str] = field(default_factory=list)
     loadavg: list[str] = field(default_factory=list)
     wall_s: float = 0.0
+    #: bytes the machine's disks read during the queries and during the sweeps (what the
+    #: page cache did not hold: RFC 14.1)
+    reads: dict[str, int] = field(default_factory=dict)
 
     def values(self) -> dict[str, float]:
         """Each figure of the growth table as a number (ms for latencies)."""
@@ -90,6 +95,8 @@ class Point:
             "page99": bench.percentile(self.page, 99),
             "decay": self.sweeps["decay"].seconds * 1000 if "decay" in self.sweeps else 0.0,
             "prune": self.sweeps["prune"].seconds * 1000 if "prune" in self.sweeps else 0.0,
+            "read_queries": self.reads.get("queries", 0) / 1e6,
+            "read_sweeps": self.reads.get("sweeps", 0) / 1e6,
             "bytes": total / d.records if d and d.records else 0.0,
             "settle": self.settle_s,
             "dead": float(sum(v.dead for v in d.vacuum)) if d else 0.0,
@@ -111,7 +118,7 @@ class Figures:
 
 def _cell(key: str, p: Point) -> str:
     v = p.values()[key]
-    if key in ("records", "copy", "ingest", "bytes"):
+    if key in ("records", "copy", "ingest", "bytes", "read_queries", "read_sweeps"):
         return f"{v:,.0f}"
     if key in ("build", "settle"):
         return f"{v:,.1f}"
@@ -316,6 +323,7 @@ def print_point(console: Console, p: Point) -> None:
         f"indexes {v['build']:.0f} s; ingest {v['ingest']:,.0f} captures/s committed; retrieve one scope "
         f"{v['one50']:.2f} / {v['one99']:.2f} ms, ten {v['ten50']:.2f} / {v['ten99']:.2f} ms; list page "
         f"{v['page50']:.2f} / {v['page99']:.2f} ms; decay {v['decay']:,.0f} ms, prune {v['prune']:,.0f} ms; "
+        f"read from disk {v['read_queries']:,.0f} MB (queries), {v['read_sweeps']:,.0f} MB (sweeps); "
         f"{v['bytes']:,.0f} bytes/record; {p.wall_s / 60:.1f} min",
         highlight=False,
     )

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -320,6 +321,21 @@ def settle(dsn: str, *, quiet: float = 15.0, limit: float = 1800.0) -> tuple[flo
                 break
             time.sleep(1.0)
     return time.perf_counter() - t0, seen
+
+
+def disk_read_bytes() -> int:
+    """Bytes read from this machine's block devices since it started (``/sys/block/*/stat``,
+    sectors of 512 bytes), loop and RAM devices left out: reads the page cache did not serve.
+    0 where the counters cannot be read."""
+    total = 0
+    for stat in Path("/sys/block").glob("*/stat"):
+        if stat.parent.name.startswith(("loop", "ram", "zram", "dm-", "md")):
+            continue
+        try:
+            total += int(stat.read_text().split()[2]) * 512
+        except (OSError, IndexError, ValueError):
+            continue
+    return total
 
 
 def scope_records(dsn: str, scope: str) -> int:
