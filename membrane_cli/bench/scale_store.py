@@ -232,23 +232,24 @@ def load(dsn: str, chunks: Iterable[Chunk], done: Callable[[Chunk], None]) -> No
     one connection left the second idle: at most two chunks are in flight. ``done`` is called
     with each chunk once both stages are committed."""
     inflight: deque[tuple[Chunk, Future[None]]] = deque()
+
+    def stage_two(records: Future[None], chunk: Chunk) -> None:
+        records.result()
+        copy_rest(dsn, chunk)
+
+    def finish_oldest() -> None:
+        chunk, future = inflight.popleft()
+        future.result()
+        done(chunk)
+
     with ThreadPoolExecutor(1) as first, ThreadPoolExecutor(1) as second:
-
-        def stage_two(records: Future[None], chunk: Chunk) -> None:
-            records.result()
-            copy_rest(dsn, chunk)
-
         for chunk in chunks:
-            while len(inflight) >= 2:
-                finished, future = inflight.popleft()
-                future.result()
-                done(finished)
+            if len(inflight) == 2:
+                finish_oldest()
             records = first.submit(copy_records, dsn, chunk)
             inflight.append((chunk, second.submit(stage_two, records, chunk)))
         while inflight:
-            finished, future = inflight.popleft()
-            future.result()
-            done(finished)
+            finish_oldest()
 
 
 class TableBytes(NamedTuple):
