@@ -22,6 +22,7 @@ from membrane_core import Membrane, decay
 from membrane_core.jobs.decay import next_checkpoint
 from membrane_core.models import DecayProfile
 from membrane_core.storage.jobs import Checkpoint
+from tests.support.sql import STORED_SALIENCE
 
 STEP = st.tuples(
     st.integers(min_value=0, max_value=3 * 86400),  # seconds to advance before the batch
@@ -33,8 +34,8 @@ STEP = st.tuples(
 def snapshot(url: str, ids: list[uuid.UUID]) -> dict[uuid.UUID, tuple]:
     with psycopg.connect(url) as conn:
         found = conn.execute(
-            "SELECT id, salience, base_salience, reinforced_at, half_life_seconds, min_salience,"
-            " pinned FROM memory_records WHERE id = ANY(%s)",
+            f"SELECT id, {STORED_SALIENCE}, base_salience, reinforced_at, half_life_seconds,"
+            " min_salience, pinned FROM memory_records r WHERE id = ANY(%s)",
             (ids,),
         ).fetchall()
     return {r[0]: r[1:] for r in found}

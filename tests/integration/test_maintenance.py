@@ -11,13 +11,15 @@ from membrane_core import Membrane, errors
 from membrane_core.enums import MemoryType
 from membrane_core.policy import policy_from_settings
 from membrane_core.trust import DEVELOPMENT_POLICY
-from tests.support.sql import execute, rows
+from tests.support.sql import STORED_SALIENCE, execute, rows
 
 EVENT = {"source_kind": "event", "scope": "proj", "content": {"text": "ran the build"}}
 
 
 def stored(url: str, rid: uuid.UUID) -> tuple[float, float]:
-    ((salience, base),) = rows(url, "SELECT salience, base_salience FROM memory_records WHERE id = %s", rid)
+    ((salience, base),) = rows(
+        url, f"SELECT {STORED_SALIENCE}, base_salience FROM memory_records r WHERE id = %s", rid
+    )
     return salience, base
 
 
@@ -342,3 +344,30 @@ def test_embed_and_extract_delegate_to_their_services(membrane: Membrane) -> Non
     extract = membrane.maintenance.run("extract")
     assert embed.get("job") == "embed" and embed["claimed"] == 0
     assert "claimed" in extract and "skipped" not in extract
+
+
+def test_the_decay_checkpoint_is_a_row_of_its_own_and_gives_way_to_a_later_write(
+    membrane: Membrane, clock, database_url: str
+) -> None:
+    """RFC 6.1: the refresh writes the narrow checkpoint row, never the record's row; a read
+    gives the checkpoint until a write changes the record's base salience or clock, and the
+    checkpoint goes with its record."""
+    rid = membrane.capture(EVENT).record_ids[0]
+    other = membrane.capture(EVENT).record_ids[0]
+    where = "SELECT ctid::text, salience FROM memory_records WHERE id = %s"
+    before = rows(database_url, where, rid)
+    clock.advance(minutes=90)
+    assert membrane.maintenance.run("decay")["refreshed"] == 2
+    assert rows(database_url, where, rid) == before  # the same row version, its column untouched
+    assert before[0][1] == 1.0
+    assert stored(database_url, rid)[0] == pytest.approx(2**-1.5, rel=1e-12)
+
+    clock.advance(minutes=10)
+    membrane.revisions.reinforce(rid, {}, DEVELOPMENT_POLICY)  # a new base and clock
+    assert rows(database_url, "SELECT 1 FROM salience_checkpoints WHERE record_id = %s", rid)
+    assert stored(database_url, rid) == pytest.approx((2 ** -(100 / 60) + 0.1,) * 2, rel=1e-12)
+    assert stored(database_url, other)[0] == pytest.approx(2**-1.5, rel=1e-12)  # positive control
+
+    membrane.delete(other, DEVELOPMENT_POLICY)
+    assert not rows(database_url, "SELECT 1 FROM salience_checkpoints WHERE record_id = %s", other)
+    assert rows(database_url, "SELECT 1 FROM salience_checkpoints WHERE record_id = %s", rid)

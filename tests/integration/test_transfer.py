@@ -25,6 +25,7 @@ from membrane_core.testing import FakeClock
 from membrane_core.trust import TrustPolicy
 from tests.support import services
 from tests.support.services import EMBEDDING_DIM
+from tests.support.sql import STORED_SALIENCE
 
 OPERATOR = TrustPolicy(actor="ops", operator=True)
 WRITER = TrustPolicy(actor="writer")
@@ -398,3 +399,43 @@ def test_vectors_move_with_their_model_and_the_rest_are_queued(
         with Membrane(none) as t:
             report = t.transfer.import_bundle(tmp_path / "v", OPERATOR)
     assert report.vectors == 0 and report.embeddings_queued == 0 and report.records_written > 0
+
+
+def test_a_decay_checkpoint_travels_and_an_overwrite_drops_the_stale_one(
+    membrane: Membrane, clock: FakeClock, tmp_path: Path, database_url: str
+) -> None:
+    """RFC 6.1, 15.2: an export carries the salience a read gives (the decay checkpoint), so
+    importing it into the store it came from overwrites nothing; an overwrite drops the
+    record's checkpoint with its other parts."""
+    ids = build(membrane, clock)
+    clock.advance(days=400)
+    with psycopg.connect(database_url) as conn:
+        conn.execute("UPDATE work_items SET due_at = %s WHERE kind = 'decay'", (clock(),))
+    assert membrane.maintenance.run("decay", limit=500)["refreshed"] > 0
+    with psycopg.connect(database_url) as conn:
+        ((decayed, column),) = conn.execute(
+            f"SELECT {STORED_SALIENCE}, salience FROM memory_records r WHERE id = %s", (ids["coffee"],)
+        )
+    assert decayed < column  # the record's own column still holds what capture wrote
+    bundle = tmp_path / "bundle"
+    membrane.transfer.export({"scopes": ["proj"]}, OPERATOR, bundle)
+    lines = [
+        json.loads(x) for f in sorted(bundle.glob("records-*.ndjson")) for x in f.read_text().splitlines()
+    ]
+    assert next(x for x in lines if x["id"] == str(ids["coffee"]))["salience"] == decayed
+
+    again = membrane.transfer.import_bundle(bundle, OPERATOR, on_conflict="overwrite")
+    assert again.records_overwritten == 0 and again.records_written == 0
+
+    membrane.revisions.reinforce(ids["coffee"], {"rationale": "seen again"}, WRITER)
+    over = membrane.transfer.import_bundle(bundle, OPERATOR, on_conflict="overwrite")
+    assert over.records_overwritten == 1
+    with psycopg.connect(database_url) as conn:
+        ((now_stored,),) = conn.execute(
+            f"SELECT {STORED_SALIENCE} FROM memory_records r WHERE id = %s", (ids["coffee"],)
+        )
+        held = conn.execute(
+            "SELECT record_id FROM salience_checkpoints WHERE record_id = ANY(%s)", (list(ids.values()),)
+        ).fetchall()
+    assert now_stored == decayed  # the bundle's, not the checkpoint of the base it replaced
+    assert (ids["coffee"],) not in held and held  # the others keep theirs

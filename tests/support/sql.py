@@ -6,6 +6,12 @@ from typing import Any
 
 import psycopg
 
+from membrane_core.storage.queries import q
+
+#: A record ``r``'s stored salience as every read gives it: its decay checkpoint while that holds,
+#: else the record's column (RFC 6.1).
+STORED_SALIENCE = q("stored_salience").replace("/*=*/", "r")
+
 
 def rows(url: str, sql: str, *args: Any) -> list[tuple[Any, ...]]:
     """Every row of ``sql`` run with ``args``."""

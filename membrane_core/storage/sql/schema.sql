@@ -147,6 +147,17 @@ RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
            END
 $$;
 
+-- The decay batch's checkpoint of a record's salience (RFC 6.1), in a narrow row of its own:
+-- refreshing it rewrites neither the record's row (about 1.2 KB) nor any of its ten indexes.
+-- It holds while the record keeps the base salience and clock it was computed from; a write
+-- that changes either sets memory_records.salience, which is read instead (stored_salience).
+CREATE TABLE salience_checkpoints (
+    record_id     uuid PRIMARY KEY REFERENCES memory_records (id) ON DELETE CASCADE,
+    salience      double precision NOT NULL,
+    base_salience double precision NOT NULL,
+    reinforced_at timestamptz NOT NULL
+) WITH (fillfactor = 70);
+
 -- A sealed record (RFC 7.6) keeps its payload, summary, metadata and tags in ``sealed``, an
 -- AES-GCM ciphertext naming ``key_id``; its body is NULL. A plain one has a body and no key.
 CREATE TABLE record_payloads (

@@ -1,13 +1,23 @@
 -- name: maint_decay_refresh
--- Refresh the stored salience checkpoint of due records from the closed form, never compounding (RFC 6.1).
-UPDATE memory_records r
-   SET salience = current_salience(r.base_salience, r.reinforced_at, r.half_life_seconds,
-                                   r.min_salience, r.pinned, %(now)s)
-  FROM unnest(%(ids)s::uuid[]) AS u(id)
- WHERE r.id = u.id
-RETURNING r.id, r.salience, r.base_salience, r.reinforced_at, r.half_life_seconds, r.min_salience,
-          r.max_age_seconds, r.created_at, r.pinned,
-          (r.deletion_policy = 'auto_prune' AND r.status = 'active') AS prunable
+-- Refresh the salience checkpoint of due records from the closed form, never compounding, in the narrow row of salience_checkpoints (RFC 6.1); the record rows are share-locked so a concurrent reinforcement is waited for and read, never their row rewritten.
+WITH r AS (
+    SELECT r.id, current_salience(r.base_salience, r.reinforced_at, r.half_life_seconds,
+                                  r.min_salience, r.pinned, %(now)s) AS salience,
+           r.base_salience, r.reinforced_at, r.half_life_seconds, r.min_salience,
+           r.max_age_seconds, r.created_at, r.pinned,
+           (r.deletion_policy = 'auto_prune' AND r.status = 'active') AS prunable
+      FROM unnest(%(ids)s::uuid[]) AS u(id) JOIN memory_records r ON r.id = u.id
+       FOR SHARE OF r
+), kept AS (
+    INSERT INTO salience_checkpoints AS c (record_id, salience, base_salience, reinforced_at)
+    SELECT id, salience, base_salience, reinforced_at FROM r ORDER BY id
+    ON CONFLICT (record_id) DO UPDATE
+       SET salience = EXCLUDED.salience, base_salience = EXCLUDED.base_salience,
+           reinforced_at = EXCLUDED.reinforced_at
+)
+SELECT id, salience, base_salience, reinforced_at, half_life_seconds, min_salience,
+       max_age_seconds, created_at, pinned, prunable
+  FROM r
 
 -- name: maint_prune
 -- Delete eligible candidates, re-checked under the row lock, each with a delete audit entry (RFC 6.3).

@@ -100,7 +100,7 @@ SELECT /*@record_fields*/,
 
 -- name: record_fields
 -- Fragment (/*@record_fields*/): a record's columns, payload (p), tags and provenance (the sources added by as_of, when the read has one: RFC 5.6), as records.row_to_record reads them (RFC 2.1); a sealed record's ciphertext (its payload, summary, metadata and tags, RFC 7.6). The provenance is JSON in the view's form already (its fields in the model's order, each time as UTC with `Z`, microseconds only when it has some), so a view passes it on as it is (RFC 10.7). Lists are ARRAY subqueries rather than ordered aggregates: the tags come in the primary key's order, with no sort, and no aggregate state is set up for each row (RFC 8.3).
-r.id, r.type, r.scope, r.sensitivity, r.confidence, r.salience, r.status,
+r.id, r.type, r.scope, r.sensitivity, r.confidence, /*@stored_salience(r)*/ AS salience, r.status,
 r.decay_curve, r.half_life_seconds, r.min_salience, r.max_age_seconds,
 r.reinforcement_gain, r.base_salience, r.reinforced_at, r.pinned, r.deletion_policy,
 r.validity_mode, r.valid_from, r.valid_to, r.recorded_at, r.retracted_at,
@@ -115,3 +115,9 @@ to_json(ARRAY(SELECT json_build_object('kind', s.kind, 'ref', s.ref, 'hash', s.h
                  AND (%(as_of)s::timestamptz IS NULL OR s.added_at IS NULL
                       OR s.added_at <= %(as_of)s::timestamptz)
                ORDER BY s.id)) AS provenance
+
+-- name: stored_salience
+-- Fragment (/*@stored_salience(<record alias>)*/): a record's stored salience (RFC 6.1): its decay checkpoint while that was computed from the record's base salience and clock, else what the record's last write set.
+coalesce((SELECT c.salience FROM salience_checkpoints c
+           WHERE c.record_id = /*=*/.id AND c.base_salience = /*=*/.base_salience
+             AND c.reinforced_at = /*=*/.reinforced_at), /*=*/.salience)

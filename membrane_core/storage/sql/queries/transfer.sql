@@ -57,7 +57,8 @@ SELECT k.created_at, k.id, k.n
 -- A chunk's records as JSON lines (RFC 15.1): the stored columns (not the generated ones), and the payload (a sealed one as its envelope, base64). json, not jsonb: built in column order, at a third of jsonb's cost.
 SELECT convert_to(string_agg(row_to_json(x)::text, E'\n'
                              ORDER BY x.scope, x.created_at, x.id) || E'\n', 'UTF8')
-  FROM (SELECT r.id, r.type, r.scope, r.sensitivity, r.confidence, r.salience, r.status, r.decay_curve,
+  FROM (SELECT r.id, r.type, r.scope, r.sensitivity, r.confidence,
+               /*@stored_salience(r)*/ AS salience, r.status, r.decay_curve,
                r.half_life_seconds, r.min_salience, r.max_age_seconds, r.reinforcement_gain,
                r.base_salience, r.reinforced_at, r.pinned, r.deletion_policy, r.validity_mode,
                r.valid_from, r.valid_to, r.recorded_at, r.retracted_at, r.contested_at, r.occurred_at,
@@ -292,7 +293,7 @@ WITH ins AS (
         fact_subject = EXCLUDED.fact_subject, fact_predicate = EXCLUDED.fact_predicate,
         fact_object = EXCLUDED.fact_object, projected_bytes = EXCLUDED.projected_bytes,
         search_text = EXCLUDED.search_text, proposed_until = EXCLUDED.proposed_until
-     WHERE (m.type, m.scope, m.sensitivity, m.confidence, m.salience, m.status, m.decay_curve,
+     WHERE (m.type, m.scope, m.sensitivity, m.confidence, /*@stored_salience(m)*/, m.status, m.decay_curve,
             m.half_life_seconds, m.min_salience, m.max_age_seconds, m.reinforcement_gain,
             m.base_salience, m.reinforced_at, m.pinned, m.deletion_policy, m.validity_mode,
             m.valid_from, m.valid_to, m.recorded_at, m.retracted_at, m.contested_at, m.occurred_at,
@@ -326,7 +327,7 @@ r.id, r.type, r.scope, r.sensitivity, r.confidence, r.salience, r.status, r.deca
            r.fact_object, r.projected_bytes, r.search_text, r.proposed_until
 
 -- name: import_clear_overwritten
--- The payload, tags, provenance, relations, entity terms and identifiers, embedding and proposal link of the records an import overwrote, before it writes the bundle's (RFC 15.2).
+-- The payload, tags, provenance, relations, entity terms and identifiers, embedding, salience checkpoint and proposal link of the records an import overwrote, before it writes the bundle's (RFC 15.2).
 WITH o AS (SELECT id FROM import_written WHERE NOT fresh),
      p AS (DELETE FROM record_payloads x USING o WHERE x.record_id = o.id),
      t AS (DELETE FROM record_tags x USING o WHERE x.record_id = o.id),
@@ -334,7 +335,8 @@ WITH o AS (SELECT id FROM import_written WHERE NOT fresh),
      l AS (DELETE FROM relations x USING o WHERE x.source_id = o.id),
      e AS (DELETE FROM entity_terms x USING o WHERE x.record_id = o.id),
      i AS (DELETE FROM entity_identifiers x USING o WHERE x.record_id = o.id),
-     v AS (DELETE FROM record_embeddings x USING o WHERE x.record_id = o.id)
+     v AS (DELETE FROM record_embeddings x USING o WHERE x.record_id = o.id),
+     c AS (DELETE FROM salience_checkpoints x USING o WHERE x.record_id = o.id)
 DELETE FROM proposal_records x USING o WHERE x.record_id = o.id
 
 -- name: import_children

@@ -53,7 +53,9 @@ AND (NOT $10 OR current_salience(r.base_salience, r.reinforced_at,
 )
 SELECT b.ord, b.bytes, b.running, (b.running <= $25 AND b.ord <= $26) AS fits,
        b.status_as_of, b.id AS listed_id, b.created_at AS listed_created_at,
-       r.id, r.type, r.scope, r.sensitivity, r.confidence, r.salience, r.status,
+       r.id, r.type, r.scope, r.sensitivity, r.confidence, coalesce((SELECT c.salience FROM salience_checkpoints c
+           WHERE c.record_id = r.id AND c.base_salience = r.base_salience
+             AND c.reinforced_at = r.reinforced_at), r.salience) AS salience, r.status,
 r.decay_curve, r.half_life_seconds, r.min_salience, r.max_age_seconds,
 r.reinforcement_gain, r.base_salience, r.reinforced_at, r.pinned, r.deletion_policy,
 r.validity_mode, r.valid_from, r.valid_to, r.recorded_at, r.retracted_at,

@@ -702,7 +702,9 @@ SELECT 'root' AS kind, b.ord, b.bytes, b.running, (b.running <= $38) AS fits, b.
        NULL AS source_id, NULL AS predicate, NULL AS target_id, NULL AS other,
        NULL AS other_scope, NULL AS other_sensitivity, NULL AS other_status, NULL AS n,
        NULL AS hydrated,
-       r.id, r.type, r.scope, r.sensitivity, r.confidence, r.salience, r.status,
+       r.id, r.type, r.scope, r.sensitivity, r.confidence, coalesce((SELECT c.salience FROM salience_checkpoints c
+           WHERE c.record_id = r.id AND c.base_salience = r.base_salience
+             AND c.reinforced_at = r.reinforced_at), r.salience) AS salience, r.status,
 r.decay_curve, r.half_life_seconds, r.min_salience, r.max_age_seconds,
 r.reinforcement_gain, r.base_salience, r.reinforced_at, r.pinned, r.deletion_policy,
 r.validity_mode, r.valid_from, r.valid_to, r.recorded_at, r.retracted_at,
@@ -739,7 +741,9 @@ LEFT JOIN fresh w ON w.n = h.n AND w.running <= (SELECT v FROM hop_budget)
 LEFT JOIN LATERAL (
       -- the neighbour's columns only on the rows that hydrate it: the subqueries among them
       -- (tags, provenance, relations) run for those rows alone, not for every edge
-      SELECT r.id, r.type, r.scope, r.sensitivity, r.confidence, r.salience, r.status,
+      SELECT r.id, r.type, r.scope, r.sensitivity, r.confidence, coalesce((SELECT c.salience FROM salience_checkpoints c
+           WHERE c.record_id = r.id AND c.base_salience = r.base_salience
+             AND c.reinforced_at = r.reinforced_at), r.salience) AS salience, r.status,
 r.decay_curve, r.half_life_seconds, r.min_salience, r.max_age_seconds,
 r.reinforcement_gain, r.base_salience, r.reinforced_at, r.pinned, r.deletion_policy,
 r.validity_mode, r.valid_from, r.valid_to, r.recorded_at, r.retracted_at,
