@@ -20,6 +20,7 @@ import pytest
 from membrane_core import Membrane, decay
 from membrane_core.models import DecayProfile
 from membrane_core.trust import TrustPolicy
+from tests.support.sql import STORED_SALIENCE
 
 EVIDENCE = [{"kind": "observation", "ref": "user said so"}]
 ME = TrustPolicy(actor="user")
@@ -41,7 +42,7 @@ def fact(m: Membrane, s: str, p: str, o: str) -> uuid.UUID:
 
 def stored(url: str, record_id: uuid.UUID, cols: str) -> tuple[Any, ...]:
     with psycopg.connect(url) as conn:
-        row = conn.execute(f"SELECT {cols} FROM memory_records WHERE id = %s", (record_id,)).fetchone()
+        row = conn.execute(f"SELECT {cols} FROM memory_records r WHERE id = %s", (record_id,)).fetchone()
         assert row is not None, f"record {record_id} is gone"
         return tuple(row)
 
@@ -65,18 +66,18 @@ def test_decay_applied_twice_equals_closed_form(membrane: Membrane, database_url
     profile = DecayProfile(half_life_seconds=3600, min_salience=0.01)
     clock.advance(hours=1)
     first = membrane.maintenance.run("decay")
-    assert stored(database_url, ep, "salience")[0] == pytest.approx(0.5)
+    assert stored(database_url, ep, STORED_SALIENCE)[0] == pytest.approx(0.5)
     clock.advance(hours=1)
     second = membrane.maintenance.run("decay")
     assert first.get("refreshed") == 1 and second.get("refreshed") == 1  # one sweep each
     closed = decay.salience_at(1.0, start, profile, clock.now, pinned=False)
     assert closed == pytest.approx(0.25)
     # the stored checkpoint after two sweeps equals the closed form, not 0.5 * 0.25 = 0.125
-    assert stored(database_url, ep, "salience")[0] == pytest.approx(closed)
+    assert stored(database_url, ep, STORED_SALIENCE)[0] == pytest.approx(closed)
     assert membrane.get(ep).salience == pytest.approx(closed)
     # a third sweep at the same moment changes nothing; evaluating twice is idempotent
     membrane.maintenance.run("decay")
-    assert stored(database_url, ep, "salience")[0] == pytest.approx(closed)
+    assert stored(database_url, ep, STORED_SALIENCE)[0] == pytest.approx(closed)
     assert decay.salience_at(1.0, start, profile, clock.now, pinned=False) == closed
 
 
