@@ -437,5 +437,5 @@ def test_a_decay_checkpoint_travels_and_an_overwrite_drops_the_stale_one(
         held = conn.execute(
             "SELECT record_id FROM salience_checkpoints WHERE record_id = ANY(%s)", (list(ids.values()),)
         ).fetchall()
-    assert now_stored == decayed  # the bundle's, not the checkpoint of the base it replaced
+    assert now_stored == decayed  # the bundle's value, reinforcement undone
     assert (ids["coffee"],) not in held and held  # the others keep theirs

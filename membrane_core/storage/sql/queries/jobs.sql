@@ -9,7 +9,7 @@ WITH r AS (
       FROM unnest(%(ids)s::uuid[]) AS u(id) JOIN memory_records r ON r.id = u.id
        FOR SHARE OF r
 ), kept AS (
-    INSERT INTO salience_checkpoints AS c (record_id, salience, base_salience, reinforced_at)
+    INSERT INTO salience_checkpoints (record_id, salience, base_salience, reinforced_at)
     SELECT id, salience, base_salience, reinforced_at FROM r ORDER BY id
     ON CONFLICT (record_id) DO UPDATE
        SET salience = EXCLUDED.salience, base_salience = EXCLUDED.base_salience,
